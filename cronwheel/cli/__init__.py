@@ -1,0 +1,11 @@
+"""The ``cronwheel`` command line: one click group, one module per command family."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group()
+@click.version_option(package_name="cronwheel")
+def main() -> None:
+    """cronwheel: cron, but durable, on time, and spread over machines."""
