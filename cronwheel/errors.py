@@ -1,0 +1,51 @@
+"""The exception tree. Every error a user can cause names the field and the reason.
+
+CronwheelError
+├── InvalidInput            bad input: a field and why (HTTP 4xx, CLI exit 2)
+├── NotFound                no such job or run for this tenant (HTTP 404)
+├── Conflict                a uniqueness or state rule refuses the change (HTTP 409)
+│   └── StaleVersion        the caller edited an old version of a job (HTTP 412)
+└── StoreUnavailable        the store cannot be reached right now (retry later)
+"""
+
+from __future__ import annotations
+
+
+class CronwheelError(Exception):
+    """Base of every error cronwheel raises on purpose."""
+
+
+class InvalidInput(CronwheelError, ValueError):
+    """Input that cronwheel refuses; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class NotFound(CronwheelError, LookupError):
+    def __init__(self, what: str, ident: object) -> None:
+        super().__init__(f"{what} {ident} not found")
+        self.what = what
+        self.ident = ident
+
+
+class Conflict(CronwheelError):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class StaleVersion(Conflict):
+    def __init__(self, expected: int, actual: int) -> None:
+        super().__init__(
+            "version", f"the job is at version {actual}, not {expected}: reload it and retry"
+        )
+        self.expected = expected
+        self.actual = actual
+
+
+class StoreUnavailable(CronwheelError):
+    """The store did not answer; the operation may be retried."""

@@ -1,0 +1,312 @@
+"""The nouns of cronwheel: jobs, runs, attempts and their policies.
+
+Plain frozen dataclasses, no I/O. Every datetime is timezone-aware and in UTC; the job's
+own timezone lives inside its schedule and is applied only by the schedule engine.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum, StrEnum
+from typing import Any
+
+JSON = Any
+"""A value that survives ``json.dumps``/``json.loads`` unchanged."""
+
+DEFAULT_TENANT = "default"
+DEFAULT_POOL = "default"
+
+
+class JobState(StrEnum):
+    """Where a job is in its life. See docs/lifecycle.md for who moves it out of each."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class RunState(StrEnum):
+    """Where a run is in its life. See docs/lifecycle.md for who moves it out of each."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED_RUN_STATES
+
+
+_FINISHED_RUN_STATES = frozenset(
+    {RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED, RunState.SKIPPED}
+)
+
+
+class Priority(IntEnum):
+    """Lower sorts first: a worker claims critical runs before low ones."""
+
+    CRITICAL = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+
+
+class AttemptOutcome(StrEnum):
+    """How one execution try ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    """The worker's lease expired before it reported: it crashed, froze or lost the store."""
+
+
+class Backoff(StrEnum):
+    FIXED = "fixed"
+    EXPONENTIAL = "exponential"
+    EXPONENTIAL_JITTER = "exponential_jitter"
+
+
+class MisfireMode(StrEnum):
+    FIRE_ONCE = "fire_once"
+    SKIP = "skip"
+    BACKFILL = "backfill"
+    FIRE_LAST = "fire_last"
+
+
+class Overlap(StrEnum):
+    ALLOW = "allow"
+    SKIP = "skip"
+    QUEUE = "queue"
+    REPLACE = "replace"
+
+
+class Delivery(StrEnum):
+    AT_LEAST_ONCE = "at_least_once"
+    AT_MOST_ONCE = "at_most_once"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a failed run is tried again. ``max_attempts`` counts the first try."""
+
+    max_attempts: int = 3
+    backoff: Backoff = Backoff.EXPONENTIAL_JITTER
+    initial_delay: float = 1.0
+    max_delay: float = 300.0
+    budget_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "max_attempts": self.max_attempts,
+            "backoff": self.backoff.value,
+            "initial_delay": self.initial_delay,
+            "max_delay": self.max_delay,
+            "budget_seconds": self.budget_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, JSON]) -> RetryPolicy:
+        return cls(
+            max_attempts=int(d.get("max_attempts", 3)),
+            backoff=Backoff(d.get("backoff", Backoff.EXPONENTIAL_JITTER)),
+            initial_delay=float(d.get("initial_delay", 1.0)),
+            max_delay=float(d.get("max_delay", 300.0)),
+            budget_seconds=None if d.get("budget_seconds") is None else float(d["budget_seconds"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MisfirePolicy:
+    """What to do with occurrences older than the job's catch-up window.
+
+    ``limit`` caps ``backfill`` and is the N of ``fire_last``.
+    """
+
+    mode: MisfireMode = MisfireMode.FIRE_ONCE
+    limit: int = 100
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"mode": self.mode.value, "limit": self.limit}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, JSON]) -> MisfirePolicy:
+        return cls(
+            mode=MisfireMode(d.get("mode", MisfireMode.FIRE_ONCE)), limit=int(d.get("limit", 100))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job definition: what to run, when, and under which policies.
+
+    ``schedule`` and ``action`` are kept in their JSON form (see
+    :mod:`cronwheel.schedule` for the schedule kinds); ``version`` bumps on every change.
+    """
+
+    id: str
+    tenant_id: str
+    name: str
+    schedule: Mapping[str, JSON]
+    action: Mapping[str, JSON]
+    created_at: datetime
+    updated_at: datetime
+    pool: str = DEFAULT_POOL
+    payload: JSON = None
+    priority: Priority = Priority.NORMAL
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_seconds: float = 300.0
+    misfire: MisfirePolicy = field(default_factory=MisfirePolicy)
+    overlap: Overlap = Overlap.ALLOW
+    jitter_seconds: float = 0.0
+    catchup_seconds: float = 60.0
+    delivery: Delivery = Delivery.AT_LEAST_ONCE
+    state: JobState = JobState.ACTIVE
+    version: int = 1
+    next_fire_at: datetime | None = None
+    last_fire_at: datetime | None = None
+
+    @property
+    def shard_key(self) -> int:
+        return shard_key(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to insert if absent: ``(job_id, scheduled_for)`` is unique."""
+
+    tenant_id: str
+    job_id: str
+    scheduled_for: datetime
+    available_at: datetime
+    pool: str
+    priority: Priority
+    max_attempts: int
+    job_version: int
+    state: RunState = RunState.PENDING
+    reason: str | None = None
+    """Why a run was born ``skipped`` (overlap, misfire, paused) or was triggered by hand."""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One occurrence of a job. It carries the lease and the fence."""
+
+    id: int
+    tenant_id: str
+    job_id: str
+    scheduled_for: datetime
+    available_at: datetime
+    state: RunState
+    pool: str
+    priority: Priority
+    attempt: int
+    """How many attempts have started, ever; never reset, so attempt numbers stay unique."""
+    max_attempts: int
+    """The attempt number after which a failure is final; a replay raises it."""
+    fence: int
+    job_version: int
+    created_at: datetime
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    cancel_requested: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str | None = None
+    last_error: str | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.job_id, self.scheduled_for)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    """A run a worker holds under lease, with what it needs from its job to execute it."""
+
+    run: Run
+    job_name: str
+    action: Mapping[str, JSON]
+    payload: JSON
+    retry: RetryPolicy
+    timeout_seconds: float
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One execution try of a run: the unit of history."""
+
+    id: int
+    tenant_id: str
+    run_id: int
+    job_id: str
+    attempt: int
+    worker_id: str | None
+    fence: int
+    started_at: datetime | None
+    finished_at: datetime
+    outcome: AttemptOutcome
+    lag_seconds: float | None = None
+    """How late the attempt started behind the instant it was due (``available_at``)."""
+    error_class: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    id: int
+    tenant_id: str
+    entity: str
+    entity_id: str
+    action: str
+    actor: str
+    at: datetime
+    details: Mapping[str, JSON] | None = None
+
+
+def idempotency_key(job_id: str, scheduled_for: datetime) -> str:
+    """The key a target uses to absorb a duplicate: stable across attempts and replays."""
+    return f"{job_id}:{scheduled_for.isoformat()}"
+
+
+def shard_key(job_id: str) -> int:
+    """A stable hash of a job id; a scheduler owns a job when ``shard_key % S`` is its shard."""
+    return zlib.crc32(job_id.encode()) & 0x7FFFFFFF
+
+
+def new_id() -> str:
+    """A UUIDv7 string: unguessable, and time-ordered so that a cursor over ids is a
+    stable cursor over creation order. Within one millisecond a 12-bit counter keeps ids
+    from one process strictly increasing (RFC 9562, method 1)."""
+    global _last_ms, _counter
+    with _id_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms, _counter = _last_ms, _counter + 1
+            if _counter > 0xFFF:
+                ms, _counter = ms + 1, 0
+        else:
+            _counter = 0
+        _last_ms = ms
+        counter = _counter
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand
+    return str(uuid.UUID(int=value))
+
+
+_id_lock = threading.Lock()
+_last_ms = 0
+_counter = 0

@@ -1,0 +1,310 @@
+"""The store: cronwheel's single source of truth, behind one interface.
+
+The engine (scheduler, workers, maintenance, API) talks only to :class:`Store`; the
+SQLite and PostgreSQL implementations own their SQL and migrations. The methods are the
+lifecycle's verbs, not CRUD: a new backend is correct when it passes the conformance
+suite in ``tests/store/``.
+
+Rules every implementation keeps:
+
+* Time is a parameter. Methods that compare with "now" take ``now`` from the caller
+  (the engine's clock, corrected to the store's clock), so tests can freeze it.
+* Hot paths (:meth:`Store.materialize_runs`, :meth:`Store.claim_runs`,
+  :meth:`Store.heartbeat`, :meth:`Store.complete_runs`) take or return many runs and
+  cost one round trip for all of them.
+* Worker writes are fenced: they change a run only ``WHERE id = ? AND fence = ?`` and
+  while it is still ``running``; a worker whose lease was taken over changes nothing.
+* Every read and control verb is scoped to a tenant: another tenant's id is simply
+  not found.
+* Whenever a store makes runs pending (create, materialise, retry, rescue, replay) it
+  notifies ``runs:<pool>`` itself, in the same transaction where the backend allows it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from cronwheel.model import (
+    Attempt,
+    AttemptOutcome,
+    AuditEntry,
+    ClaimedRun,
+    Job,
+    JobState,
+    NewRun,
+    Run,
+    RunState,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend can do, so the engine asks for a capability and never for a name."""
+
+    cross_process_wakeups: bool
+    """A :meth:`Store.notify` reaches waiters in other processes (LISTEN/NOTIFY)."""
+    skip_locked: bool
+    """Concurrent claimers skip each other's rows instead of queueing behind a write lock."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobAdvance:
+    """Move a due job's ``next_fire_at`` after its runs were planned.
+
+    Applied only if the job is still at ``version`` and ``active``: a job edited, paused
+    or cancelled since it was read is left alone, and its runs are not inserted.
+    """
+
+    job_id: str
+    version: int
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+    state: JobState = JobState.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class MaterializeResult:
+    inserted: int
+    """Runs inserted; runs that already existed (another scheduler won) are not counted."""
+    advanced: int
+    """Jobs whose ``next_fire_at`` moved."""
+    stale_jobs: list[str] = field(default_factory=list)
+    """Jobs that changed since they were read: nothing was written for them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What a worker reports about one attempt; one store call turns it into history.
+
+    ``state`` is where the run goes: ``succeeded``, ``pending`` (a retry at
+    ``available_at``), ``dead`` or ``cancelled``.
+    """
+
+    run_id: int
+    fence: int
+    worker_id: str
+    state: RunState
+    outcome: AttemptOutcome
+    started_at: datetime | None
+    finished_at: datetime
+    lag_seconds: float | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    available_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    extended: list[int]
+    """Runs whose lease now runs to the new expiry."""
+    lost: list[int]
+    """Runs this worker no longer owns (fence moved, or finished by someone else): stop them."""
+    cancel_requested: list[int]
+    """Runs still owned whose cancellation was asked for: stop them and report ``cancelled``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RescueResult:
+    retried: list[int]
+    """Runs whose lease expired and that are claimable again."""
+    dead: list[int]
+    """Runs whose lease expired on their last allowed attempt: poison runs."""
+    cancelled: list[int] = field(default_factory=list)
+    """Runs whose lease expired after their cancellation was asked for."""
+
+
+class Store(abc.ABC):
+    """The lifecycle of jobs and runs, persisted. See the module docstring for the rules."""
+
+    capabilities: Capabilities
+
+    # -- setup ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def migrate(self, *, target: int | None = None) -> list[int]:
+        """Bring the schema up to ``target`` (default: the latest) and return the
+        migration numbers applied now. An empty database at the latest version gets the
+        fresh-install schema in one step; otherwise each missing step runs in order."""
+
+    @abc.abstractmethod
+    async def schema_version(self) -> int:
+        """The highest migration applied (0 for an empty database)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+
+    @abc.abstractmethod
+    async def now(self) -> datetime:
+        """The store's own clock; nodes measure their offset to it."""
+
+    # -- tenants ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
+        """Create the tenant if it does not exist (the ``default`` tenant always does)."""
+
+    # -- jobs ------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def create_jobs(
+        self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
+    ) -> None:
+        """Insert jobs (and runs that must exist with them, e.g. an immediate job's run)
+        atomically: all or nothing. A name already used by a live job of the same tenant
+        raises :class:`~cronwheel.errors.Conflict` naming ``name``."""
+
+    @abc.abstractmethod
+    async def get_job(self, tenant_id: str, job_id: str) -> Job | None: ...
+
+    @abc.abstractmethod
+    async def list_jobs(
+        self,
+        tenant_id: str,
+        *,
+        state: JobState | None = None,
+        pool: str | None = None,
+        name_prefix: str | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Jobs in id (= creation) order, starting after ``after_id``: a cursor that
+        stays stable while jobs are inserted."""
+
+    @abc.abstractmethod
+    async def update_job(self, job: Job, *, expected_version: int, actor: str) -> Job:
+        """Replace a job's definition if it is still at ``expected_version``; the stored
+        job gets ``expected_version + 1``. Raises NotFound or StaleVersion."""
+
+    @abc.abstractmethod
+    async def set_job_state(
+        self,
+        tenant_id: str,
+        job_id: str,
+        state: JobState,
+        *,
+        next_fire_at: datetime | None,
+        now: datetime,
+        actor: str,
+    ) -> Job:
+        """Pause, resume, complete or cancel a job (version bump, audited). Cancelling
+        also cancels its pending runs. A cancelled job cannot change state again:
+        Conflict. Raises NotFound."""
+
+    # -- scheduler -------------------------------------------------------------------
+    @abc.abstractmethod
+    async def fetch_due_jobs(
+        self,
+        until: datetime,
+        *,
+        limit: int,
+        shards: Sequence[int] | None = None,
+        shard_count: int = 1,
+    ) -> list[Job]:
+        """Active jobs with ``next_fire_at <= until``, earliest first; with ``shards``,
+        only jobs whose ``shard_key % shard_count`` is one of them."""
+
+    @abc.abstractmethod
+    async def materialize_runs(
+        self, runs: Sequence[NewRun], advances: Sequence[JobAdvance]
+    ) -> MaterializeResult:
+        """In one transaction: advance the jobs and insert their runs if absent. The runs
+        of a job whose advance does not apply (stale version, no longer active) are
+        dropped."""
+
+    # -- workers ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def claim_runs(
+        self,
+        worker_id: str,
+        pools: Sequence[str],
+        *,
+        limit: int,
+        now: datetime,
+        prefetch_until: datetime,
+        lease_seconds: float,
+    ) -> list[ClaimedRun]:
+        """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until``,
+        ordered by priority then ``available_at``. Each claim bumps the run's fence and
+        attempt, and leases it until ``max(available_at, now) + lease_seconds``. Two
+        claimers never get the same run."""
+
+    @abc.abstractmethod
+    async def heartbeat(
+        self,
+        worker_id: str,
+        leases: Sequence[tuple[int, int]],
+        *,
+        now: datetime,
+        lease_seconds: float,
+    ) -> HeartbeatResult:
+        """Extend every ``(run_id, fence)`` lease still held to ``now + lease_seconds``
+        (never shortening one), in one write."""
+
+    @abc.abstractmethod
+    async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
+        """Apply fenced completions and record their attempts; return the run ids that
+        were accepted. A completion whose fence is stale, or whose run is no longer
+        running, changes nothing and is not returned."""
+
+    # -- maintenance -----------------------------------------------------------------
+    @abc.abstractmethod
+    async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
+        """Runs whose lease expired (``lease_expires_at <= now``): record a ``lost``
+        attempt, then make them pending again (due at once), dead when that was their
+        last attempt, or cancelled when their cancellation had been asked for."""
+
+    @abc.abstractmethod
+    async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
+        """Delete finished runs (and their attempts) that finished before ``before``."""
+
+    # -- run control -----------------------------------------------------------------
+    @abc.abstractmethod
+    async def cancel_run(self, tenant_id: str, run_id: int, *, now: datetime, actor: str) -> Run:
+        """Cancel a pending run at once; ask a running one to stop (its worker sees it at
+        the next heartbeat). A finished run is left as it is. Raises NotFound."""
+
+    @abc.abstractmethod
+    async def replay_runs(
+        self,
+        tenant_id: str,
+        run_ids: Sequence[int],
+        *,
+        extra_attempts: int,
+        now: datetime,
+        actor: str,
+    ) -> list[int]:
+        """Dead runs back to pending with a fresh budget of ``extra_attempts``, due now;
+        same run, same idempotency key. Returns the ids replayed (others were not dead)."""
+
+    # -- reads -----------------------------------------------------------------------
+    @abc.abstractmethod
+    async def get_run(self, tenant_id: str, run_id: int) -> Run | None: ...
+
+    @abc.abstractmethod
+    async def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        job_id: str | None = None,
+        state: RunState | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        """Runs, newest ``scheduled_for`` first for one job, else newest id first."""
+
+    @abc.abstractmethod
+    async def list_attempts(self, tenant_id: str, run_id: int) -> list[Attempt]: ...
+
+    @abc.abstractmethod
+    async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]: ...
+
+    # -- wake-ups --------------------------------------------------------------------
+    @abc.abstractmethod
+    async def notify(self, topic: str) -> None:
+        """Wake whoever waits on ``topic`` (e.g. ``runs:<pool>``). Only speeds things up:
+        polling stays correct without it."""
+
+    @abc.abstractmethod
+    async def wait(self, topics: Sequence[str], timeout: float) -> bool:
+        """Wait until one of ``topics`` is notified or ``timeout`` passes; True if woken."""

@@ -1,0 +1,112 @@
+-- cronwheel SQLite schema, step 1: tenants, jobs, runs, attempts, audit.
+-- Instants are INTEGER microseconds since the Unix epoch, UTC: exact, and compared fast.
+-- JSON values are TEXT.
+
+CREATE TABLE tenants (
+    id                      TEXT PRIMARY KEY,
+    name                    TEXT NOT NULL,
+    max_jobs                INTEGER,
+    max_creates_per_second  REAL,
+    created_at              INTEGER NOT NULL
+);
+
+INSERT INTO tenants (id, name, created_at)
+VALUES ('default', 'default', CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
+
+CREATE TABLE jobs (
+    id               TEXT PRIMARY KEY,
+    tenant_id        TEXT NOT NULL REFERENCES tenants (id),
+    name             TEXT NOT NULL,
+    schedule         TEXT NOT NULL,
+    action           TEXT NOT NULL,
+    pool             TEXT NOT NULL,
+    payload          TEXT,
+    priority         INTEGER NOT NULL CHECK (priority BETWEEN 0 AND 3),
+    retry            TEXT NOT NULL,
+    timeout_seconds  REAL NOT NULL,
+    misfire          TEXT NOT NULL,
+    overlap          TEXT NOT NULL,
+    jitter_seconds   REAL NOT NULL,
+    catchup_seconds  REAL NOT NULL,
+    delivery         TEXT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN ('active', 'paused', 'completed', 'cancelled')),
+    version          INTEGER NOT NULL,
+    next_fire_at     INTEGER,
+    last_fire_at     INTEGER,
+    shard_key        INTEGER NOT NULL,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+);
+
+-- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
+CREATE UNIQUE INDEX jobs_tenant_name ON jobs (tenant_id, name) WHERE state <> 'cancelled';
+-- The scheduler's tick: active jobs by next_fire_at.
+CREATE INDEX jobs_due ON jobs (next_fire_at) WHERE state = 'active';
+-- Listing with a stable cursor (ids are time-ordered UUIDv7).
+CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
+
+CREATE TABLE runs (
+    id                INTEGER PRIMARY KEY,
+    tenant_id         TEXT NOT NULL,
+    job_id            TEXT NOT NULL REFERENCES jobs (id),
+    scheduled_for     INTEGER NOT NULL,
+    available_at      INTEGER NOT NULL,
+    state             TEXT NOT NULL CHECK (state IN ('pending', 'running', 'succeeded', 'dead', 'cancelled', 'skipped')),
+    pool              TEXT NOT NULL,
+    priority          INTEGER NOT NULL CHECK (priority BETWEEN 0 AND 3),
+    attempt           INTEGER NOT NULL DEFAULT 0,
+    max_attempts      INTEGER NOT NULL,
+    fence             INTEGER NOT NULL DEFAULT 0,
+    job_version       INTEGER NOT NULL,
+    lease_owner       TEXT,
+    lease_expires_at  INTEGER,
+    cancel_requested  INTEGER NOT NULL DEFAULT 0,
+    reason            TEXT,
+    last_error        TEXT,
+    created_at        INTEGER NOT NULL,
+    started_at        INTEGER,
+    finished_at       INTEGER
+);
+
+-- I2: one run per occurrence. Scanned backwards it also lists a job's runs by
+-- scheduled_for descending.
+CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
+-- The worker's claim: pending runs by pool, priority, then due time.
+CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
+-- The rescuer: running runs by lease expiry.
+CREATE INDEX runs_leases ON runs (lease_expires_at) WHERE state = 'running';
+-- Retention: finished runs by age.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+-- Tenant-wide listings (the dead-letter queue) newest first.
+CREATE INDEX runs_tenant_state ON runs (tenant_id, state, id);
+
+CREATE TABLE attempts (
+    id             INTEGER PRIMARY KEY,
+    tenant_id      TEXT NOT NULL,
+    run_id         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    job_id         TEXT NOT NULL,
+    attempt        INTEGER NOT NULL,
+    worker_id      TEXT,
+    fence          INTEGER NOT NULL,
+    started_at     INTEGER,
+    finished_at    INTEGER NOT NULL,
+    lag_seconds    REAL,
+    outcome        TEXT NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled', 'lost')),
+    error_class    TEXT,
+    error_message  TEXT
+);
+
+CREATE INDEX attempts_run ON attempts (run_id, attempt);
+
+CREATE TABLE audit_log (
+    id         INTEGER PRIMARY KEY,
+    tenant_id  TEXT NOT NULL,
+    entity     TEXT NOT NULL,
+    entity_id  TEXT NOT NULL,
+    action     TEXT NOT NULL,
+    actor      TEXT NOT NULL,
+    at         INTEGER NOT NULL,
+    details    TEXT
+);
+
+CREATE INDEX audit_log_entity ON audit_log (tenant_id, entity_id, id);

@@ -1,0 +1,158 @@
+"""SQLite rows ↔ model objects. Instants are integer microseconds since the epoch (UTC)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cronwheel.model import (
+    Attempt,
+    AttemptOutcome,
+    AuditEntry,
+    Delivery,
+    Job,
+    JobState,
+    MisfirePolicy,
+    Overlap,
+    Priority,
+    RetryPolicy,
+    Run,
+    RunState,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def us(instant: datetime) -> int:
+    """An aware datetime as integer microseconds since the epoch."""
+    if instant.tzinfo is None:
+        raise ValueError(f"naive datetime {instant!r}: cronwheel stores instants, give a timezone")
+    return (instant - EPOCH) // _MICROSECOND
+
+
+def us_or_none(instant: datetime | None) -> int | None:
+    return None if instant is None else us(instant)
+
+
+def dt(value: int) -> datetime:
+    return EPOCH + timedelta(microseconds=value)
+
+
+def dt_or_none(value: int | None) -> datetime | None:
+    return None if value is None else dt(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def job_params(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "tenant_id": job.tenant_id,
+        "name": job.name,
+        "schedule": dumps(job.schedule),
+        "action": dumps(job.action),
+        "pool": job.pool,
+        "payload": dumps(job.payload),
+        "priority": int(job.priority),
+        "retry": dumps(job.retry.to_dict()),
+        "timeout_seconds": job.timeout_seconds,
+        "misfire": dumps(job.misfire.to_dict()),
+        "overlap": job.overlap.value,
+        "jitter_seconds": job.jitter_seconds,
+        "catchup_seconds": job.catchup_seconds,
+        "delivery": job.delivery.value,
+        "state": job.state.value,
+        "version": job.version,
+        "next_fire_at": us_or_none(job.next_fire_at),
+        "last_fire_at": us_or_none(job.last_fire_at),
+        "shard_key": job.shard_key,
+        "created_at": us(job.created_at),
+        "updated_at": us(job.updated_at),
+    }
+
+
+def job(row: sqlite3.Row) -> Job:
+    return Job(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        schedule=json.loads(row["schedule"]),
+        action=json.loads(row["action"]),
+        pool=row["pool"],
+        payload=json.loads(row["payload"]),
+        priority=Priority(row["priority"]),
+        retry=RetryPolicy.from_dict(json.loads(row["retry"])),
+        timeout_seconds=row["timeout_seconds"],
+        misfire=MisfirePolicy.from_dict(json.loads(row["misfire"])),
+        overlap=Overlap(row["overlap"]),
+        jitter_seconds=row["jitter_seconds"],
+        catchup_seconds=row["catchup_seconds"],
+        delivery=Delivery(row["delivery"]),
+        state=JobState(row["state"]),
+        version=row["version"],
+        next_fire_at=dt_or_none(row["next_fire_at"]),
+        last_fire_at=dt_or_none(row["last_fire_at"]),
+        created_at=dt(row["created_at"]),
+        updated_at=dt(row["updated_at"]),
+    )
+
+
+def run(row: sqlite3.Row) -> Run:
+    return Run(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        job_id=row["job_id"],
+        scheduled_for=dt(row["scheduled_for"]),
+        available_at=dt(row["available_at"]),
+        state=RunState(row["state"]),
+        pool=row["pool"],
+        priority=Priority(row["priority"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        fence=row["fence"],
+        job_version=row["job_version"],
+        created_at=dt(row["created_at"]),
+        lease_owner=row["lease_owner"],
+        lease_expires_at=dt_or_none(row["lease_expires_at"]),
+        cancel_requested=bool(row["cancel_requested"]),
+        started_at=dt_or_none(row["started_at"]),
+        finished_at=dt_or_none(row["finished_at"]),
+        reason=row["reason"],
+        last_error=row["last_error"],
+    )
+
+
+def attempt(row: sqlite3.Row) -> Attempt:
+    return Attempt(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        run_id=row["run_id"],
+        job_id=row["job_id"],
+        attempt=row["attempt"],
+        worker_id=row["worker_id"],
+        fence=row["fence"],
+        started_at=dt_or_none(row["started_at"]),
+        finished_at=dt(row["finished_at"]),
+        outcome=AttemptOutcome(row["outcome"]),
+        lag_seconds=row["lag_seconds"],
+        error_class=row["error_class"],
+        error_message=row["error_message"],
+    )
+
+
+def audit(row: sqlite3.Row) -> AuditEntry:
+    return AuditEntry(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        entity=row["entity"],
+        entity_id=row["entity_id"],
+        action=row["action"],
+        actor=row["actor"],
+        at=dt(row["at"]),
+        details=None if row["details"] is None else json.loads(row["details"]),
+    )

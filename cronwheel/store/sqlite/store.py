@@ -1,0 +1,765 @@
+"""The embedded store: a SQLite file in WAL mode, zero services to run."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cronwheel.errors import Conflict, NotFound, StaleVersion
+from cronwheel.model import (
+    Attempt,
+    AttemptOutcome,
+    AuditEntry,
+    ClaimedRun,
+    Delivery,
+    Job,
+    JobState,
+    NewRun,
+    RetryPolicy,
+    Run,
+    RunState,
+)
+from cronwheel.store import migrate as migrations
+from cronwheel.store.base import (
+    Capabilities,
+    Completion,
+    HeartbeatResult,
+    JobAdvance,
+    MaterializeResult,
+    RescueResult,
+    Store,
+)
+from cronwheel.store.sqlite import _rows as rows
+from cronwheel.store.sqlite._conn import Connection
+from cronwheel.store.sqlite._wakeups import Wakeups
+
+_JOB_INSERT = (
+    "INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,"
+    " timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery, state,"
+    " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at) VALUES (:id,"
+    " :tenant_id, :name, :schedule, :action, :pool, :payload, :priority, :retry,"
+    " :timeout_seconds, :misfire, :overlap, :jitter_seconds, :catchup_seconds, :delivery,"
+    " :state, :version, :next_fire_at, :last_fire_at, :shard_key, :created_at, :updated_at)"
+)
+
+_RUN_INSERT = (
+    "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,"
+    " max_attempts, job_version, reason, created_at, finished_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
+)
+
+_AUDIT_INSERT = (
+    "INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _audit(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    entity: str,
+    entity_id: object,
+    action: str,
+    actor: str,
+    at: int,
+    details: dict[str, Any] | None = None,
+) -> None:
+    payload = None if details is None else rows.dumps(details)
+    conn.execute(_AUDIT_INSERT, (tenant_id, entity, str(entity_id), action, actor, at, payload))
+
+
+def _insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> list[str]:
+    """Insert runs if absent; return the pools that got new pending runs."""
+    pools = []
+    for r in runs:
+        finished = now if r.state.finished else None
+        cursor = conn.execute(
+            _RUN_INSERT,
+            (
+                r.tenant_id,
+                r.job_id,
+                rows.us(r.scheduled_for),
+                rows.us(r.available_at),
+                r.state.value,
+                r.pool,
+                int(r.priority),
+                r.max_attempts,
+                r.job_version,
+                r.reason,
+                now,
+                finished,
+            ),
+        )
+        if cursor.rowcount and r.state is RunState.PENDING:
+            pools.append(r.pool)
+    return pools
+
+
+class SqliteStore(Store):
+    """The embedded store. One instance per process; several processes may share a file."""
+
+    capabilities = Capabilities(cross_process_wakeups=False, skip_locked=False)
+
+    def __init__(self, path: str | Path) -> None:
+        self._db = Connection(path)
+        self._wakeups = Wakeups()
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SqliteStore:
+        store = cls(path)
+        await store._db.open()
+        return store
+
+    @property
+    def path(self) -> str:
+        return self._db.path
+
+    # -- setup ---------------------------------------------------------------------
+    async def migrate(self, *, target: int | None = None) -> list[int]:
+        return await self._db.write(lambda c: _migrate(c, target))
+
+    async def schema_version(self) -> int:
+        return await self._db.read(_schema_version)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def now(self) -> datetime:
+        return await self._db.read(
+            lambda c: rows.dt(
+                c.execute(
+                    "SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+                ).fetchone()[0]
+            )
+        )
+
+    async def truncate_all_for_tests(self) -> None:
+        """Empty every table but the migrations, keeping the default tenant."""
+
+        def fn(c: sqlite3.Connection) -> None:
+            for table in (
+                "attempts",
+                "audit_log",
+                "runs",
+                "jobs",
+                "shard_leases",
+                "workers",
+                "api_keys",
+                "idempotency_keys",
+            ):
+                c.execute(f"DELETE FROM {table}")
+            c.execute("DELETE FROM tenants WHERE id <> 'default'")
+
+        await self._db.write(fn)
+
+    # -- tenants ---------------------------------------------------------------------
+    async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
+        await self._db.write(
+            lambda c: c.execute(
+                "INSERT INTO tenants (id, name, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (tenant_id, name, rows.us(now)),
+            )
+        )
+
+    # -- jobs ------------------------------------------------------------------------
+    async def create_jobs(
+        self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
+    ) -> None:
+        def fn(c: sqlite3.Connection) -> list[str]:
+            try:
+                c.executemany(_JOB_INSERT, [rows.job_params(j) for j in jobs])
+            except sqlite3.IntegrityError as exc:
+                raise _name_conflict(c, jobs) from exc
+            for j in jobs:
+                details = {"version": j.version, "name": j.name}
+                _audit(
+                    c, j.tenant_id, "job", j.id, "created", actor, rows.us(j.created_at), details
+                )
+            now = rows.us(jobs[0].created_at) if jobs else 0
+            return _insert_runs(c, runs, now)
+
+        pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+
+    async def get_job(self, tenant_id: str, job_id: str) -> Job | None:
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT * FROM jobs WHERE tenant_id = ? AND id = ?", (tenant_id, job_id)
+            ).fetchone()
+        )
+        return None if row is None else rows.job(row)
+
+    async def list_jobs(
+        self,
+        tenant_id: str,
+        *,
+        state: JobState | None = None,
+        pool: str | None = None,
+        name_prefix: str | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        where, params = ["tenant_id = ?"], [tenant_id]
+        if state is not None:
+            where.append("state = ?")
+            params.append(state.value)
+        if pool is not None:
+            where.append("pool = ?")
+            params.append(pool)
+        if name_prefix is not None:
+            # substr, not LIKE: a prefix with % or _ must match literally.
+            where.append("substr(name, 1, ?) = ?")
+            params.extend([len(name_prefix), name_prefix])  # type: ignore[list-item]
+        if after_id is not None:
+            where.append("id > ?")
+            params.append(after_id)
+        sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
+        found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
+        return [rows.job(r) for r in found]
+
+    async def update_job(self, job: Job, *, expected_version: int, actor: str) -> Job:
+        params = rows.job_params(job) | {
+            "version": expected_version + 1,
+            "expected": expected_version,
+        }
+
+        def fn(c: sqlite3.Connection) -> Job:
+            current = c.execute(
+                "SELECT version, state FROM jobs WHERE tenant_id = ? AND id = ?",
+                (job.tenant_id, job.id),
+            ).fetchone()
+            if current is None:
+                raise NotFound("job", job.id)
+            if current["version"] != expected_version:
+                raise StaleVersion(expected_version, current["version"])
+            sets = ", ".join(f"{k} = :{k}" for k in params if k not in _IMMUTABLE_JOB_COLUMNS)
+            try:
+                c.execute(f"UPDATE jobs SET {sets} WHERE id = :id AND version = :expected", params)
+            except sqlite3.IntegrityError as exc:
+                raise _name_conflict(c, [job]) from exc
+            details = {"version": expected_version + 1}
+            _audit(c, job.tenant_id, "job", job.id, "updated", actor, params["updated_at"], details)
+            return rows.job(c.execute("SELECT * FROM jobs WHERE id = ?", (job.id,)).fetchone())
+
+        return await self._db.write(fn)
+
+    async def set_job_state(
+        self,
+        tenant_id: str,
+        job_id: str,
+        state: JobState,
+        *,
+        next_fire_at: datetime | None,
+        now: datetime,
+        actor: str,
+    ) -> Job:
+        at = rows.us(now)
+
+        def fn(c: sqlite3.Connection) -> Job:
+            current = c.execute(
+                "SELECT state FROM jobs WHERE tenant_id = ? AND id = ?", (tenant_id, job_id)
+            ).fetchone()
+            if current is None:
+                raise NotFound("job", job_id)
+            before = JobState(current["state"])
+            if before is JobState.CANCELLED:
+                raise Conflict("state", "the job is cancelled; create a new job instead")
+            c.execute(
+                "UPDATE jobs SET state = ?, next_fire_at = ?, version = version + 1,"
+                " updated_at = ? WHERE id = ?",
+                (state.value, rows.us_or_none(next_fire_at), at, job_id),
+            )
+            if state is JobState.CANCELLED:
+                c.execute(
+                    "UPDATE runs SET state = 'cancelled', finished_at = ?,"
+                    " reason = 'job cancelled' WHERE job_id = ? AND state = 'pending'",
+                    (at, job_id),
+                )
+            action = _state_action(before, state)
+            details = {"from": before.value, "to": state.value}
+            _audit(c, tenant_id, "job", job_id, action, actor, at, details)
+            return rows.job(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+        return await self._db.write(fn)
+
+    # -- scheduler -------------------------------------------------------------------
+    async def fetch_due_jobs(
+        self,
+        until: datetime,
+        *,
+        limit: int,
+        shards: Sequence[int] | None = None,
+        shard_count: int = 1,
+    ) -> list[Job]:
+        where = "state = 'active' AND next_fire_at <= ?"
+        params: list[Any] = [rows.us(until)]
+        if shards is not None:
+            where += f" AND shard_key % ? IN ({_placeholders(len(shards))})"
+            params.extend([shard_count, *shards])
+        sql = f"SELECT * FROM jobs WHERE {where} ORDER BY next_fire_at LIMIT ?"
+        found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
+        return [rows.job(r) for r in found]
+
+    async def materialize_runs(
+        self, runs: Sequence[NewRun], advances: Sequence[JobAdvance]
+    ) -> MaterializeResult:
+        def fn(c: sqlite3.Connection) -> tuple[MaterializeResult, list[str]]:
+            now = _now_us(c)
+            advanced: set[str] = set()
+            stale: list[str] = []
+            for a in advances:
+                cursor = c.execute(
+                    "UPDATE jobs SET next_fire_at = ?, last_fire_at = coalesce(?, last_fire_at),"
+                    " state = ? WHERE id = ? AND version = ? AND state = 'active'",
+                    (
+                        rows.us_or_none(a.next_fire_at),
+                        rows.us_or_none(a.last_fire_at),
+                        a.state.value,
+                        a.job_id,
+                        a.version,
+                    ),
+                )
+                (advanced.add if cursor.rowcount else stale.append)(a.job_id)
+            unadvanced = {r.job_id for r in runs} - {a.job_id for a in advances}
+            live = _active_jobs(c, unadvanced) | advanced
+            mine = [r for r in runs if r.job_id in live]
+            before = c.total_changes
+            pools = _insert_runs(c, mine, now)
+            inserted = c.total_changes - before
+            return MaterializeResult(inserted, len(advanced), stale), pools
+
+        result, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        return result
+
+    # -- workers ---------------------------------------------------------------------
+    async def claim_runs(
+        self,
+        worker_id: str,
+        pools: Sequence[str],
+        *,
+        limit: int,
+        now: datetime,
+        prefetch_until: datetime,
+        lease_seconds: float,
+    ) -> list[ClaimedRun]:
+        now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
+        sql = (
+            "UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
+            " lease_owner = ?, lease_expires_at = max(available_at, ?) + ?,"
+            " started_at = max(available_at, ?), cancel_requested = 0"
+            " WHERE id IN (SELECT id FROM runs WHERE state = 'pending'"
+            f" AND pool IN ({_placeholders(len(pools))}) AND available_at <= ?"
+            " ORDER BY priority, available_at, id LIMIT ?) RETURNING *"
+        )
+        params = (worker_id, now_us, ttl_us, now_us, *pools, rows.us(prefetch_until), limit)
+
+        def fn(c: sqlite3.Connection) -> list[ClaimedRun]:
+            claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
+            claimed.sort(key=lambda r: (r.priority, r.available_at, r.id))
+            job_ids = {r.job_id for r in claimed}
+            jobs = {
+                j["id"]: j
+                for j in c.execute(
+                    "SELECT id, name, action, payload, retry, timeout_seconds, delivery FROM jobs"
+                    f" WHERE id IN ({_placeholders(len(job_ids))})",
+                    tuple(job_ids),
+                )
+            }
+            return [_claimed(r, jobs[r.job_id]) for r in claimed]
+
+        if not pools or limit <= 0:
+            return []
+        return await self._db.write(fn)
+
+    async def heartbeat(
+        self,
+        worker_id: str,
+        leases: Sequence[tuple[int, int]],
+        *,
+        now: datetime,
+        lease_seconds: float,
+    ) -> HeartbeatResult:
+        until = rows.us(now) + round(lease_seconds * 1_000_000)
+
+        def fn(c: sqlite3.Connection) -> HeartbeatResult:
+            extended, cancel = [], []
+            for run_id, fence in leases:
+                row = c.execute(
+                    "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?)"
+                    " WHERE id = ? AND fence = ? AND lease_owner = ? AND state = 'running'"
+                    " RETURNING cancel_requested",
+                    (until, run_id, fence, worker_id),
+                ).fetchone()
+                if row is not None:
+                    extended.append(run_id)
+                    if row[0]:
+                        cancel.append(run_id)
+            lost = [run_id for run_id, _ in leases if run_id not in set(extended)]
+            return HeartbeatResult(extended=extended, lost=lost, cancel_requested=cancel)
+
+        return await self._db.write(fn)
+
+    async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
+        def fn(c: sqlite3.Connection) -> tuple[list[int], list[str]]:
+            accepted, pools = [], []
+            for done in completions:
+                row = _complete_one(c, done)
+                if row is not None:
+                    accepted.append(done.run_id)
+                    if done.state is RunState.PENDING:
+                        pools.append(row["pool"])
+            return accepted, pools
+
+        accepted, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        return accepted
+
+    # -- maintenance -----------------------------------------------------------------
+    async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
+        at = rows.us(now)
+
+        def fn(c: sqlite3.Connection) -> tuple[RescueResult, list[str]]:
+            expired = c.execute(
+                "SELECT * FROM runs WHERE state = 'running' AND lease_expires_at <= ?"
+                " ORDER BY lease_expires_at LIMIT ?",
+                (at, limit),
+            ).fetchall()
+            result = RescueResult(retried=[], dead=[], cancelled=[])
+            pools = []
+            for row in expired:
+                state = _rescue_one(c, row, at)
+                if state is RunState.PENDING:
+                    pools.append(row["pool"])
+                _RESCUED[state](result).append(row["id"])
+            return result, pools
+
+        result, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        return result
+
+    async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
+        def fn(c: sqlite3.Connection) -> int:
+            cursor = c.execute(
+                "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE finished_at < ?"
+                " AND state IN ('succeeded', 'dead', 'cancelled', 'skipped') LIMIT ?)",
+                (rows.us(before), limit),
+            )
+            return cursor.rowcount
+
+        return await self._db.write(fn)
+
+    # -- run control -----------------------------------------------------------------
+    async def cancel_run(self, tenant_id: str, run_id: int, *, now: datetime, actor: str) -> Run:
+        at = rows.us(now)
+
+        def fn(c: sqlite3.Connection) -> Run:
+            row = c.execute(
+                "SELECT state FROM runs WHERE tenant_id = ? AND id = ?", (tenant_id, run_id)
+            ).fetchone()
+            if row is None:
+                raise NotFound("run", run_id)
+            if row["state"] == RunState.PENDING:
+                c.execute(
+                    "UPDATE runs SET state = 'cancelled', finished_at = ?, reason = ? WHERE id = ?",
+                    (at, f"cancelled by {actor}", run_id),
+                )
+                _audit(c, tenant_id, "run", run_id, "cancelled", actor, at)
+            elif row["state"] == RunState.RUNNING:
+                c.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
+                _audit(c, tenant_id, "run", run_id, "cancel_requested", actor, at)
+            return rows.run(c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
+
+        return await self._db.write(fn)
+
+    async def replay_runs(
+        self,
+        tenant_id: str,
+        run_ids: Sequence[int],
+        *,
+        extra_attempts: int,
+        now: datetime,
+        actor: str,
+    ) -> list[int]:
+        at = rows.us(now)
+
+        def fn(c: sqlite3.Connection) -> tuple[list[int], list[str]]:
+            replayed, pools = [], []
+            for run_id in run_ids:
+                row = c.execute(
+                    "UPDATE runs SET state = 'pending', available_at = ?, finished_at = NULL,"
+                    " max_attempts = attempt + ?, last_error = NULL, lease_owner = NULL,"
+                    " lease_expires_at = NULL, cancel_requested = 0"
+                    " WHERE tenant_id = ? AND id = ? AND state = 'dead' RETURNING pool",
+                    (at, extra_attempts, tenant_id, run_id),
+                ).fetchone()
+                if row is not None:
+                    replayed.append(run_id)
+                    pools.append(row["pool"])
+                    _audit(c, tenant_id, "run", run_id, "replayed", actor, at)
+            return replayed, pools
+
+        replayed, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        return replayed
+
+    # -- reads -----------------------------------------------------------------------
+    async def get_run(self, tenant_id: str, run_id: int) -> Run | None:
+        row = await self._db.read(
+            lambda c: c.execute(
+                "SELECT * FROM runs WHERE tenant_id = ? AND id = ?", (tenant_id, run_id)
+            ).fetchone()
+        )
+        return None if row is None else rows.run(row)
+
+    async def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        job_id: str | None = None,
+        state: RunState | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        where, params = ["tenant_id = ?"], [tenant_id]
+        if job_id is not None:
+            where.append("job_id = ?")
+            params.append(job_id)
+        if state is not None:
+            where.append("state = ?")
+            params.append(state.value)
+        if before_id is not None and job_id is not None:
+            where.append("scheduled_for < (SELECT scheduled_for FROM runs WHERE id = ?)")
+            params.append(before_id)  # type: ignore[arg-type]
+        elif before_id is not None:
+            where.append("id < ?")
+            params.append(before_id)  # type: ignore[arg-type]
+        order = "scheduled_for DESC" if job_id is not None else "id DESC"
+        sql = f"SELECT * FROM runs WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+        found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
+        return [rows.run(r) for r in found]
+
+    async def list_attempts(self, tenant_id: str, run_id: int) -> list[Attempt]:
+        found = await self._db.read(
+            lambda c: c.execute(
+                "SELECT * FROM attempts WHERE tenant_id = ? AND run_id = ? ORDER BY attempt, id",
+                (tenant_id, run_id),
+            ).fetchall()
+        )
+        return [rows.attempt(r) for r in found]
+
+    async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]:
+        found = await self._db.read(
+            lambda c: c.execute(
+                "SELECT * FROM audit_log WHERE tenant_id = ? AND entity_id = ? ORDER BY id",
+                (tenant_id, str(entity_id)),
+            ).fetchall()
+        )
+        return [rows.audit(r) for r in found]
+
+    # -- wake-ups --------------------------------------------------------------------
+    async def notify(self, topic: str) -> None:
+        self._wakeups.notify(topic)
+
+    async def wait(self, topics: Sequence[str], timeout: float) -> bool:
+        return await self._wakeups.wait(topics, timeout)
+
+
+_IMMUTABLE_JOB_COLUMNS = frozenset({"id", "tenant_id", "created_at", "shard_key", "expected"})
+
+
+def _now_us(c: sqlite3.Connection) -> int:
+    value: int = c.execute(
+        "SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+    ).fetchone()[0]
+    return value
+
+
+def _migrate(c: sqlite3.Connection, target: int | None) -> list[int]:
+    c.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
+    )
+    done = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
+    steps = migrations.migrations("sqlite")
+    latest = steps[-1].version
+    if target is not None and not 0 <= target <= latest:
+        raise ValueError(f"target: migration {target} does not exist (latest is {latest})")
+    steps = [m for m in steps if target is None or m.version <= target]
+    now = _now_us(c)
+    if not done and (target is None or target == latest):
+        _executescript(c, migrations.fresh_schema("sqlite"))
+        todo = [m.version for m in steps]
+    else:
+        todo = [m.version for m in steps if m.version not in done]
+        for m in steps:
+            if m.version in todo:
+                _executescript(c, m.sql)
+    c.executemany(
+        "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+        [(v, now) for v in todo],
+    )
+    return todo
+
+
+def _executescript(c: sqlite3.Connection, script: str) -> None:
+    # sqlite3.executescript would COMMIT our transaction first; run statement by statement
+    # so a migration is all or nothing.
+    for statement in _split_sql(script):
+        c.execute(statement)
+
+
+def _split_sql(script: str) -> list[str]:
+    statements, current = [], []
+    for line in script.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        current.append(line)
+        if sqlite3.complete_statement("\n".join(current)):
+            statements.append("\n".join(current).strip())
+            current = []
+    return [s for s in statements if s]
+
+
+def _schema_version(c: sqlite3.Connection) -> int:
+    exists = c.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    value: int | None = c.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+    return value or 0
+
+
+def _name_conflict(c: sqlite3.Connection, jobs: Sequence[Job]) -> Conflict:
+    for j in jobs:
+        taken = c.execute(
+            "SELECT 1 FROM jobs WHERE tenant_id = ? AND name = ? AND state <> 'cancelled'"
+            " AND id <> ?",
+            (j.tenant_id, j.name, j.id),
+        ).fetchone()
+        if taken is not None:
+            return Conflict("name", f"a live job named {j.name!r} already exists for this tenant")
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        return Conflict("name", "the same name appears twice in one batch")
+    return Conflict("id", "a job with this id already exists")
+
+
+def _state_action(before: JobState, after: JobState) -> str:
+    if before is JobState.PAUSED and after is JobState.ACTIVE:
+        return "resumed"
+    return after.value
+
+
+def _active_jobs(c: sqlite3.Connection, job_ids: set[str]) -> set[str]:
+    if not job_ids:
+        return set()
+    found = c.execute(
+        f"SELECT id FROM jobs WHERE state = 'active' AND id IN ({_placeholders(len(job_ids))})",
+        tuple(job_ids),
+    )
+    return {r[0] for r in found}
+
+
+def _claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
+    return ClaimedRun(
+        run=run,
+        job_name=job["name"],
+        action=json.loads(job["action"]),
+        payload=json.loads(job["payload"]),
+        retry=RetryPolicy.from_dict(json.loads(job["retry"])),
+        timeout_seconds=job["timeout_seconds"],
+        delivery=Delivery(job["delivery"]),
+    )
+
+
+def _complete_one(c: sqlite3.Connection, done: Completion) -> sqlite3.Row | None:
+    finished = rows.us(done.finished_at)
+    final = done.state.finished
+    row: sqlite3.Row | None = c.execute(
+        "UPDATE runs SET state = ?, finished_at = ?, available_at = coalesce(?, available_at),"
+        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
+        " last_error = ? WHERE id = ? AND fence = ? AND state = 'running'"
+        " RETURNING tenant_id, job_id, attempt, pool",
+        (
+            done.state.value,
+            finished if final else None,
+            rows.us_or_none(done.available_at),
+            done.error_message,
+            done.run_id,
+            done.fence,
+        ),
+    ).fetchone()
+    if row is None:
+        return None
+    _insert_attempt(
+        c,
+        (row["tenant_id"], done.run_id, row["job_id"], row["attempt"], done.worker_id),
+        done.fence,
+        (rows.us_or_none(done.started_at), finished, done.lag_seconds),
+        (done.outcome, done.error_class, done.error_message),
+    )
+    return row
+
+
+def _insert_attempt(
+    c: sqlite3.Connection,
+    who: tuple[str, int, str, int, str | None],
+    fence: int,
+    when: tuple[int | None, int, float | None],
+    what: tuple[AttemptOutcome, str | None, str | None],
+) -> None:
+    outcome, error_class, error_message = what
+    c.execute(
+        "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
+        " started_at, finished_at, lag_seconds, outcome, error_class, error_message)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*who, fence, *when, outcome.value, error_class, error_message),
+    )
+
+
+def _rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
+    expiry = rows.dt(row["lease_expires_at"]).isoformat()
+    message = f"worker {row['lease_owner']} did not report before its lease expired at {expiry}"
+    _insert_attempt(
+        c,
+        (row["tenant_id"], row["id"], row["job_id"], row["attempt"], row["lease_owner"]),
+        row["fence"],
+        (row["started_at"], at, None),
+        (AttemptOutcome.LOST, "LeaseExpired", message),
+    )
+    if row["cancel_requested"]:
+        state = RunState.CANCELLED
+    elif row["attempt"] >= row["max_attempts"]:
+        state = RunState.DEAD
+    else:
+        state = RunState.PENDING
+    final = state.finished
+    c.execute(
+        "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN available_at ELSE ? END,"
+        " finished_at = CASE WHEN ? THEN ? END, lease_owner = NULL, lease_expires_at = NULL,"
+        " cancel_requested = 0, last_error = ? WHERE id = ?",
+        (state.value, final, at, final, at, message, row["id"]),
+    )
+    return state
+
+
+_RESCUED = {
+    RunState.PENDING: lambda r: r.retried,
+    RunState.DEAD: lambda r: r.dead,
+    RunState.CANCELLED: lambda r: r.cancelled,
+}
+
+
+__all__ = ["SqliteStore"]

@@ -1,0 +1,174 @@
+"""Conformance: job definitions — create, read, list, update, state changes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from cronwheel.errors import Conflict, NotFound, StaleVersion
+from cronwheel.model import (
+    Backoff,
+    Delivery,
+    JobState,
+    MisfirePolicy,
+    MisfireMode,
+    Overlap,
+    Priority,
+    RetryPolicy,
+    RunState,
+)
+from cronwheel.store.base import Store
+from tests.store.factories import T0, at, make_job, make_run
+
+
+async def test_create_then_get_returns_the_same_job(store: Store) -> None:
+    job = make_job(
+        "report",
+        pool="reports",
+        priority=Priority.HIGH,
+        retry=RetryPolicy(5, Backoff.FIXED, 2.0, 10.0, 60.0),
+        misfire=MisfirePolicy(MisfireMode.FIRE_LAST, 3),
+        overlap=Overlap.QUEUE,
+        delivery=Delivery.AT_MOST_ONCE,
+        timeout_seconds=12.5,
+        jitter_seconds=30.0,
+        catchup_seconds=5.0,
+        last_fire_at=at(-60),
+    )
+    await store.create_jobs([job])
+    assert await store.get_job(job.tenant_id, job.id) == job
+
+
+async def test_another_tenant_sees_nothing(store: Store) -> None:
+    await store.ensure_tenant("acme", "Acme", now=T0)
+    job = make_job()
+    await store.create_jobs([job])
+    assert await store.get_job("acme", job.id) is None
+    assert await store.list_jobs("acme") == []
+    with pytest.raises(NotFound):
+        await store.set_job_state(
+            "acme", job.id, JobState.PAUSED, next_fire_at=None, now=T0, actor="t"
+        )
+
+
+async def test_name_is_unique_per_tenant_among_live_jobs(store: Store) -> None:
+    await store.ensure_tenant("acme", "Acme", now=T0)
+    first = make_job("nightly")
+    await store.create_jobs([first])
+    with pytest.raises(Conflict) as err:
+        await store.create_jobs([make_job("nightly")])
+    assert err.value.field == "name"
+    await store.create_jobs([make_job("nightly", tenant_id="acme")])
+    await store.set_job_state(
+        first.tenant_id, first.id, JobState.CANCELLED, next_fire_at=None, now=T0, actor="t"
+    )
+    await store.create_jobs([make_job("nightly")])  # a cancelled job frees its name
+
+
+async def test_a_failing_batch_writes_nothing(store: Store) -> None:
+    taken = make_job("taken")
+    await store.create_jobs([taken])
+    fresh = make_job("fresh")
+    with pytest.raises(Conflict):
+        await store.create_jobs([fresh, make_job("taken")], [make_run(fresh, at(1))])
+    assert await store.get_job(fresh.tenant_id, fresh.id) is None
+    assert await store.list_runs(fresh.tenant_id) == []
+
+
+async def test_create_with_runs_is_atomic_and_runs_are_pending(store: Store) -> None:
+    job = make_job(schedule={"kind": "immediate"})
+    await store.create_jobs([job], [make_run(job, T0)])
+    [run] = await store.list_runs(job.tenant_id, job_id=job.id)
+    assert (run.state, run.scheduled_for, run.attempt, run.fence) == (RunState.PENDING, T0, 0, 0)
+    assert run.idempotency_key == f"{job.id}:{T0.isoformat()}"
+
+
+async def test_create_many_jobs_in_one_call(store: Store) -> None:
+    jobs = [make_job(f"bulk-{i:05d}") for i in range(2000)]
+    await store.create_jobs(jobs)
+    listed = await store.list_jobs(jobs[0].tenant_id, limit=5000)
+    assert len(listed) == 2000
+
+
+async def test_list_filters_and_a_cursor_that_survives_inserts(store: Store) -> None:
+    jobs = [make_job(f"a-{i}", pool="p1" if i % 2 else "p2") for i in range(10)]
+    await store.create_jobs(jobs)
+    tenant = jobs[0].tenant_id
+    page1 = await store.list_jobs(tenant, limit=4)
+    await store.create_jobs([make_job("b-late")])
+    page2 = await store.list_jobs(tenant, after_id=page1[-1].id, limit=4)
+    page3 = await store.list_jobs(tenant, after_id=page2[-1].id, limit=100)
+    seen = [j.name for j in page1 + page2 + page3]
+    assert seen == [f"a-{i}" for i in range(10)] + ["b-late"]
+    assert {j.pool for j in await store.list_jobs(tenant, pool="p1")} == {"p1"}
+    assert [j.name for j in await store.list_jobs(tenant, name_prefix="b-")] == ["b-late"]
+    await store.set_job_state(
+        tenant, jobs[0].id, JobState.PAUSED, next_fire_at=None, now=T0, actor="t"
+    )
+    assert [j.id for j in await store.list_jobs(tenant, state=JobState.PAUSED)] == [jobs[0].id]
+
+
+async def test_name_prefix_is_literal(store: Store) -> None:
+    await store.create_jobs([make_job("100%_done"), make_job("100abc")])
+    found = await store.list_jobs("default", name_prefix="100%_")
+    assert [j.name for j in found] == ["100%_done"]
+
+
+async def test_update_bumps_version_and_refuses_a_stale_one(store: Store) -> None:
+    job = make_job("v")
+    await store.create_jobs([job])
+    changed = replace(job, payload={"x": 2}, updated_at=at(5))
+    stored = await store.update_job(changed, expected_version=1, actor="alice")
+    assert (stored.version, stored.payload, stored.updated_at) == (2, {"x": 2}, at(5))
+    with pytest.raises(StaleVersion) as err:
+        await store.update_job(changed, expected_version=1, actor="alice")
+    assert (err.value.expected, err.value.actual) == (1, 2)
+    with pytest.raises(NotFound):
+        await store.update_job(replace(job, tenant_id="nobody"), expected_version=2, actor="a")
+    actions = [(e.action, e.actor) for e in await store.list_audit(job.tenant_id, job.id)]
+    assert actions == [("created", "api"), ("updated", "alice")]
+
+
+async def test_update_cannot_take_another_live_jobs_name(store: Store) -> None:
+    a, b = make_job("a"), make_job("b")
+    await store.create_jobs([a, b])
+    with pytest.raises(Conflict) as err:
+        await store.update_job(replace(b, name="a"), expected_version=1, actor="t")
+    assert err.value.field == "name"
+
+
+async def test_pause_resume_cancel(store: Store) -> None:
+    job = make_job()
+    await store.create_jobs([job])
+    pending = make_run(job, at(10))
+    await store.materialize_runs([pending], [])
+    tenant = job.tenant_id
+    paused = await store.set_job_state(
+        tenant, job.id, JobState.PAUSED, next_fire_at=None, now=at(1), actor="bob"
+    )
+    assert (paused.state, paused.version, paused.next_fire_at) == (JobState.PAUSED, 2, None)
+    resumed = await store.set_job_state(
+        tenant, job.id, JobState.ACTIVE, next_fire_at=at(60), now=at(2), actor="bob"
+    )
+    assert (resumed.state, resumed.version, resumed.next_fire_at) == (JobState.ACTIVE, 3, at(60))
+    cancelled = await store.set_job_state(
+        tenant, job.id, JobState.CANCELLED, next_fire_at=None, now=at(3), actor="bob"
+    )
+    assert cancelled.state is JobState.CANCELLED
+    [run] = await store.list_runs(tenant, job_id=job.id)
+    assert (run.state, run.finished_at) == (RunState.CANCELLED, at(3))
+    with pytest.raises(Conflict):
+        await store.set_job_state(
+            tenant, job.id, JobState.ACTIVE, next_fire_at=at(60), now=at(4), actor="bob"
+        )
+    audit = await store.list_audit(tenant, job.id)
+    assert [e.action for e in audit] == ["created", "paused", "resumed", "cancelled"]
+    assert audit[1].details == {"from": "active", "to": "paused"}
+    assert audit[1].at == at(1)
+
+
+async def test_tenants_are_created_once(store: Store) -> None:
+    await store.ensure_tenant("acme", "Acme", now=T0)
+    await store.ensure_tenant("acme", "Acme again", now=T0)
+    await store.create_jobs([make_job(tenant_id="acme")])

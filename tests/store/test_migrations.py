@@ -1,0 +1,157 @@
+"""Migrating step by step gives exactly the schema of a fresh install, on each backend."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from cronwheel.store.base import Store
+from cronwheel.store.migrate import migrations
+from tests import pg
+from tests.conftest import BACKENDS
+
+Dump = dict[str, Any]
+StoreFactory = Callable[[], Awaitable[tuple[Store, Callable[[], Awaitable[Dump]]]]]
+
+
+def _squash(sql: str | None) -> str | None:
+    return None if sql is None else re.sub(r"\s+", " ", sql).strip()
+
+
+def _checks(sql: str) -> list[str]:
+    """Every ``CHECK (...)`` clause of a CREATE TABLE, parentheses balanced."""
+    found = []
+    for start in (m.end() for m in re.finditer(r"CHECK \(", sql)):
+        depth, i = 1, start
+        while depth:
+            depth += {"(": 1, ")": -1}.get(sql[i], 0)
+            i += 1
+        found.append(sql[start : i - 1])
+    return found
+
+
+def _dump_sqlite(path: str) -> Dump:
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                " AND name <> 'schema_migrations' ORDER BY name"
+            )
+        ]
+        dump: Dump = {}
+        for t in tables:
+            dump[t] = {
+                "columns": conn.execute(f"PRAGMA table_xinfo({t})").fetchall(),
+                "foreign_keys": conn.execute(f"PRAGMA foreign_key_list({t})").fetchall(),
+            }
+        dump["indexes"] = [
+            (n, tbl, _squash(sql))
+            for n, tbl, sql in conn.execute(
+                "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name"
+            )
+        ]
+        dump["checks"] = sorted(
+            check
+            for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table'")
+            for check in _checks(_squash(sql) or "")
+        )
+        dump["tenants"] = conn.execute("SELECT id, name FROM tenants").fetchall()
+        return dump
+    finally:
+        conn.close()
+
+
+async def _dump_postgres(dsn: str) -> Dump:
+    conn = await asyncpg.connect(dsn)
+    try:
+        columns = await conn.fetch(
+            "SELECT table_name, column_name, ordinal_position, data_type, is_nullable,"
+            " column_default, is_identity FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND table_name <> 'schema_migrations'"
+            " ORDER BY table_name, ordinal_position"
+        )
+        indexes = await conn.fetch(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+            " AND tablename <> 'schema_migrations' ORDER BY indexname"
+        )
+        constraints = await conn.fetch(
+            "SELECT conrelid::regclass::text AS tbl, conname, pg_get_constraintdef(oid) AS def"
+            " FROM pg_constraint WHERE connamespace = 'public'::regnamespace"
+            " AND conrelid::regclass::text <> 'schema_migrations' ORDER BY 1, 2"
+        )
+        tenants = await conn.fetch("SELECT id, name FROM tenants")
+        return {
+            "columns": [tuple(r) for r in columns],
+            "indexes": [tuple(r) for r in indexes],
+            "constraints": [tuple(r) for r in constraints],
+            "tenants": [tuple(r) for r in tenants],
+        }
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=BACKENDS)
+async def fresh(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """Opens stores on brand-new empty databases of one backend, and dumps their schema."""
+    opened: list[Store] = []
+    databases: list[str] = []
+
+    async def factory() -> tuple[Store, Callable[[], Awaitable[Dump]]]:
+        if request.param == "sqlite":
+            from cronwheel.store.sqlite import SqliteStore
+
+            path = str(tmp_path / f"db{len(opened)}.sqlite")
+            store: Store = await SqliteStore.open(path)
+            opened.append(store)
+
+            async def dump_sqlite() -> Dump:
+                return _dump_sqlite(path)
+
+            return store, dump_sqlite
+        from cronwheel.store.postgres import PostgresStore
+
+        request.getfixturevalue("pg_dsn")  # fails or skips with the reason if unreachable
+        name, dsn = pg.create_database("cronwheel_migrate")
+        databases.append(name)
+        pg_store = await PostgresStore.connect(dsn)
+        opened.append(pg_store)
+        return pg_store, lambda: _dump_postgres(dsn)
+
+    try:
+        yield factory
+    finally:
+        for s in opened:
+            await s.close()
+        for name in databases:
+            pg.drop_database(name)
+
+
+async def test_step_by_step_equals_fresh_install(fresh: StoreFactory) -> None:
+    steps = [m.version for m in migrations("sqlite")]
+    stepped, dump_stepped = await fresh()
+    for version in steps:
+        assert await stepped.migrate(target=version) == [version]
+        assert await stepped.schema_version() == version
+    installed, dump_installed = await fresh()
+    assert await installed.migrate() == steps
+    assert await dump_stepped() == await dump_installed()
+
+
+async def test_backends_are_numbered_in_step() -> None:
+    assert [m.version for m in migrations("sqlite")] == [m.version for m in migrations("postgres")]
+    assert [m.name for m in migrations("sqlite")] == [m.name for m in migrations("postgres")]
+
+
+async def test_an_unknown_target_is_refused(fresh: StoreFactory) -> None:
+    store, _ = await fresh()
+    with pytest.raises(ValueError, match="target"):
+        await store.migrate(target=999)
+    assert await store.schema_version() == 0
