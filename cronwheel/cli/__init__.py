@@ -9,3 +9,7 @@ import click
 @click.version_option(package_name="cronwheel")
 def main() -> None:
     """cronwheel: cron, but durable, on time, and spread over machines."""
+
+from cronwheel.cli.store import migrate  # noqa: E402
+
+main.add_command(migrate)

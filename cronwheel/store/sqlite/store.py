@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cronwheel.errors import Conflict, NotFound, StaleVersion
+from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.model import (
     Attempt,
     AttemptOutcome,
@@ -594,7 +594,7 @@ def _migrate(c: sqlite3.Connection, target: int | None) -> list[int]:
     steps = migrations.migrations("sqlite")
     latest = steps[-1].version
     if target is not None and not 0 <= target <= latest:
-        raise ValueError(f"target: migration {target} does not exist (latest is {latest})")
+        raise InvalidInput("target", f"migration {target} does not exist (latest is {latest})")
     steps = [m for m in steps if target is None or m.version <= target]
     now = _now_us(c)
     if not done and (target is None or target == latest):
