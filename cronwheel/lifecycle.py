@@ -1,0 +1,106 @@
+"""What happened → what to store: the one mapping from an execution's outcome to the
+run's next state, and the retry backoff.
+
+The worker turns a handler's return, exception or timeout into an :class:`Outcome`;
+:func:`completion_for` turns that into exactly one :class:`~cronwheel.store.base.Completion`.
+See docs/lifecycle.md for every transition and who makes it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from cronwheel.model import AttemptOutcome, Backoff, ClaimedRun, RetryPolicy, RunState
+from cronwheel.store.base import Completion
+
+
+class OutcomeKind(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """A retryable failure: an exception, a 5xx, a timeout of the target."""
+    PERMANENT = "permanent"
+    """A failure that retrying cannot fix: PermanentError, a 4xx."""
+    TIMED_OUT = "timed_out"
+    """The run outlived its ``timeout_seconds`` and was stopped."""
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: OutcomeKind
+    error_class: str | None = None
+    error_message: str | None = None
+    retry_after: float | None = None
+    """The target's own wish (HTTP Retry-After): the retry waits at least this long."""
+
+
+_ATTEMPT_OUTCOME = {
+    OutcomeKind.SUCCEEDED: AttemptOutcome.SUCCEEDED,
+    OutcomeKind.FAILED: AttemptOutcome.FAILED,
+    OutcomeKind.PERMANENT: AttemptOutcome.FAILED,
+    OutcomeKind.TIMED_OUT: AttemptOutcome.TIMED_OUT,
+    OutcomeKind.CANCELLED: AttemptOutcome.CANCELLED,
+}
+
+
+def retry_delay(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    ``exponential_jitter`` is "full jitter": uniform between 0 and the exponential delay,
+    which spreads a burst of failures best.
+    """
+    if policy.backoff is Backoff.FIXED:
+        return min(policy.initial_delay, policy.max_delay)
+    ceiling = min(policy.max_delay, policy.initial_delay * 2.0 ** min(attempt - 1, 62))
+    if policy.backoff is Backoff.EXPONENTIAL:
+        return ceiling
+    return rng.uniform(0.0, ceiling)
+
+
+def completion_for(
+    claimed: ClaimedRun,
+    outcome: Outcome,
+    *,
+    worker_id: str,
+    started_at: datetime,
+    finished_at: datetime,
+    rng: random.Random,
+) -> Completion:
+    """The one store write that records ``outcome`` for a claimed run."""
+    run = claimed.run
+    state, available_at = _next_state(claimed, outcome, finished_at, rng)
+    return Completion(
+        run_id=run.id,
+        fence=run.fence,
+        worker_id=worker_id,
+        state=state,
+        outcome=_ATTEMPT_OUTCOME[outcome.kind],
+        started_at=started_at,
+        finished_at=finished_at,
+        lag_seconds=(started_at - run.available_at).total_seconds(),
+        error_class=outcome.error_class,
+        error_message=outcome.error_message,
+        available_at=available_at,
+    )
+
+
+def _next_state(
+    claimed: ClaimedRun, outcome: Outcome, now: datetime, rng: random.Random
+) -> tuple[RunState, datetime | None]:
+    if outcome.kind is OutcomeKind.SUCCEEDED:
+        return RunState.SUCCEEDED, None
+    if outcome.kind is OutcomeKind.CANCELLED:
+        return RunState.CANCELLED, None
+    run, policy = claimed.run, claimed.retry
+    if outcome.kind is OutcomeKind.PERMANENT or run.attempt >= run.max_attempts:
+        return RunState.DEAD, None
+    delay = max(retry_delay(policy, run.attempt, rng), outcome.retry_after or 0.0)
+    retry_at = now + timedelta(seconds=delay)
+    if policy.budget_seconds is not None:
+        deadline = run.scheduled_for + timedelta(seconds=policy.budget_seconds)
+        if retry_at > deadline:
+            return RunState.DEAD, None
+    return RunState.PENDING, retry_at

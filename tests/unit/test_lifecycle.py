@@ -1,0 +1,146 @@
+"""The outcome → completion mapping and the retry backoff."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for, retry_delay
+from cronwheel.model import (
+    AttemptOutcome,
+    Backoff,
+    ClaimedRun,
+    Delivery,
+    Priority,
+    RetryPolicy,
+    Run,
+    RunState,
+)
+from tests.store.factories import T0, at
+
+
+def _claimed(attempt: int = 1, max_attempts: int = 3, **retry: object) -> ClaimedRun:
+    run = Run(
+        id=1,
+        tenant_id="default",
+        job_id="j",
+        scheduled_for=T0,
+        available_at=T0,
+        state=RunState.RUNNING,
+        pool="default",
+        priority=Priority.NORMAL,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        fence=attempt,
+        job_version=1,
+        created_at=T0,
+    )
+    policy = replace(RetryPolicy(), **retry)  # type: ignore[arg-type]
+    return ClaimedRun(run, "j", {}, None, policy, 30.0, Delivery.AT_LEAST_ONCE)
+
+
+def _complete(
+    claimed: ClaimedRun, outcome: Outcome, seed: int = 1
+) -> tuple[RunState, float | None]:
+    done = completion_for(
+        claimed,
+        outcome,
+        worker_id="w",
+        started_at=at(0.25),
+        finished_at=at(10),
+        rng=random.Random(seed),
+    )
+    wait = None if done.available_at is None else (done.available_at - at(10)).total_seconds()
+    return done.state, wait
+
+
+def test_fixed_and_exponential_delays() -> None:
+    rng = random.Random(0)
+    fixed = RetryPolicy(backoff=Backoff.FIXED, initial_delay=2, max_delay=60)
+    assert [retry_delay(fixed, a, rng) for a in (1, 2, 5)] == [2, 2, 2]
+    exp = RetryPolicy(backoff=Backoff.EXPONENTIAL, initial_delay=1, max_delay=10)
+    assert [retry_delay(exp, a, rng) for a in (1, 2, 3, 4, 5, 100)] == [1, 2, 4, 8, 10, 10]
+
+
+def test_full_jitter_stays_within_bounds_and_really_spreads() -> None:
+    rng = random.Random(42)
+    policy = RetryPolicy(backoff=Backoff.EXPONENTIAL_JITTER, initial_delay=1, max_delay=30)
+    for attempt in (1, 3, 6, 20):
+        delays = [retry_delay(policy, attempt, rng) for _ in range(2000)]
+        ceiling = min(30.0, 2.0 ** (attempt - 1))
+        assert all(0 <= d <= ceiling for d in delays)
+        # spread over the whole window: every quarter of it gets a fair share
+        quarters = [
+            sum(q * ceiling / 4 <= d < (q + 1) * ceiling / 4 for d in delays) for q in range(4)
+        ]
+        assert min(quarters) > 350, quarters
+
+
+def test_success_and_attempt_record() -> None:
+    done = completion_for(
+        _claimed(),
+        Outcome(OutcomeKind.SUCCEEDED),
+        worker_id="w",
+        started_at=at(0.25),
+        finished_at=at(1),
+        rng=random.Random(0),
+    )
+    assert (done.state, done.outcome, done.lag_seconds, done.fence) == (
+        RunState.SUCCEEDED,
+        AttemptOutcome.SUCCEEDED,
+        0.25,
+        1,
+    )
+
+
+def test_failure_retries_with_backoff_until_the_budget_is_spent() -> None:
+    policy = {"backoff": Backoff.EXPONENTIAL, "initial_delay": 3.0}
+    assert _complete(_claimed(1, 3, **policy), Outcome(OutcomeKind.FAILED)) == (
+        RunState.PENDING,
+        3.0,
+    )
+    assert _complete(_claimed(2, 3, **policy), Outcome(OutcomeKind.TIMED_OUT)) == (
+        RunState.PENDING,
+        6.0,
+    )
+    assert _complete(_claimed(3, 3, **policy), Outcome(OutcomeKind.FAILED)) == (RunState.DEAD, None)
+
+
+def test_permanent_errors_and_cancellation_skip_retries() -> None:
+    assert _complete(_claimed(), Outcome(OutcomeKind.PERMANENT, "PermanentError")) == (
+        RunState.DEAD,
+        None,
+    )
+    assert _complete(_claimed(), Outcome(OutcomeKind.CANCELLED)) == (RunState.CANCELLED, None)
+
+
+def test_retry_after_is_honoured() -> None:
+    claimed = _claimed(backoff=Backoff.FIXED, initial_delay=1.0)
+    assert _complete(claimed, Outcome(OutcomeKind.FAILED, retry_after=42.0)) == (
+        RunState.PENDING,
+        42.0,
+    )
+
+
+@pytest.mark.parametrize(("budget", "expected"), [(12.0, RunState.DEAD), (14.0, RunState.PENDING)])
+def test_time_budget_counts_from_the_scheduled_instant(budget: float, expected: RunState) -> None:
+    # failed at T0+10s, next try would be at T0+13s
+    claimed = _claimed(backoff=Backoff.FIXED, initial_delay=3.0, budget_seconds=budget)
+    assert _complete(claimed, Outcome(OutcomeKind.FAILED))[0] is expected
+
+
+def test_lag_is_measured_from_when_the_run_was_due() -> None:
+    claimed = _claimed()
+    later = replace(claimed, run=replace(claimed.run, available_at=T0 - timedelta(seconds=1)))
+    done = completion_for(
+        later,
+        Outcome(OutcomeKind.SUCCEEDED),
+        worker_id="w",
+        started_at=T0,
+        finished_at=at(1),
+        rng=random.Random(0),
+    )
+    assert done.lag_seconds == 1.0
