@@ -1,0 +1,133 @@
+"""Planning a due job's runs: which occurrences fire, which are skipped and why.
+
+Pure functions of (job, now): the scheduler calls :func:`plan_job` for every due job and
+writes all the plans in one :meth:`~cronwheel.store.base.Store.materialize_runs`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cronwheel.model import Delivery, Job, JobState, MisfireMode, NewRun, RunState
+from cronwheel.schedule import Schedule, next_fire, schedule_from_dict
+from cronwheel.store.base import JobAdvance
+
+MAX_OCCURRENCES_PER_PLAN = 1000
+"""How many occurrences one plan enumerates; a longer backlog continues at the next tick,
+so a job that was down for a year cannot stall a tick, and is still fully recorded."""
+
+REASON_MISFIRE = "misfire"
+REASON_PAUSED = "paused"
+REASON_OVERLAP = "overlap"
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    runs: list[NewRun]
+    advance: JobAdvance
+
+
+class ScheduleCache:
+    """Parsed schedules by (job id, version): parsing a cron expression once per version."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, int], Schedule] = OrderedDict()
+
+    def get(self, job: Job) -> Schedule:
+        key = (job.id, job.version)
+        found = self._items.get(key)
+        if found is None:
+            found = self._items[key] = schedule_from_dict(job.schedule)
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return found
+
+
+def jitter_offset(job_id: str, scheduled_for: datetime, window: float) -> timedelta:
+    """A stable offset in ``[0, window)`` for one occurrence: the same occurrence always
+    gets the same offset, so a retried tick does not move it."""
+    if window <= 0:
+        return timedelta(0)
+    digest = hashlib.blake2b(f"{job_id}@{scheduled_for.isoformat()}".encode(), digest_size=8)
+    fraction = int.from_bytes(digest.digest(), "big") / 2**64
+    return timedelta(seconds=fraction * window)
+
+
+def plan_job(
+    job: Job,
+    now: datetime,
+    *,
+    horizon: timedelta,
+    schedules: ScheduleCache | None = None,
+    limit: int = MAX_OCCURRENCES_PER_PLAN,
+) -> JobPlan:
+    """The runs of ``job`` due by ``now + horizon`` and the job's next ``next_fire_at``.
+
+    Occurrences older than the job's catch-up window are misfires, handled by its
+    misfire policy; every skipped occurrence is still a run, in state ``skipped``.
+    """
+    schedule = (schedules or ScheduleCache(1)).get(job)
+    occurrences, following = _occurrences(job, schedule, now + horizon, limit)
+    cutoff = now - timedelta(seconds=job.catchup_seconds)
+    missed = [t for t in occurrences if t < cutoff]
+    fire_now, skipped = _misfire(job, missed)
+    runs = [_run(job, t, RunState.SKIPPED, t, REASON_MISFIRE) for t in skipped]
+    runs += [_run(job, t, RunState.PENDING, now, None) for t in fire_now]
+    runs += [
+        _run(job, t, RunState.PENDING, t + jitter_offset(job.id, t, job.jitter_seconds), None)
+        for t in occurrences[len(missed) :]
+    ]
+    state = JobState.ACTIVE if following is not None else JobState.COMPLETED
+    last = occurrences[-1] if occurrences else job.last_fire_at
+    return JobPlan(runs, JobAdvance(job.id, job.version, following, last, state))
+
+
+def _occurrences(
+    job: Job, schedule: Schedule, until: datetime, limit: int
+) -> tuple[list[datetime], datetime | None]:
+    found: list[datetime] = []
+    t = job.next_fire_at
+    while t is not None and t <= until and len(found) < limit:
+        found.append(t)
+        t = next_fire(schedule, t)
+    return found, t
+
+
+def _misfire(job: Job, missed: list[datetime]) -> tuple[list[datetime], list[datetime]]:
+    """Split missed occurrences into (fire now, skip)."""
+    if not missed:
+        return [], []
+    policy = job.misfire
+    if policy.mode is MisfireMode.SKIP:
+        return [], missed
+    if policy.mode is MisfireMode.FIRE_ONCE:
+        return missed[-1:], missed[:-1]
+    keep = max(policy.limit, 0)  # backfill (capped) and fire_last N keep the newest ones
+    cut = len(missed) - keep
+    return missed[max(cut, 0) :], missed[: max(cut, 0)]
+
+
+def _run(
+    job: Job, scheduled_for: datetime, state: RunState, available_at: datetime, reason: str | None
+) -> NewRun:
+    return NewRun(
+        tenant_id=job.tenant_id,
+        job_id=job.id,
+        scheduled_for=scheduled_for,
+        available_at=available_at,
+        pool=job.pool,
+        priority=job.priority,
+        max_attempts=max_attempts(job),
+        job_version=job.version,
+        state=state,
+        reason=reason,
+    )
+
+
+def max_attempts(job: Job) -> int:
+    """At-most-once jobs get one attempt: a lost or failed run is never tried again."""
+    return 1 if job.delivery is Delivery.AT_MOST_ONCE else max(job.retry.max_attempts, 1)

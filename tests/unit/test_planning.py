@@ -1,0 +1,148 @@
+"""Planning a due job: occurrences within the horizon, misfire policies, jitter."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from cronwheel.model import Delivery, JobState, MisfireMode, MisfirePolicy, RetryPolicy, RunState
+from cronwheel.planning import jitter_offset, plan_job
+from tests.store.factories import T0, at, make_job
+
+EVERY_10S = {"kind": "interval", "every_seconds": 10, "anchor": T0.isoformat()}
+H = timedelta(seconds=2)
+
+
+def _plan(
+    job_kw: dict[str, object], now_s: float
+) -> list[tuple[float, RunState, float, str | None]]:
+    job = make_job(**job_kw)  # type: ignore[arg-type]
+    plan = plan_job(job, at(now_s), horizon=H)
+    return [
+        (
+            (r.scheduled_for - T0).total_seconds(),
+            r.state,
+            (r.available_at - T0).total_seconds(),
+            r.reason,
+        )
+        for r in plan.runs
+    ]
+
+
+def test_occurrences_within_the_horizon_and_the_next_fire() -> None:
+    job = make_job(schedule=EVERY_10S, next_fire_at=at(10))
+    plan = plan_job(job, at(9), horizon=timedelta(seconds=12))
+    assert [r.scheduled_for for r in plan.runs] == [at(10), at(20)]
+    assert (plan.advance.next_fire_at, plan.advance.last_fire_at) == (at(30), at(20))
+    assert (plan.advance.version, plan.advance.state) == (job.version, JobState.ACTIVE)
+
+
+def test_nothing_due_yet_plans_nothing() -> None:
+    job = make_job(schedule=EVERY_10S, next_fire_at=at(10))
+    plan = plan_job(job, at(0), horizon=H)
+    assert plan.runs == [] and plan.advance.next_fire_at == at(10)
+
+
+def test_a_one_time_job_completes() -> None:
+    job = make_job(schedule={"kind": "once", "at": at(5).isoformat()}, next_fire_at=at(5))
+    plan = plan_job(job, at(4), horizon=H)
+    assert [r.scheduled_for for r in plan.runs] == [at(5)]
+    assert (plan.advance.next_fire_at, plan.advance.state) == (None, JobState.COMPLETED)
+
+
+def test_a_job_past_its_end_completes() -> None:
+    schedule = {**EVERY_10S, "end_at": at(20).isoformat()}
+    plan = plan_job(make_job(schedule=schedule, next_fire_at=at(20)), at(19), horizon=H)
+    assert [r.scheduled_for for r in plan.runs] == [at(20)]
+    assert plan.advance.state is JobState.COMPLETED
+
+
+def _missed(mode: MisfireMode, limit: int = 100) -> list[tuple[float, RunState, float, str | None]]:
+    # down from T0+10 to T0+66: occurrences 10..60 are older than the 5 s catch-up window
+    kw = {
+        "schedule": EVERY_10S,
+        "next_fire_at": at(10),
+        "catchup_seconds": 5.0,
+        "misfire": MisfirePolicy(mode, limit),
+    }
+    return _plan(kw, 66)
+
+
+def test_misfire_fire_once_fires_the_latest_now_and_skips_the_rest() -> None:
+    assert _missed(MisfireMode.FIRE_ONCE) == [
+        (10, RunState.SKIPPED, 10, "misfire"),
+        (20, RunState.SKIPPED, 20, "misfire"),
+        (30, RunState.SKIPPED, 30, "misfire"),
+        (40, RunState.SKIPPED, 40, "misfire"),
+        (50, RunState.SKIPPED, 50, "misfire"),
+        (60, RunState.PENDING, 66, None),
+    ]
+
+
+def test_misfire_skip_records_every_missed_occurrence() -> None:
+    runs = _missed(MisfireMode.SKIP)
+    assert [(s, st) for s, st, _, _ in runs] == [
+        (t, RunState.SKIPPED) for t in (10, 20, 30, 40, 50, 60)
+    ]
+
+
+def test_misfire_backfill_fires_all_up_to_the_cap() -> None:
+    assert [st for _, st, _, _ in _missed(MisfireMode.BACKFILL)] == [RunState.PENDING] * 6
+    capped = _missed(MisfireMode.BACKFILL, limit=4)
+    assert [st for _, st, _, _ in capped] == [RunState.SKIPPED] * 2 + [RunState.PENDING] * 4
+
+
+def test_misfire_fire_last_n() -> None:
+    runs = _missed(MisfireMode.FIRE_LAST, limit=2)
+    assert [(s, st) for s, st, _, _ in runs if st is RunState.PENDING] == [
+        (50, RunState.PENDING),
+        (60, RunState.PENDING),
+    ]
+
+
+def test_within_the_catchup_window_nothing_is_a_misfire() -> None:
+    kw = {
+        "schedule": EVERY_10S,
+        "next_fire_at": at(10),
+        "catchup_seconds": 60.0,
+        "misfire": MisfirePolicy(MisfireMode.SKIP),
+    }
+    assert [st for _, st, _, _ in _plan(kw, 65)] == [RunState.PENDING] * 6
+
+
+def test_a_long_backlog_is_planned_in_slices() -> None:
+    job = make_job(schedule=EVERY_10S, next_fire_at=at(10), catchup_seconds=0.0)
+    plan = plan_job(job, at(100_000), horizon=H, limit=50)
+    assert len(plan.runs) == 50
+    assert plan.advance.next_fire_at == at(510)
+
+
+def test_jitter_is_stable_per_occurrence_and_spread_within_the_window() -> None:
+    offsets = [jitter_offset("job", at(i), 30.0).total_seconds() for i in range(2000)]
+    assert offsets == [jitter_offset("job", at(i), 30.0).total_seconds() for i in range(2000)]
+    assert all(0 <= o < 30 for o in offsets)
+    buckets = [sum(q * 3 <= o < (q + 1) * 3 for o in offsets) for q in range(10)]
+    assert min(buckets) > 120, buckets
+    assert jitter_offset("job", T0, 0.0) == timedelta(0)
+
+
+def test_jitter_moves_available_at_not_the_occurrence() -> None:
+    job = make_job(schedule=EVERY_10S, next_fire_at=at(10), jitter_seconds=5.0)
+    [run] = plan_job(job, at(9), horizon=H).runs
+    assert run.scheduled_for == at(10)
+    assert run.available_at == at(10) + jitter_offset(job.id, at(10), 5.0)
+
+
+@pytest.mark.parametrize(
+    ("delivery", "expected"), [(Delivery.AT_LEAST_ONCE, 5), (Delivery.AT_MOST_ONCE, 1)]
+)
+def test_attempt_budget_follows_delivery(delivery: Delivery, expected: int) -> None:
+    job = make_job(
+        schedule=EVERY_10S,
+        next_fire_at=at(10),
+        delivery=delivery,
+        retry=RetryPolicy(max_attempts=5),
+    )
+    [run] = plan_job(job, at(9), horizon=H).runs
+    assert run.max_attempts == expected
