@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import asyncpg
 
@@ -20,6 +23,13 @@ def _with_database(dsn: str, database: str) -> str:
     return f"{base}/{database}"
 
 
+def _run(coro: Coroutine[Any, Any, None]) -> None:
+    # Fixtures may be set up from inside a running event loop (an async test asking for
+    # the session database): run the admin work on a thread with a loop of its own.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, coro).result()
+
+
 async def _admin(sql: str) -> None:
     conn = await asyncpg.connect(DSN, timeout=5)
     try:
@@ -31,7 +41,7 @@ async def _admin(sql: str) -> None:
 def unreachable_reason() -> str | None:
     """None if PostgreSQL answers at DSN, else why not."""
     try:
-        asyncio.run(_admin("SELECT 1"))
+        _run(_admin("SELECT 1"))
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         return f"PostgreSQL unreachable at {DSN} ({exc.__class__.__name__}: {exc})"
     return None
@@ -40,9 +50,9 @@ def unreachable_reason() -> str | None:
 def create_database(prefix: str = "cronwheel_test") -> tuple[str, str]:
     """Create an empty database; return (name, dsn)."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    _run(_admin(f'CREATE DATABASE "{name}"'))
     return name, _with_database(DSN, name)
 
 
 def drop_database(name: str) -> None:
-    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -10,6 +10,11 @@ import click
 def main() -> None:
     """cronwheel: cron, but durable, on time, and spread over machines."""
 
+
 from cronwheel.cli.store import migrate  # noqa: E402
 
 main.add_command(migrate)
+
+from cronwheel.cli.cron import cron  # noqa: E402
+
+main.add_command(cron)

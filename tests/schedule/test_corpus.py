@@ -1,0 +1,109 @@
+"""The shared cron corpus: one test per line, and the total score.
+
+The corpus lives next to the repository (``../shared/corpora/cron``), locally and in CI;
+if it is missing these tests fail rather than skip.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronwheel.schedule import next_times, validate_cron
+
+CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "cron"
+CASES_FILE = CORPUS / "cases.jsonl"
+DIALECTS = {
+    "posix5": "standard",
+    "seconds6": "standard",
+    "seconds7": "standard",
+    "quartz7": "quartz",
+}
+POLICIES = {"vixie": ("gap_end", "first"), "instant": ("skip", "both"), "shift": ("shift", "first")}
+
+
+def load_cases() -> list[dict[str, Any]]:
+    if not CASES_FILE.is_file():
+        return []
+    lines = CASES_FILE.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+CASES = load_cases()
+
+
+def instants(values: list[datetime]) -> list[datetime]:
+    # Compare instants: == between aware datetimes of different zones is False whenever
+    # one of them is ambiguous (PEP 495), even for the same instant.
+    return [v.astimezone(UTC) for v in values]
+
+
+def run_case(case: dict[str, Any]) -> None:
+    """Assert that the engine agrees with one corpus line."""
+    dialect = DIALECTS[case["dialect"]]
+    if "valid" in case:
+        assert case["valid"] is False
+        with pytest.raises(ValueError):
+            validate_cron(case["expr"], dialect)
+        return
+    start = datetime.fromisoformat(case["start"])
+
+    def fire(count: int, gap: str = "gap_end", overlap: str = "first") -> list[datetime]:
+        found = next_times(
+            case["expr"],
+            case["tz"],
+            start,
+            count,
+            dialect=dialect,
+            dst_gap=gap,
+            dst_overlap=overlap,
+        )
+        assert all(str(f.tzinfo) == case["tz"] for f in found)
+        return instants(found)
+
+    if "expected" in case:
+        want = instants([datetime.fromisoformat(x) for x in case["expected"]])
+        assert fire(len(want)) == want
+    if "expected_not_first" in case:
+        first = fire(1)
+        assert first[:1] != instants([datetime.fromisoformat(case["expected_not_first"])])
+    for policy, values in case.get("expected_by_policy", {}).items():
+        want = instants([datetime.fromisoformat(x) for x in values])
+        assert fire(len(want), *POLICIES[policy]) == want, policy
+
+
+def test_corpus_is_present() -> None:
+    assert CASES_FILE.is_file(), f"cron corpus missing: {CASES_FILE.resolve()}"
+    assert len(CASES) > 0
+
+
+MISSING: list[Any] = [pytest.param(None, id="corpus-missing")]
+
+
+@pytest.mark.parametrize(
+    "case",
+    CASES or MISSING,
+    ids=[c["id"] for c in CASES] or None,
+)
+def test_corpus_case(case: dict[str, Any] | None) -> None:
+    assert case is not None, f"cron corpus missing: {CASES_FILE.resolve()}"
+    run_case(case)
+
+
+def test_corpus_score(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every line must pass; the score is printed for the record (pytest -s shows it)."""
+    assert CASES, f"cron corpus missing: {CASES_FILE.resolve()}"
+    failed = []
+    for case in CASES:
+        try:
+            run_case(case)
+        except (AssertionError, ValueError, pytest.fail.Exception) as exc:
+            failed.append(f"{case['id']}: {exc!r}"[:200])
+    score = f"cron corpus score: {len(CASES) - len(failed)}/{len(CASES)}"
+    with capsys.disabled():
+        print(f"\n{score}")
+    assert not failed, score + "\n" + "\n".join(failed)
