@@ -1,0 +1,16 @@
+"""What a run does: a Python handler or a webhook."""
+
+from cronwheel.actions.context import RunCancelled, RunContext
+from cronwheel.actions.handler import HandlerRegistry, PermanentError
+from cronwheel.actions.signing import sign, verify
+from cronwheel.actions.webhook import WebhookAction
+
+__all__ = [
+    "HandlerRegistry",
+    "PermanentError",
+    "RunCancelled",
+    "RunContext",
+    "WebhookAction",
+    "sign",
+    "verify",
+]

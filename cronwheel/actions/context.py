@@ -1,0 +1,47 @@
+"""What a handler receives: the run's identity, its payload, and a line back to the worker."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from cronwheel.errors import CronwheelError
+from cronwheel.model import JSON
+
+
+class RunCancelled(CronwheelError):
+    """Raised by :meth:`RunContext.heartbeat` when the run was cancelled or its lease lost:
+    the handler should stop; nothing it does now can change the run."""
+
+
+@dataclass(slots=True)
+class RunContext:
+    """Handed to every handler. ``idempotency_key`` is stable across retries and replays:
+    use it to make side effects safe to repeat."""
+
+    run_id: int
+    job_id: str
+    job_name: str
+    scheduled_for: datetime
+    attempt: int
+    fence: int
+    idempotency_key: str
+    payload: JSON
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    """Set when the run is cancelled, times out or loses its lease: a handler that loops
+    checks it (sync handlers run in threads, so it is a thread-safe event)."""
+    progress_value: float | None = None
+    progress_message: str | None = None
+
+    def heartbeat(self) -> None:
+        """A checkpoint: raises :class:`RunCancelled` if the handler should stop. Leases are
+        renewed by the worker on its own; this call needs no round trip."""
+        if self.cancelled.is_set():
+            raise RunCancelled(f"run {self.run_id} was cancelled or lost its lease")
+
+    def progress(self, value: float, message: str | None = None) -> None:
+        """Report progress (0.0 to 1.0, and a note); shown with the worker's in-flight runs."""
+        self.progress_value = value
+        self.progress_message = message
+        self.heartbeat()

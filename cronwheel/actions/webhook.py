@@ -1,0 +1,121 @@
+"""Webhooks: an HTTP request per attempt, signed, with the run's identity in headers.
+
+2xx succeeds; 408, 429, 5xx, timeouts and connection errors are retried (Retry-After is
+honoured); any other status is a permanent failure.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from cronwheel.actions import signing
+from cronwheel.actions.context import RunContext
+from cronwheel.lifecycle import Outcome, OutcomeKind
+
+RETRYABLE_STATUS = frozenset({408, 429})
+MAX_ERROR_BODY = 500
+
+
+def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:
+    """The action's own ``body`` if it has one, else a JSON envelope with the payload."""
+    body = action.get("body")
+    if isinstance(body, str):
+        return body.encode()
+    if body is not None:
+        return json.dumps(body).encode()
+    envelope = {
+        "run_id": ctx.run_id,
+        "job_id": ctx.job_id,
+        "job_name": ctx.job_name,
+        "scheduled_for": ctx.scheduled_for.isoformat(),
+        "attempt": ctx.attempt,
+        "payload": ctx.payload,
+    }
+    return json.dumps(envelope).encode()
+
+
+def request_headers(
+    action: Mapping[str, Any], ctx: RunContext, body: bytes, secret: bytes
+) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", **dict(action.get("headers") or {})}
+    headers |= {
+        signing.IDEMPOTENCY_HEADER: ctx.idempotency_key,
+        signing.RUN_ID_HEADER: str(ctx.run_id),
+        signing.JOB_ID_HEADER: ctx.job_id,
+        signing.ATTEMPT_HEADER: str(ctx.attempt),
+        signing.FENCE_HEADER: str(ctx.fence),
+        signing.SCHEDULED_FOR_HEADER: ctx.scheduled_for.isoformat(),
+        signing.SIGNATURE_HEADER: signing.sign(
+            secret,
+            run_id=ctx.run_id,
+            attempt=ctx.attempt,
+            fence=ctx.fence,
+            idempotency_key=ctx.idempotency_key,
+            body=body,
+        ),
+    }
+    return headers
+
+
+def outcome_of(response: httpx.Response) -> Outcome:
+    status = response.status_code
+    if 200 <= status < 300:
+        return Outcome(OutcomeKind.SUCCEEDED)
+    snippet = response.text[:MAX_ERROR_BODY]
+    message = f"{response.request.method} {response.request.url} answered {status}: {snippet}"
+    if status in RETRYABLE_STATUS or status >= 500:
+        return Outcome(OutcomeKind.FAILED, f"HTTP{status}", message, retry_after(response))
+    return Outcome(OutcomeKind.PERMANENT, f"HTTP{status}", message)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Retry-After in seconds, from either form the header may take."""
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    if value.strip().isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+class WebhookAction:
+    """Sends webhook runs over one pooled client."""
+
+    def __init__(self, secret: bytes, client: httpx.AsyncClient | None = None) -> None:
+        self.secret = secret
+        self.client = client or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            follow_redirects=False,
+        )
+
+    async def execute(self, action: Mapping[str, Any], ctx: RunContext, timeout: float) -> Outcome:
+        body = request_body(action, ctx)
+        method = str(action.get("method") or "POST").upper()
+        try:
+            response = await self.client.request(
+                method,
+                str(action["url"]),
+                content=body,
+                headers=request_headers(action, ctx, body, self.secret),
+                timeout=timeout,
+            )
+        except httpx.TimeoutException as exc:
+            return Outcome(OutcomeKind.FAILED, "Timeout", f"{method} {action['url']}: {exc!r}")
+        except httpx.TransportError as exc:
+            return Outcome(
+                OutcomeKind.FAILED, exc.__class__.__name__, f"{method} {action['url']}: {exc}"
+            )
+        return outcome_of(response)
+
+    async def close(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,380 @@
+"""The worker: claim → fire on time → execute → complete, with heartbeats and a drain.
+
+A worker claims runs of its pools that are due within a short prefetch window, then
+starts each at its exact instant from an in-memory timer, so start lag does not depend on
+a polling interval. One batched heartbeat extends every lease it holds; completions are
+fenced and written in batches. Its clock is the store's: it measures its offset to the
+store at start and then regularly, so a skewed node neither fires early nor late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from cronwheel._aio import first_of, sleep_or_stop
+from cronwheel.actions.context import RunCancelled, RunContext
+from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
+from cronwheel.actions.webhook import WebhookAction
+from cronwheel.clock import Clock, SystemClock
+from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+from cronwheel.model import AttemptOutcome, ClaimedRun, RunState, new_id
+from cronwheel.store.base import Completion, Store
+
+log = logging.getLogger("cronwheel.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    pools: Mapping[str, int] = field(default_factory=lambda: {"default": 10})
+    """Pool name → how many of its runs execute at once."""
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float = 5.0
+    prefetch_seconds: float = 2.0
+    """Claim runs due this soon, and start each from a local timer at its instant."""
+    prefetch_factor: int = 4
+    """A pool holds at most concurrency times this many claimed runs (running or waiting)."""
+    poll_seconds: float = 0.5
+    grace_seconds: float = 30.0
+    """On shutdown, how long in-flight runs may finish before they are released."""
+    clock_sync_seconds: float = 60.0
+    completion_batch: int = 1000
+
+    def __post_init__(self) -> None:
+        if not self.pools:
+            raise ValueError("pools: a worker needs at least one pool")
+        for pool, concurrency in self.pools.items():
+            if concurrency < 1:
+                raise ValueError(f"pools: concurrency of {pool!r} must be at least 1")
+        if self.heartbeat_seconds * 2 > self.lease_seconds:
+            raise ValueError("heartbeat_seconds: must be at most half of lease_seconds")
+        if self.poll_seconds > self.prefetch_seconds:
+            raise ValueError("poll_seconds: must not exceed prefetch_seconds")
+
+
+@dataclass(slots=True)
+class _InFlight:
+    claimed: ClaimedRun
+    ctx: RunContext
+    task: asyncio.Task[None] | None = None
+    lost: bool = False
+
+
+class Worker:
+    """Executes runs of its pools. Any number may run, anywhere, on one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: WorkerConfig | None = None,
+        *,
+        worker_id: str | None = None,
+        clock: Clock | None = None,
+        handlers: HandlerRegistry | None = None,
+        webhook_secret: bytes | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or WorkerConfig()
+        self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}"
+        self._clock_fixed = clock is not None
+        self.clock: Clock = clock or SystemClock()
+        self.handlers = handlers or HandlerRegistry()
+        secret = webhook_secret or os.environ.get("CRONWHEEL_WEBHOOK_SECRET", "").encode()
+        self.webhooks = WebhookAction(secret or os.urandom(32))
+        self.rng = rng or random.Random()
+        self._inflight: dict[int, _InFlight] = {}
+        self._slots = {p: asyncio.Semaphore(n) for p, n in self.config.pools.items()}
+        self._threads = ThreadPoolExecutor(
+            max_workers=sum(self.config.pools.values()), thread_name_prefix="cronwheel-handler"
+        )
+        self._completions: asyncio.Queue[Completion] = asyncio.Queue()
+        self._flushed = asyncio.Event()
+        self.completed = 0
+
+    def handler(self, name: str, *, pool: str = "default") -> Callable[[Handler], Handler]:
+        """Register a handler: ``@worker.handler("send_report", pool="reports")``."""
+
+        def register(fn: Handler) -> Handler:
+            self.handlers.register(name, fn, pool=pool)
+            return fn
+
+        return register
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    # -- the loops ---------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until ``stop`` is set, then drain: finish or release in-flight runs."""
+        await self.sync_clock()
+        background = [
+            asyncio.create_task(self._heartbeat_loop(stop), name="heartbeat"),
+            asyncio.create_task(self._completion_loop(), name="completions"),
+            asyncio.create_task(self._clock_loop(stop), name="clock"),
+        ]
+        try:
+            await self._claim_loop(stop)
+            await self._drain()
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self._flush_all()
+            await self.webhooks.close()
+            self._threads.shutdown(wait=False, cancel_futures=True)
+
+    async def run_once(self) -> int:
+        """Claim what is due now, execute it, write the completions; return how many ran.
+        For tests and scripts: the long-running shape is :meth:`run`."""
+        claimed = await self.claim()
+        tasks = [f.task for f in list(self._inflight.values()) if f.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._flush_all()
+        return claimed
+
+    async def claim(self) -> int:
+        """One claim per pool that has room; each claimed run gets its start timer."""
+        now = self.clock.now()
+        until = now + timedelta(seconds=self.config.prefetch_seconds)
+        total = 0
+        for pool, concurrency in self.config.pools.items():
+            held = sum(1 for f in self._inflight.values() if f.claimed.run.pool == pool)
+            room = concurrency * self.config.prefetch_factor - held
+            if room <= 0:
+                continue
+            claimed = await self.store.claim_runs(
+                self.id,
+                [pool],
+                limit=room,
+                now=now,
+                prefetch_until=until,
+                lease_seconds=self.config.lease_seconds,
+            )
+            for c in claimed:
+                self._start(c)
+            total += len(claimed)
+        return total
+
+    async def _claim_loop(self, stop: asyncio.Event) -> None:
+        topics = [f"runs:{p}" for p in self.config.pools]
+        while not stop.is_set():
+            try:
+                claimed = await self.claim()
+            except Exception:
+                log.exception("claim failed; retrying")
+                await sleep_or_stop(stop, self.config.poll_seconds)
+                continue
+            if claimed == 0 or self._full():
+                await first_of(
+                    self.store.wait(topics, timeout=self.config.poll_seconds), stop.wait()
+                )
+
+    def _full(self) -> bool:
+        limit = sum(self.config.pools.values()) * self.config.prefetch_factor
+        return len(self._inflight) >= limit
+
+    async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
+        while not await sleep_or_stop(stop, self.config.heartbeat_seconds) or self._inflight:
+            try:
+                await self.heartbeat()
+            except Exception:
+                log.exception("heartbeat failed; retrying")
+            if stop.is_set():
+                await asyncio.sleep(self.config.heartbeat_seconds)
+
+    async def heartbeat(self) -> None:
+        """Extend every lease in one write; stop runs that were lost or cancelled."""
+        leases = [(run_id, f.claimed.run.fence) for run_id, f in self._inflight.items()]
+        if not leases:
+            return
+        result = await self.store.heartbeat(
+            self.id, leases, now=self.clock.now(), lease_seconds=self.config.lease_seconds
+        )
+        for run_id in result.lost:
+            flight = self._inflight.get(run_id)
+            if flight is not None:
+                log.warning("run %s: lease lost; abandoning it to its new owner", run_id)
+                flight.lost = True
+                self._stop_run(flight)
+        for run_id in result.cancel_requested:
+            flight = self._inflight.get(run_id)
+            if flight is not None:
+                self._stop_run(flight)
+
+    async def sync_clock(self) -> None:
+        """Measure this node's offset to the store's clock and correct for it."""
+        if self._clock_fixed or not isinstance(self.clock, SystemClock):
+            return
+        before = datetime.now(UTC)
+        store_now = await self.store.now()
+        after = datetime.now(UTC)
+        self.clock.offset = store_now - (before + (after - before) / 2)
+
+    async def _clock_loop(self, stop: asyncio.Event) -> None:
+        while not await sleep_or_stop(stop, self.config.clock_sync_seconds):
+            try:
+                await self.sync_clock()
+            except Exception:
+                log.exception("clock sync failed")
+
+    # -- one run -------------------------------------------------------------------------
+    def _start(self, claimed: ClaimedRun) -> None:
+        run = claimed.run
+        ctx = RunContext(
+            run_id=run.id,
+            job_id=run.job_id,
+            job_name=claimed.job_name,
+            scheduled_for=run.scheduled_for,
+            attempt=run.attempt,
+            fence=run.fence,
+            idempotency_key=run.idempotency_key,
+            payload=claimed.payload,
+        )
+        flight = _InFlight(claimed, ctx)
+        self._inflight[run.id] = flight
+        flight.task = asyncio.create_task(self._fire(flight), name=f"run-{run.id}")
+
+    async def _fire(self, flight: _InFlight) -> None:
+        run = flight.claimed.run
+        delay = (run.available_at - self.clock.now()).total_seconds()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        async with self._slots[run.pool]:
+            if flight.lost:
+                self._inflight.pop(run.id, None)
+                return
+            started = self.clock.now()
+            outcome = await self._execute(flight)
+            finished = self.clock.now()
+        if flight.lost:  # someone else owns the run now: our result would be fenced out
+            self._inflight.pop(run.id, None)
+            return
+        done = completion_for(
+            flight.claimed,
+            outcome,
+            worker_id=self.id,
+            started_at=started,
+            finished_at=finished,
+            rng=self.rng,
+        )
+        self._completions.put_nowait(done)
+
+    async def _execute(self, flight: _InFlight) -> Outcome:
+        claimed, ctx = flight.claimed, flight.ctx
+        try:
+            async with asyncio.timeout(claimed.timeout_seconds):
+                return await self._dispatch(claimed, ctx)
+        except TimeoutError:
+            ctx.cancelled.set()
+            message = f"the run did not finish within its timeout of {claimed.timeout_seconds} s"
+            return Outcome(OutcomeKind.TIMED_OUT, "Timeout", message)
+        except asyncio.CancelledError:
+            # Only _stop_run and _release cancel a run's task; _fire decides by
+            # flight.lost whether this outcome is ours to report.
+            return Outcome(OutcomeKind.CANCELLED, "Cancelled", "the run was cancelled")
+        except RunCancelled as exc:
+            return Outcome(OutcomeKind.CANCELLED, "Cancelled", str(exc))
+        except PermanentError as exc:
+            return Outcome(OutcomeKind.PERMANENT, type(exc).__name__, str(exc))
+        except Exception as exc:
+            return Outcome(OutcomeKind.FAILED, type(exc).__name__, str(exc) or repr(exc))
+
+    async def _dispatch(self, claimed: ClaimedRun, ctx: RunContext) -> Outcome:
+        action = claimed.action
+        if action.get("type") == "webhook":
+            return await self.webhooks.execute(action, ctx, claimed.timeout_seconds)
+        name = str(action.get("name"))
+        handler = self.handlers.get(name)
+        if handler is None:
+            message = f"no handler named {name!r} in worker {self.id}; register it or fix the job"
+            return Outcome(OutcomeKind.FAILED, "UnknownHandler", message)
+        await call_handler(handler, ctx, self._threads)
+        if ctx.cancelled.is_set():
+            return Outcome(OutcomeKind.CANCELLED, "Cancelled", "the run was cancelled")
+        return Outcome(OutcomeKind.SUCCEEDED)
+
+    def _stop_run(self, flight: _InFlight) -> None:
+        flight.ctx.cancelled.set()
+        if flight.task is not None and flight.claimed.action.get("type") == "webhook":
+            flight.task.cancel()  # aborts the HTTP request
+
+    # -- completions ---------------------------------------------------------------------
+    async def _completion_loop(self) -> None:
+        while True:
+            first = await self._completions.get()
+            batch = [first]
+            while len(batch) < self.config.completion_batch and not self._completions.empty():
+                batch.append(self._completions.get_nowait())
+            await self._write(batch)
+
+    async def _write(self, batch: list[Completion]) -> None:
+        """Write completions, retrying until the store takes them: a result is never
+        dropped, and the fence keeps a late write harmless."""
+        delay = 0.05
+        while True:
+            try:
+                accepted = set(await self.store.complete_runs(batch))
+                break
+            except Exception:
+                log.exception("writing %d completions failed; retrying", len(batch))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        for done in batch:
+            if done.run_id not in accepted:
+                log.warning("run %s: completion refused (fenced out)", done.run_id)
+            self._inflight.pop(done.run_id, None)
+        self.completed += len(accepted)
+
+    async def _flush_all(self) -> None:
+        batch = []
+        while not self._completions.empty():
+            batch.append(self._completions.get_nowait())
+        if batch:
+            await self._write(batch)
+
+    # -- shutdown ------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        """Stop claiming; release runs not started yet; give the rest the grace period."""
+        now = self.clock.now()
+        waiting = [f for f in self._inflight.values() if f.claimed.run.available_at > now]
+        await self._release(waiting, "released before it started: the worker is stopping")
+        running = [f.task for f in self._inflight.values() if f.task is not None]
+        if running:
+            await asyncio.wait(running, timeout=self.config.grace_seconds)
+        await self._flush_all()
+        late = list(self._inflight.values())
+        await self._release(late, "released: the worker stopped before the run finished")
+
+    async def _release(self, flights: list[_InFlight], why: str) -> None:
+        for f in flights:
+            f.lost = True  # the release below reports it, not the run's own task
+            f.ctx.cancelled.set()
+            if f.task is not None:
+                f.task.cancel()
+        now = self.clock.now()
+        batch = [
+            Completion(
+                run_id=f.claimed.run.id,
+                fence=f.claimed.run.fence,
+                worker_id=self.id,
+                state=RunState.PENDING,
+                outcome=AttemptOutcome.CANCELLED,
+                started_at=None,
+                finished_at=now,
+                error_class="WorkerShutdown",
+                error_message=why,
+                available_at=max(f.claimed.run.available_at, now),
+            )
+            for f in flights
+        ]
+        if batch:
+            await self._write(batch)

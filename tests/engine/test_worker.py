@@ -1,0 +1,207 @@
+"""The worker on each store, real time: execution, retries, dead letters, timeouts,
+cancellation, fences, firing on time and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import timedelta
+
+from cronwheel.actions import PermanentError, RunContext
+from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.store.base import Store
+from cronwheel.worker import Worker, WorkerConfig
+from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
+
+FAST = WorkerConfig(
+    pools={"default": 4},
+    lease_seconds=2.0,
+    heartbeat_seconds=0.2,
+    prefetch_seconds=0.5,
+    poll_seconds=0.05,
+    grace_seconds=0.5,
+)
+
+
+async def test_sync_and_async_handlers_run_and_record_their_attempt(store: Store) -> None:
+    worker = Worker(store, FAST)
+    seen: list[tuple[str, object]] = []
+
+    @worker.handler("noop")
+    def sync_handler(ctx: RunContext) -> None:
+        seen.append(("sync", ctx.payload))
+
+    @worker.handler("async")
+    async def async_handler(ctx: RunContext) -> None:
+        seen.append(("async", ctx.idempotency_key))
+
+    sync_job, _ = await job_with_run(store)
+    async_job, async_run = await job_with_run(store, action={"type": "handler", "name": "async"})
+    assert await worker.run_once() == 2
+    expected_key = f"{async_job.id}:{async_run.scheduled_for.isoformat()}"
+    assert sorted(seen, key=str) == sorted(
+        [("sync", sync_job.payload), ("async", expected_key)], key=str
+    )
+    run = await one_run(store, sync_job.id)
+    [attempt] = await store.list_attempts("default", run.id)
+    assert (run.state, attempt.outcome, attempt.worker_id) == (
+        RunState.SUCCEEDED,
+        AttemptOutcome.SUCCEEDED,
+        worker.id,
+    )
+    assert attempt.lag_seconds is not None and attempt.lag_seconds >= 0
+
+
+async def test_a_failing_handler_is_retried_then_dead_lettered(store: Store) -> None:
+    worker = Worker(store, FAST)
+    calls: list[int] = []
+
+    @worker.handler("noop")
+    def boom(ctx: RunContext) -> None:
+        calls.append(ctx.attempt)
+        raise RuntimeError(f"failure number {ctx.attempt}")
+
+    job, _ = await job_with_run(store)
+    async with running(worker):
+        await eventually(lambda: _state_is(store, job.id, "dead"))
+    run = await one_run(store, job.id)
+    attempts = await store.list_attempts("default", run.id)
+    assert calls == [1, 2, 3]
+    assert [(a.attempt, a.outcome, a.error_class) for a in attempts] == [
+        (n, AttemptOutcome.FAILED, "RuntimeError") for n in (1, 2, 3)
+    ]
+    assert run.last_error == "failure number 3"
+
+
+async def test_a_permanent_error_skips_the_retries(store: Store) -> None:
+    worker = Worker(store, FAST)
+
+    @worker.handler("noop")
+    def refuse(ctx: RunContext) -> None:
+        raise PermanentError("the customer was deleted")
+
+    job, _ = await job_with_run(store)
+    assert await worker.run_once() == 1
+    run = await one_run(store, job.id)
+    assert (run.state, run.attempt) == (RunState.DEAD, 1)
+
+
+async def test_a_run_that_outlives_its_timeout_is_timed_out(store: Store) -> None:
+    worker = Worker(store, FAST)
+
+    @worker.handler("noop")
+    async def slow(ctx: RunContext) -> None:
+        await asyncio.sleep(30)
+
+    job, _ = await job_with_run(store, timeout_seconds=0.2, retry=RetryPolicy(max_attempts=1))
+    assert await worker.run_once() == 1
+    run = await one_run(store, job.id)
+    [attempt] = await store.list_attempts("default", run.id)
+    assert (run.state, attempt.outcome) == (RunState.DEAD, AttemptOutcome.TIMED_OUT)
+
+
+async def test_an_unknown_handler_fails_with_a_clear_error(store: Store) -> None:
+    worker = Worker(store, FAST)
+    job, _ = await job_with_run(store, retry=RetryPolicy(max_attempts=1))
+    await worker.run_once()
+    run = await one_run(store, job.id)
+    assert run.state is RunState.DEAD
+    assert "no handler named 'noop'" in (run.last_error or "")
+
+
+async def test_cancelling_a_running_run_reaches_the_handler_at_its_next_heartbeat(
+    store: Store,
+) -> None:
+    worker = Worker(store, FAST)
+    started = threading.Event()
+
+    @worker.handler("noop")
+    def loop_until_cancelled(ctx: RunContext) -> None:
+        started.set()
+        while True:
+            ctx.heartbeat()  # raises RunCancelled once the worker hears of the cancel
+            time.sleep(0.01)
+
+    job, _ = await job_with_run(store)
+    async with running(worker):
+        await eventually(lambda: _true(started.is_set()))
+        run = await one_run(store, job.id)
+        await store.cancel_run("default", run.id, now=await store.now(), actor="ops")
+        await eventually(lambda: _state_is(store, job.id, "cancelled"))
+    [attempt] = await store.list_attempts("default", run.id)
+    assert attempt.outcome is AttemptOutcome.CANCELLED
+
+
+async def test_a_worker_that_lost_its_lease_cannot_complete_the_run(store: Store) -> None:
+    slow_worker = Worker(store, FAST)
+    release = threading.Event()
+    started = threading.Event()
+
+    @slow_worker.handler("noop")
+    def stuck(ctx: RunContext) -> None:
+        started.set()
+        release.wait(30)
+
+    job, _ = await job_with_run(store)
+    claim_task = asyncio.create_task(slow_worker.run_once())
+    await eventually(lambda: _true(started.is_set()))
+    # its lease is taken over: rescued as if expired, then claimed by another worker
+    later = await store.now() + timedelta(seconds=60)
+    await store.rescue_expired(now=later)
+    [taken] = await store.claim_runs(
+        "w2", ["default"], limit=1, now=later, prefetch_until=later, lease_seconds=60
+    )
+    release.set()
+    await claim_task
+    run = await one_run(store, job.id)
+    assert (run.state, run.lease_owner, run.fence) == (RunState.RUNNING, "w2", taken.run.fence)
+    outcomes = [a.outcome for a in await store.list_attempts("default", run.id)]
+    assert outcomes == [AttemptOutcome.LOST]  # the stale success was refused
+
+
+async def test_runs_fire_on_time_never_early(store: Store) -> None:
+    worker = Worker(store, FAST)
+    starts: dict[int, float] = {}
+
+    @worker.handler("noop")
+    def record(ctx: RunContext) -> None:
+        starts[ctx.run_id] = time.time()
+
+    jobs = [await job_with_run(store, due_in=0.3 + i * 0.05) for i in range(8)]
+    async with running(worker):
+        await eventually(lambda: _true(len(starts) == 8))
+    for job, new_run in jobs:
+        run = await one_run(store, job.id)
+        lag = starts[run.id] - new_run.available_at.timestamp()
+        assert -0.002 <= lag < 1.0, lag  # store and worker share this machine's clock
+        [attempt] = await store.list_attempts("default", run.id)
+        assert attempt.lag_seconds is not None and attempt.lag_seconds >= 0
+
+
+async def test_shutdown_releases_what_did_not_finish_in_the_grace_period(store: Store) -> None:
+    worker = Worker(store, FAST)
+    started = threading.Event()
+
+    @worker.handler("noop")
+    async def forever(ctx: RunContext) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    job, _ = await job_with_run(store)
+    waiting, _ = await job_with_run(store, due_in=0.45)
+    async with running(worker):
+        await eventually(lambda: _true(started.is_set()))
+    assert await run_states(store, job.id) == ["pending"]
+    assert await run_states(store, waiting.id) == ["pending"]
+    run = await one_run(store, job.id)
+    [attempt] = await store.list_attempts("default", run.id)
+    assert (attempt.outcome, attempt.error_class) == (AttemptOutcome.CANCELLED, "WorkerShutdown")
+
+
+async def _state_is(store: Store, job_id: str, state: str) -> bool:
+    return await run_states(store, job_id) == [state]
+
+
+async def _true(value: bool) -> bool:
+    return value
