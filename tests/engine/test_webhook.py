@@ -1,0 +1,88 @@
+"""Webhook runs against a real local HTTP server: headers, signature, status mapping."""
+
+from __future__ import annotations
+
+from cronwheel.actions import verify
+from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.store.base import Store
+from cronwheel.worker import Worker
+from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
+from tests.engine.test_worker import FAST
+from tests.engine.webhook_target import webhook_target
+
+SECRET = b"s3cret"
+
+
+async def test_the_target_gets_the_documented_headers_and_a_valid_signature(store: Store) -> None:
+    with webhook_target() as target:
+        action = {
+            "type": "webhook",
+            "url": f"{target.url}/hook",
+            "method": "PUT",
+            "headers": {"X-Team": "ops"},
+        }
+        job, new_run = await job_with_run(store, action=action, payload={"report": "daily"})
+        assert await Worker(store, FAST, webhook_secret=SECRET).run_once() == 1
+        [request] = target.received
+    run = await one_run(store, job.id)
+    assert run.state is RunState.SUCCEEDED
+    assert (request.method, request.path, request.headers["X-Team"]) == ("PUT", "/hook", "ops")
+    headers = request.headers
+    assert headers["Idempotency-Key"] == f"{job.id}:{new_run.scheduled_for.isoformat()}"
+    assert (
+        headers["Cronwheel-Run-Id"],
+        headers["Cronwheel-Attempt"],
+        headers["Cronwheel-Fence"],
+    ) == (str(run.id), "1", "1")
+    assert headers["Cronwheel-Job-Id"] == job.id
+    assert verify(SECRET, headers, request.body)
+    assert not verify(b"wrong", headers, request.body)
+    assert not verify(SECRET, headers, request.body + b"tampered")
+    assert not verify(SECRET, {**headers, "Cronwheel-Fence": "2"}, request.body)
+    assert b'"report": "daily"' in request.body
+
+
+async def test_5xx_and_429_are_retried_honouring_retry_after(store: Store) -> None:
+    with webhook_target() as target:
+        target.answers["/flaky"] = [(503, {}), (429, {"Retry-After": "1"}), (200, {})]
+        action = {"type": "webhook", "url": f"{target.url}/flaky"}
+        job, _ = await job_with_run(
+            store,
+            action=action,
+            retry=RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.05),
+        )
+        async with running(Worker(store, FAST, webhook_secret=SECRET)):
+            await eventually(lambda: _state(store, job.id, "succeeded"))
+        assert len(target.received) == 3
+    run = await one_run(store, job.id)
+    attempts = await store.list_attempts("default", run.id)
+    assert [a.error_class for a in attempts] == ["HTTP503", "HTTP429", None]
+    waited = (attempts[2].started_at - attempts[1].finished_at).total_seconds()  # type: ignore[operator]
+    assert waited >= 0.99  # Retry-After: 1 beat the 0.05 s backoff
+
+
+async def test_other_4xx_are_permanent(store: Store) -> None:
+    with webhook_target() as target:
+        target.answers["/gone"] = [(410, {})]
+        job, _ = await job_with_run(store, action={"type": "webhook", "url": f"{target.url}/gone"})
+        await Worker(store, FAST, webhook_secret=SECRET).run_once()
+    run = await one_run(store, job.id)
+    assert (run.state, run.attempt) == (RunState.DEAD, 1)
+    assert "answered 410" in (run.last_error or "")
+
+
+async def test_a_connection_error_is_retryable(store: Store) -> None:
+    action = {"type": "webhook", "url": "http://127.0.0.1:9/nothing-listens-here"}
+    job, _ = await job_with_run(
+        store, action=action, retry=RetryPolicy(max_attempts=2, initial_delay=0.05, max_delay=0.05)
+    )
+    async with running(Worker(store, FAST, webhook_secret=SECRET)):
+        await eventually(lambda: _state(store, job.id, "dead"))
+    run = await one_run(store, job.id)
+    attempts = await store.list_attempts("default", run.id)
+    assert [a.outcome for a in attempts] == [AttemptOutcome.FAILED, AttemptOutcome.FAILED]
+    assert attempts[0].error_class == "ConnectError"
+
+
+async def _state(store: Store, job_id: str, state: str) -> bool:
+    return await run_states(store, job_id) == [state]

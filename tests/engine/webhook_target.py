@@ -1,0 +1,63 @@
+"""A real HTTP server on loopback that records requests and answers as told, by path."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Target:
+    url: str
+    received: list[Received] = field(default_factory=list)
+    answers: dict[str, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
+    """path → responses to give in turn (the last one repeats); default 200."""
+
+    def answer(self, path: str) -> tuple[int, dict[str, str]]:
+        queue = self.answers.get(path) or [(200, {})]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+@contextmanager
+def webhook_target() -> Iterator[Target]:
+    target = Target(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            target.received.append(Received(self.command, self.path, dict(self.headers), body))
+            status, headers = target.answer(self.path)
+            payload = b"ok" if status < 300 else b"nope"
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_PUT = _handle
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    target.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield target
+    finally:
+        server.shutdown()
+        server.server_close()
