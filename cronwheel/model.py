@@ -198,6 +198,8 @@ class NewRun:
     state: RunState = RunState.PENDING
     reason: str | None = None
     """Why a run was born ``skipped`` (overlap, misfire, paused) or was triggered by hand."""
+    overlap: Overlap = Overlap.ALLOW
+    """The job's overlap policy, copied so that a claim can apply it without a join."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,7 @@ class Run:
     finished_at: datetime | None = None
     reason: str | None = None
     last_error: str | None = None
+    overlap: Overlap = Overlap.ALLOW
 
     @property
     def idempotency_key(self) -> str:

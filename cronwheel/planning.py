@@ -125,6 +125,7 @@ def _run(
         job_version=job.version,
         state=state,
         reason=reason,
+        overlap=job.overlap,
     )
 
 

@@ -172,9 +172,14 @@ class Store(abc.ABC):
         stays stable while jobs are inserted."""
 
     @abc.abstractmethod
-    async def update_job(self, job: Job, *, expected_version: int, actor: str) -> Job:
+    async def update_job(
+        self, job: Job, *, expected_version: int, actor: str, replan: bool = False
+    ) -> Job:
         """Replace a job's definition if it is still at ``expected_version``; the stored
-        job gets ``expected_version + 1``. Raises NotFound or StaleVersion."""
+        job gets ``expected_version + 1``. With ``replan`` (its schedule changed), its
+        pending runs of older versions that never started are cancelled (reason
+        ``replanned``): the new schedule plans from the job's new ``next_fire_at``.
+        Raises NotFound or StaleVersion."""
 
     @abc.abstractmethod
     async def set_job_state(
@@ -186,10 +191,12 @@ class Store(abc.ABC):
         next_fire_at: datetime | None,
         now: datetime,
         actor: str,
+        runs: Sequence[NewRun] = (),
     ) -> Job:
-        """Pause, resume, complete or cancel a job (version bump, audited). Cancelling
-        also cancels its pending runs. A cancelled job cannot change state again:
-        Conflict. Raises NotFound."""
+        """Pause, resume, complete or cancel a job (version bump, audited), inserting
+        ``runs`` (e.g. the occurrences a pause skipped) in the same transaction.
+        Cancelling also cancels its pending runs. A cancelled job cannot change state
+        again: Conflict. Raises NotFound."""
 
     # -- scheduler -------------------------------------------------------------------
     @abc.abstractmethod
@@ -227,7 +234,13 @@ class Store(abc.ABC):
         """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until``,
         ordered by priority then ``available_at``. Each claim bumps the run's fence and
         attempt, and leases it until ``max(available_at, now) + lease_seconds``. Two
-        claimers never get the same run."""
+        claimers never get the same run.
+
+        Runs whose job has an overlap policy other than ``allow`` are claimed only once
+        due (``available_at <= now``), one per job at a time (the earliest due), and:
+        ``skip`` — a due run whose job has a running run becomes ``skipped`` (reason
+        ``overlap``) instead; ``queue`` — it waits while its job has a running run;
+        ``replace`` — it is claimed, and its job's running runs are asked to cancel."""
 
     @abc.abstractmethod
     async def heartbeat(

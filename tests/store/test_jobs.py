@@ -8,17 +8,18 @@ import pytest
 
 from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.model import (
+    AttemptOutcome,
     Backoff,
     Delivery,
     JobState,
-    MisfirePolicy,
     MisfireMode,
+    MisfirePolicy,
     Overlap,
     Priority,
     RetryPolicy,
     RunState,
 )
-from cronwheel.store.base import Store
+from cronwheel.store.base import Completion, Store
 from tests.store.factories import T0, at, make_job, make_run
 
 
@@ -172,3 +173,66 @@ async def test_tenants_are_created_once(store: Store) -> None:
     await store.ensure_tenant("acme", "Acme", now=T0)
     await store.ensure_tenant("acme", "Acme again", now=T0)
     await store.create_jobs([make_job(tenant_id="acme")])
+
+
+async def test_a_state_change_can_record_runs_atomically(store: Store) -> None:
+    job = make_job()
+    await store.create_jobs([job])
+    await store.set_job_state(
+        "default", job.id, JobState.PAUSED, next_fire_at=at(60), now=at(1), actor="t"
+    )
+    skipped = [make_run(job, at(s), state=RunState.SKIPPED, reason="paused") for s in (60, 120)]
+    resumed = await store.set_job_state(
+        "default",
+        job.id,
+        JobState.ACTIVE,
+        next_fire_at=at(180),
+        now=at(150),
+        actor="t",
+        runs=skipped,
+    )
+    assert (resumed.state, resumed.next_fire_at) == (JobState.ACTIVE, at(180))
+    runs = await store.list_runs("default", job_id=job.id)
+    assert [(r.scheduled_for, r.state, r.reason) for r in runs] == [
+        (at(120), RunState.SKIPPED, "paused"),
+        (at(60), RunState.SKIPPED, "paused"),
+    ]
+
+
+async def test_replan_cancels_pending_runs_of_the_old_version_that_never_started(
+    store: Store,
+) -> None:
+    job = make_job()
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(s)) for s in (0, 10, 20)], [])
+    [started] = await store.claim_runs(
+        "w", ["default"], limit=1, now=at(0), prefetch_until=at(0), lease_seconds=60
+    )
+    retry = Completion(
+        run_id=started.run.id,
+        fence=started.run.fence,
+        worker_id="w",
+        state=RunState.PENDING,
+        outcome=AttemptOutcome.FAILED,
+        started_at=at(0),
+        finished_at=at(1),
+        available_at=at(30),
+    )
+    await store.complete_runs([retry])
+    changed = replace(job, schedule={"kind": "cron", "cron": "*/5 * * * *", "timezone": "UTC"})
+    await store.update_job(changed, expected_version=1, actor="alice", replan=True)
+    runs = await store.list_runs("default", job_id=job.id)
+    assert [(r.scheduled_for, r.state) for r in runs] == [
+        (at(20), RunState.CANCELLED),
+        (at(10), RunState.CANCELLED),
+        (at(0), RunState.PENDING),  # a retry of an occurrence that already ran is kept
+    ]
+    assert "replanned" in (runs[0].reason or "")
+
+
+async def test_an_update_without_replan_keeps_pending_runs(store: Store) -> None:
+    job = make_job()
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(10))], [])
+    await store.update_job(replace(job, payload=1), expected_version=1, actor="a")
+    assert [r.state for r in await store.list_runs("default", job_id=job.id)] == [RunState.PENDING]

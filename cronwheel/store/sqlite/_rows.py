@@ -124,6 +124,7 @@ def run(row: sqlite3.Row) -> Run:
         finished_at=dt_or_none(row["finished_at"]),
         reason=row["reason"],
         last_error=row["last_error"],
+        overlap=Overlap(row["overlap"]),
     )
 
 

@@ -19,6 +19,7 @@ from cronwheel.model import (
     Job,
     JobState,
     NewRun,
+    Overlap,
     RetryPolicy,
     Run,
     RunState,
@@ -48,8 +49,8 @@ _JOB_INSERT = (
 
 _RUN_INSERT = (
     "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,"
-    " max_attempts, job_version, reason, created_at, finished_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " max_attempts, job_version, reason, created_at, finished_at, overlap)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
 )
 
@@ -97,6 +98,7 @@ def _insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> 
                 r.reason,
                 now,
                 finished,
+                r.overlap.value,
             ),
         )
         if cursor.rowcount and r.state is RunState.PENDING:
@@ -227,7 +229,9 @@ class SqliteStore(Store):
         found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
         return [rows.job(r) for r in found]
 
-    async def update_job(self, job: Job, *, expected_version: int, actor: str) -> Job:
+    async def update_job(
+        self, job: Job, *, expected_version: int, actor: str, replan: bool = False
+    ) -> Job:
         params = rows.job_params(job) | {
             "version": expected_version + 1,
             "expected": expected_version,
@@ -247,6 +251,12 @@ class SqliteStore(Store):
                 c.execute(f"UPDATE jobs SET {sets} WHERE id = :id AND version = :expected", params)
             except sqlite3.IntegrityError as exc:
                 raise _name_conflict(c, [job]) from exc
+            if replan:
+                c.execute(
+                    "UPDATE runs SET state = 'cancelled', finished_at = ?, reason = ?"
+                    " WHERE job_id = ? AND state = 'pending' AND attempt = 0 AND job_version < ?",
+                    (params["updated_at"], REASON_REPLANNED, job.id, expected_version + 1),
+                )
             details = {"version": expected_version + 1}
             _audit(c, job.tenant_id, "job", job.id, "updated", actor, params["updated_at"], details)
             return rows.job(c.execute("SELECT * FROM jobs WHERE id = ?", (job.id,)).fetchone())
@@ -262,6 +272,7 @@ class SqliteStore(Store):
         next_fire_at: datetime | None,
         now: datetime,
         actor: str,
+        runs: Sequence[NewRun] = (),
     ) -> Job:
         at = rows.us(now)
 
@@ -285,6 +296,7 @@ class SqliteStore(Store):
                     " reason = 'job cancelled' WHERE job_id = ? AND state = 'pending'",
                     (at, job_id),
                 )
+            _insert_runs(c, runs, at)
             action = _state_action(before, state)
             details = {"from": before.value, "to": state.value}
             _audit(c, tenant_id, "job", job_id, action, actor, at, details)
@@ -354,19 +366,28 @@ class SqliteStore(Store):
         lease_seconds: float,
     ) -> list[ClaimedRun]:
         now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
+        in_pools = f"pool IN ({_placeholders(len(pools))})"
         sql = (
             "UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
             " lease_owner = ?, lease_expires_at = max(available_at, ?) + ?,"
             " started_at = max(available_at, ?), cancel_requested = 0"
-            " WHERE id IN (SELECT id FROM runs WHERE state = 'pending'"
-            f" AND pool IN ({_placeholders(len(pools))}) AND available_at <= ?"
+            f" WHERE id IN (SELECT id FROM runs r WHERE state = 'pending' AND {in_pools}"
+            f" AND available_at <= ? AND (overlap = 'allow' OR ({_OVERLAP_CLAIMABLE}))"
             " ORDER BY priority, available_at, id LIMIT ?) RETURNING *"
         )
-        params = (worker_id, now_us, ttl_us, now_us, *pools, rows.us(prefetch_until), limit)
+        params = (worker_id, now_us, ttl_us, now_us, *pools, rows.us(prefetch_until))
+        params += (now_us, now_us, limit)
 
         def fn(c: sqlite3.Connection) -> list[ClaimedRun]:
+            c.execute(
+                f"UPDATE runs SET state = 'skipped', reason = ?, finished_at = ? WHERE {in_pools}"
+                " AND state = 'pending' AND overlap = 'skip' AND available_at <= ? AND EXISTS"
+                " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')",
+                (REASON_OVERLAP_SKIP, now_us, *pools, now_us),
+            )
             claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
             claimed.sort(key=lambda r: (r.priority, r.available_at, r.id))
+            _replace_running(c, [r for r in claimed if r.overlap is Overlap.REPLACE])
             job_ids = {r.job_id for r in claimed}
             jobs = {
                 j["id"]: j
@@ -575,6 +596,17 @@ class SqliteStore(Store):
         return await self._wakeups.wait(topics, timeout)
 
 
+REASON_REPLANNED = "replanned: the job's schedule changed"
+# A run of a job with an overlap policy is claimable once due, when no earlier due run
+# of its job waits before it, and (for queue) while none of its job's runs is running.
+_OVERLAP_CLAIMABLE = (
+    "r.available_at <= ? AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.job_id = r.job_id"
+    " AND e.state = 'pending' AND e.available_at <= ? AND e.scheduled_for < r.scheduled_for)"
+    " AND (r.overlap <> 'queue' OR NOT EXISTS (SELECT 1 FROM runs o"
+    " WHERE o.job_id = r.job_id AND o.state = 'running'))"
+)
+REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
+
 _IMMUTABLE_JOB_COLUMNS = frozenset({"id", "tenant_id", "created_at", "shard_key", "expected"})
 
 
@@ -670,6 +702,16 @@ def _active_jobs(c: sqlite3.Connection, job_ids: set[str]) -> set[str]:
         tuple(job_ids),
     )
     return {r[0] for r in found}
+
+
+def _replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
+    """Overlap ``replace``: the runs just claimed displace their jobs' running ones."""
+    for run in claimed:
+        c.execute(
+            "UPDATE runs SET cancel_requested = 1"
+            " WHERE job_id = ? AND state = 'running' AND id <> ?",
+            (run.job_id, run.id),
+        )
 
 
 def _claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:

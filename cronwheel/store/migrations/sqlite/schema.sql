@@ -58,6 +58,7 @@ CREATE TABLE runs (
     max_attempts      INTEGER NOT NULL,
     fence             INTEGER NOT NULL DEFAULT 0,
     job_version       INTEGER NOT NULL,
+    overlap           TEXT NOT NULL DEFAULT 'allow' CHECK (overlap IN ('allow', 'skip', 'queue', 'replace')),
     lease_owner       TEXT,
     lease_expires_at  INTEGER,
     cancel_requested  INTEGER NOT NULL DEFAULT 0,
@@ -73,6 +74,10 @@ CREATE TABLE runs (
 CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
 -- The worker's claim: pending runs by pool, priority, then due time.
 CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
+-- Claims apply overlap policies to the few runs that have one.
+CREATE INDEX runs_overlap ON runs (pool, available_at) WHERE state = 'pending' AND overlap <> 'allow';
+-- Overlap checks: a job's running runs.
+CREATE INDEX runs_running_by_job ON runs (job_id) WHERE state = 'running';
 -- The rescuer: running runs by lease expiry.
 CREATE INDEX runs_leases ON runs (lease_expires_at) WHERE state = 'running';
 -- Retention: finished runs by age.

@@ -1,0 +1,252 @@
+"""Every user action on jobs and runs, validated, on top of the store.
+
+The Python API (:func:`cronwheel.connect`), the HTTP API and the CLI all go through
+:class:`JobService`, so the rules live in one place: how a job is created, what pause,
+resume, cancel, trigger and update do to its runs, and what each writes to the audit log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from cronwheel.clock import Clock, SystemClock
+from cronwheel.errors import Conflict, NotFound
+from cronwheel.jobspec import JobSpec, spec_of
+from cronwheel.model import DEFAULT_TENANT, Attempt, Job, JobState, NewRun, Run, RunState
+from cronwheel.planning import REASON_PAUSED, max_attempts
+from cronwheel.schedule import first_fire, next_fire, schedule_from_dict
+from cronwheel.scheduler import JOBS_TOPIC
+from cronwheel.store import open_store
+from cronwheel.store.base import Store
+
+MAX_PAUSED_RECORDS = 1000
+"""How many occurrences a resume records as ``skipped (paused)``; a longer pause records
+the most recent ones."""
+PAUSED_LOOKBACK = timedelta(days=1)
+
+
+class JobService:
+    """The application's verbs. ``actor`` names who acts, for the audit log."""
+
+    def __init__(self, store: Store, *, clock: Clock | None = None, actor: str = "python") -> None:
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.actor = actor
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> JobService:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- jobs --------------------------------------------------------------------------
+    async def create(self, tenant_id: str = DEFAULT_TENANT, **spec: Any) -> Job:
+        """Create a job from its spec (see :class:`~cronwheel.jobspec.JobSpec`)."""
+        [job] = await self.create_many([spec], tenant_id=tenant_id)
+        return job
+
+    async def create_many(
+        self, specs: list[dict[str, Any]], *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[Job]:
+        """Create jobs all or nothing; an immediate job's run is inserted with it."""
+        now = self.clock.now()
+        jobs = [JobSpec.parse(s).to_job(tenant_id=tenant_id, now=now) for s in specs]
+        runs = [_immediate_run(j, now) for j in jobs if j.schedule["kind"] == "immediate"]
+        await self.store.create_jobs(jobs, runs, actor=self.actor)
+        await self.store.notify(JOBS_TOPIC)
+        return jobs
+
+    async def get(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
+        job = await self.store.get_job(tenant_id, job_id)
+        if job is None:
+            raise NotFound("job", job_id)
+        return job
+
+    async def list_jobs(self, *, tenant_id: str = DEFAULT_TENANT, **filters: Any) -> list[Job]:
+        return await self.store.list_jobs(tenant_id, **filters)
+
+    async def update(
+        self,
+        job_id: str,
+        *,
+        expected_version: int | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+        **changes: Any,
+    ) -> Job:
+        """Change a job's definition; its version bumps. If its schedule changed, the
+        next fire time is computed again from now."""
+        current = await self.get(job_id, tenant_id=tenant_id)
+        expected = current.version if expected_version is None else expected_version
+        now = self.clock.now()
+        fresh = JobSpec.parse(spec_of(current) | changes).to_job(
+            tenant_id=tenant_id, now=now, job_id=job_id
+        )
+        updated = replace(
+            fresh,
+            created_at=current.created_at,
+            state=current.state,
+            last_fire_at=current.last_fire_at,
+        )
+        replan = fresh.schedule != current.schedule
+        if not replan:
+            updated = replace(updated, next_fire_at=current.next_fire_at)
+        job = await self.store.update_job(
+            updated, expected_version=expected, actor=self.actor, replan=replan
+        )
+        await self.store.notify(JOBS_TOPIC)
+        return job
+
+    async def pause(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
+        """No new runs until resumed; runs already pending stay pending."""
+        job = await self.get(job_id, tenant_id=tenant_id)
+        return await self._set_state(job, JobState.PAUSED, job.next_fire_at)
+
+    async def resume(
+        self, job_id: str, *, catch_up: bool = False, tenant_id: str = DEFAULT_TENANT
+    ) -> Job:
+        """Resume from now: occurrences the pause covered are recorded as skipped
+        (``paused``). With ``catch_up``, they are handed to the job's misfire policy
+        instead, as if the scheduler had been down."""
+        job = await self.get(job_id, tenant_id=tenant_id)
+        if job.state is not JobState.PAUSED:
+            raise Conflict("state", f"the job is {job.state.value}, not paused")
+        if catch_up or job.next_fire_at is None:
+            return await self._set_state(job, JobState.ACTIVE, job.next_fire_at)
+        now = self.clock.now()
+        missed = _occurrences_between(job, job.next_fire_at, now)
+        skipped = [_paused_run(job, t) for t in missed[-MAX_PAUSED_RECORDS:]]
+        schedule = schedule_from_dict(job.schedule)
+        following = first_fire(schedule, now) if missed else job.next_fire_at
+        return await self._set_state(job, JobState.ACTIVE, following, runs=skipped)
+
+    async def cancel(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
+        """Soft delete: no new runs, pending runs cancelled, the job kept for audit."""
+        job = await self.get(job_id, tenant_id=tenant_id)
+        return await self._set_state(job, JobState.CANCELLED, None)
+
+    async def trigger(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Run:
+        """A manual run, now, besides the schedule."""
+        job = await self.get(job_id, tenant_id=tenant_id)
+        if job.state is not JobState.ACTIVE:
+            raise Conflict(
+                "state", f"the job is {job.state.value}; only an active job can be triggered"
+            )
+        now = self.clock.now()
+        run = replace(_immediate_run(job, now), reason=f"triggered by {self.actor}")
+        written = await self.store.materialize_runs([run], [])
+        if not written.inserted:
+            raise Conflict("state", "the job changed while it was being triggered; try again")
+        [found] = await self.store.list_runs(tenant_id, job_id=job_id, limit=1)
+        return found
+
+    async def _set_state(
+        self,
+        job: Job,
+        state: JobState,
+        next_fire_at: datetime | None,
+        runs: list[NewRun] | None = None,
+    ) -> Job:
+        updated = await self.store.set_job_state(
+            job.tenant_id,
+            job.id,
+            state,
+            next_fire_at=next_fire_at,
+            now=self.clock.now(),
+            actor=self.actor,
+            runs=runs or [],
+        )
+        await self.store.notify(JOBS_TOPIC)
+        return updated
+
+    # -- runs ----------------------------------------------------------------------------
+    async def runs(
+        self, job_id: str, *, tenant_id: str = DEFAULT_TENANT, **filters: Any
+    ) -> list[Run]:
+        await self.get(job_id, tenant_id=tenant_id)
+        return await self.store.list_runs(tenant_id, job_id=job_id, **filters)
+
+    async def run(self, run_id: int, *, tenant_id: str = DEFAULT_TENANT) -> Run:
+        run = await self.store.get_run(tenant_id, run_id)
+        if run is None:
+            raise NotFound("run", run_id)
+        return run
+
+    async def attempts(self, run_id: int, *, tenant_id: str = DEFAULT_TENANT) -> list[Attempt]:
+        await self.run(run_id, tenant_id=tenant_id)
+        return await self.store.list_attempts(tenant_id, run_id)
+
+    async def cancel_run(self, run_id: int, *, tenant_id: str = DEFAULT_TENANT) -> Run:
+        return await self.store.cancel_run(
+            tenant_id, run_id, now=self.clock.now(), actor=self.actor
+        )
+
+    async def dead_letter(self, *, tenant_id: str = DEFAULT_TENANT, **filters: Any) -> list[Run]:
+        return await self.store.list_runs(tenant_id, state=RunState.DEAD, **filters)
+
+    async def replay(self, run_ids: list[int], *, tenant_id: str = DEFAULT_TENANT) -> list[int]:
+        """Dead runs back to pending with their job's full retry budget."""
+        budgets: dict[str, int] = {}
+        replayed: list[int] = []
+        for run_id in run_ids:
+            run = await self.store.get_run(tenant_id, run_id)
+            if run is None or run.state is not RunState.DEAD:
+                continue
+            if run.job_id not in budgets:
+                budgets[run.job_id] = max_attempts(await self.get(run.job_id, tenant_id=tenant_id))
+            replayed += await self.store.replay_runs(
+                tenant_id,
+                [run_id],
+                extra_attempts=budgets[run.job_id],
+                now=self.clock.now(),
+                actor=self.actor,
+            )
+        return replayed
+
+
+async def connect(
+    url: str, *, clock: Clock | None = None, actor: str = "python", migrate: bool = True
+) -> JobService:
+    """Open the store at ``url`` (``sqlite:///file.db`` or ``postgresql://…``) and return
+    the service to drive it: ``async with await cronwheel.connect(url) as cw: ...``."""
+    store = await open_store(url)
+    if migrate:
+        await store.migrate()
+    return JobService(store, clock=clock, actor=actor)
+
+
+def _immediate_run(job: Job, now: datetime) -> NewRun:
+    return NewRun(
+        tenant_id=job.tenant_id,
+        job_id=job.id,
+        scheduled_for=now,
+        available_at=now,
+        pool=job.pool,
+        priority=job.priority,
+        max_attempts=max_attempts(job),
+        job_version=job.version,
+        overlap=job.overlap,
+    )
+
+
+def _paused_run(job: Job, scheduled_for: datetime) -> NewRun:
+    return replace(_immediate_run(job, scheduled_for), state=RunState.SKIPPED, reason=REASON_PAUSED)
+
+
+def _occurrences_between(job: Job, first: datetime, now: datetime) -> list[datetime]:
+    """The newest occurrences in ``[first, now)``, looking back at most a day: a resume
+    after a long pause stays cheap, and the history shows why the last ones did not run."""
+    schedule = schedule_from_dict(job.schedule)
+    start = max(first, now - PAUSED_LOOKBACK)
+    t = start if start == first else next_fire(schedule, start)
+    found: list[datetime] = []
+    while t is not None and t < now:
+        found.append(t)
+        if len(found) > 2 * MAX_PAUSED_RECORDS:
+            del found[:-MAX_PAUSED_RECORDS]
+        t = next_fire(schedule, t)
+    return found

@@ -1,0 +1,194 @@
+"""The Python API (JobService) on each store: validation and the control verbs."""
+
+from __future__ import annotations
+
+import pytest
+
+from cronwheel.clock import FrozenClock
+from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
+from cronwheel.model import JobState, Overlap, Priority, RunState
+from cronwheel.scheduler import Scheduler
+from cronwheel.service import JobService
+from cronwheel.store.base import Store
+from tests.store.factories import T0, at
+
+EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "Europe/Paris"}
+HANDLER = {"type": "handler", "name": "noop"}
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(at(1))  # one second past a minute: the first fire is the next minute
+
+
+@pytest.fixture
+def service(store: Store, clock: FrozenClock) -> JobService:
+    return JobService(store, clock=clock, actor="tester")
+
+
+async def _tick(store: Store, clock: FrozenClock) -> None:
+    await Scheduler(store, clock=clock).run_once()
+
+
+async def test_create_computes_the_first_fire_and_applies_defaults(service: JobService) -> None:
+    job = await service.create(
+        name="report", schedule=EVERY_MINUTE, action=HANDLER, priority="high"
+    )
+    assert (job.state, job.version, job.next_fire_at, job.priority) == (
+        JobState.ACTIVE,
+        1,
+        at(60),
+        Priority.HIGH,
+    )
+    assert (job.retry.max_attempts, job.overlap, job.catchup_seconds) == (3, Overlap.ALLOW, 60.0)
+    assert await service.get(job.id) == job
+
+
+async def test_an_immediate_job_gets_its_run_with_it(service: JobService) -> None:
+    job = await service.create(name="now", schedule={"kind": "immediate"}, action=HANDLER)
+    [run] = await service.runs(job.id)
+    assert (job.state, run.state, run.scheduled_for) == (
+        JobState.COMPLETED,
+        RunState.PENDING,
+        at(1),
+    )
+
+
+async def test_a_delay_is_pinned_at_creation(service: JobService) -> None:
+    job = await service.create(
+        name="later", schedule={"kind": "delay", "seconds": 90}, action=HANDLER
+    )
+    assert job.schedule["kind"] == "once" and job.next_fire_at == at(91)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"schedule": {"kind": "cron", "cron": "61 * * * *"}}, "schedule"),
+        (
+            {"schedule": {"kind": "cron", "cron": "* * * * *", "timezone": "Mars/Olympus"}},
+            "schedule",
+        ),
+        ({"schedule": {"kind": "once", "at": "2029-12-31T00:00:00+00:00"}}, "schedule.at"),
+        ({"action": {"type": "webhook", "url": "ftp://example.com"}}, "action.webhook.url"),
+        ({"name": "x" * 201}, "name"),
+        ({"retry": {"max_attempts": 0}}, "retry.max_attempts"),
+        ({"colour": "blue"}, "colour"),
+        ({"priority": "urgent"}, "priority"),
+        ({"payload": "x" * 300_000}, "payload"),
+    ],
+)
+async def test_bad_input_names_the_field_and_writes_nothing(
+    service: JobService, spec: dict[str, object], field: str
+) -> None:
+    base = {"name": "bad", "schedule": EVERY_MINUTE, "action": HANDLER}
+    with pytest.raises(InvalidInput) as err:
+        await service.create(**(base | spec))
+    assert err.value.field == field, err.value
+    assert await service.list_jobs() == []
+
+
+async def test_update_bumps_the_version_and_replans_a_changed_schedule(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    job = await service.create(name="r", schedule=EVERY_MINUTE, action=HANDLER)
+    clock.set(at(59))
+    await _tick(store, clock)
+    assert [r.scheduled_for for r in await service.runs(job.id)] == [at(60)]
+    updated = await service.update(
+        job.id, schedule={"kind": "cron", "cron": "*/5 * * * *", "timezone": "UTC"}
+    )
+    assert (updated.version, updated.next_fire_at) == (2, at(300))
+    [run] = await service.runs(job.id)
+    assert run.state is RunState.CANCELLED and "replanned" in (run.reason or "")
+    with pytest.raises(StaleVersion):
+        await service.update(job.id, expected_version=1, payload={"x": 1})
+    same = await service.update(job.id, payload={"x": 1})
+    assert (same.version, same.next_fire_at, same.payload) == (3, at(300), {"x": 1})
+
+
+async def test_pause_then_resume_records_what_the_pause_skipped(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    job = await service.create(name="p", schedule=EVERY_MINUTE, action=HANDLER)
+    await service.pause(job.id)
+    clock.set(at(200))
+    await _tick(store, clock)
+    assert await service.runs(job.id) == []  # a paused job produces nothing
+    resumed = await service.resume(job.id)
+    assert (resumed.state, resumed.next_fire_at) == (JobState.ACTIVE, at(240))
+    runs = await service.runs(job.id)
+    assert [(r.scheduled_for, r.state, r.reason) for r in runs] == [
+        (at(180), RunState.SKIPPED, "paused"),
+        (at(120), RunState.SKIPPED, "paused"),
+        (at(60), RunState.SKIPPED, "paused"),
+    ]
+    with pytest.raises(Conflict):
+        await service.resume(job.id)
+
+
+async def test_resume_with_catch_up_hands_the_backlog_to_the_misfire_policy(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    job = await service.create(name="c", schedule=EVERY_MINUTE, action=HANDLER, catchup_seconds=0)
+    await service.pause(job.id)
+    clock.set(at(200))
+    await service.resume(job.id, catch_up=True)
+    await _tick(store, clock)
+    runs = await service.runs(job.id)
+    assert [(r.scheduled_for, r.state, r.reason) for r in runs] == [
+        (at(180), RunState.PENDING, None),  # misfire "fire once now"
+        (at(120), RunState.SKIPPED, "misfire"),
+        (at(60), RunState.SKIPPED, "misfire"),
+    ]
+
+
+async def test_cancel_and_trigger(service: JobService, store: Store, clock: FrozenClock) -> None:
+    job = await service.create(name="t", schedule=EVERY_MINUTE, action=HANDLER)
+    run = await service.trigger(job.id)
+    assert (run.scheduled_for, run.state, run.reason) == (
+        at(1),
+        RunState.PENDING,
+        "triggered by tester",
+    )
+    cancelled = await service.cancel(job.id)
+    assert cancelled.state is JobState.CANCELLED
+    assert (await service.run(run.id)).state is RunState.CANCELLED
+    with pytest.raises(Conflict):
+        await service.trigger(job.id)
+    clock.advance(3600)
+    await _tick(store, clock)
+    assert len(await service.runs(job.id)) == 1
+    audit = [e.action for e in await store.list_audit("default", job.id)]
+    assert audit == ["created", "cancelled"]
+
+
+async def test_other_tenants_are_invisible(service: JobService, store: Store) -> None:
+    await store.ensure_tenant("acme", "Acme", now=T0)
+    job = await service.create(name="mine", schedule=EVERY_MINUTE, action=HANDLER)
+    with pytest.raises(NotFound):
+        await service.get(job.id, tenant_id="acme")
+    with pytest.raises(NotFound):
+        await service.pause(job.id, tenant_id="acme")
+
+
+async def test_replay_gives_the_jobs_full_budget_again(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    job = await service.create(
+        name="d", schedule={"kind": "immediate"}, action=HANDLER, retry={"max_attempts": 2}
+    )
+    [run] = await service.runs(job.id)
+    for _ in range(2):
+        await store.claim_runs(
+            "w", ["default"], limit=1, now=clock.now(), prefetch_until=clock.now(), lease_seconds=1
+        )
+        await store.rescue_expired(now=clock.advance(2))
+    assert [r.id for r in await service.dead_letter()] == [run.id]
+    assert await service.replay([run.id, run.id + 1000]) == [run.id]
+    replayed = await service.run(run.id)
+    assert (replayed.state, replayed.max_attempts, replayed.idempotency_key) == (
+        RunState.PENDING,
+        4,
+        run.idempotency_key,
+    )
