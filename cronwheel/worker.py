@@ -72,7 +72,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        store: Store | None = None,
         config: WorkerConfig | None = None,
         *,
         worker_id: str | None = None,
@@ -81,7 +81,7 @@ class Worker:
         webhook_secret: bytes | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.store = store
+        self._store = store
         self.config = config or WorkerConfig()
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}"
         self._clock_fixed = clock is not None
@@ -98,6 +98,15 @@ class Worker:
         self._completions: asyncio.Queue[Completion] = asyncio.Queue()
         self._flushed = asyncio.Event()
         self.completed = 0
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError(
+                "this worker has no store: start it with `cronwheel worker --app module:worker`"
+                " or give Worker(store) one"
+            )
+        return self._store
 
     def handler(self, name: str, *, pool: str = "default") -> Callable[[Handler], Handler]:
         """Register a handler: ``@worker.handler("send_report", pool="reports")``."""

@@ -41,6 +41,11 @@ class HandlerRegistry:
         self._handlers[name] = handler
         return handler
 
+    def include(self, other: HandlerRegistry) -> None:
+        """Add every handler of ``other`` (names must not clash)."""
+        for h in other._handlers.values():
+            self.register(h.name, h.fn, pool=h.pool)
+
     def get(self, name: str) -> RegisteredHandler | None:
         return self._handlers.get(name)
 

@@ -18,3 +18,9 @@ main.add_command(migrate)
 from cronwheel.cli.cron import cron  # noqa: E402
 
 main.add_command(cron)
+
+from cronwheel.cli.services import dev, scheduler, worker  # noqa: E402
+
+main.add_command(dev)
+main.add_command(worker)
+main.add_command(scheduler)

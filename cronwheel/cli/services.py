@@ -1,0 +1,179 @@
+"""``cronwheel dev``, ``cronwheel worker`` and ``cronwheel scheduler``: the long-running shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+
+import click
+from rich.console import Console
+
+from cronwheel.actions.handler import HandlerRegistry
+from cronwheel.cli._common import db_option, run_async
+from cronwheel.console import watch_runs
+from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
+from cronwheel.maintenance import Maintenance
+from cronwheel.runtime import Service, load_handlers, serve
+from cronwheel.scheduler import Scheduler
+from cronwheel.service import JobService
+from cronwheel.store import open_store
+from cronwheel.store.base import Store
+from cronwheel.worker import Worker, WorkerConfig
+
+DEV_DB = "sqlite:///cronwheel.db"
+
+
+def _pools(values: tuple[str, ...], registry: HandlerRegistry, concurrency: int) -> dict[str, int]:
+    """``--pool reports`` or ``--pool reports=4``; none given: the handlers' pools."""
+    pools: dict[str, int] = {}
+    for value in values:
+        name, _, n = value.partition("=")
+        if not name or (n and not n.isdigit()) or (n and int(n) < 1):
+            raise click.BadParameter(
+                f"{value!r}: expected NAME or NAME=CONCURRENCY", param_hint="--pool"
+            )
+        pools[name] = int(n) if n else concurrency
+    return pools or dict.fromkeys(registry.pools or {"default"}, concurrency)
+
+
+def _registry(app: str | None) -> HandlerRegistry:
+    if app is None:
+        return HandlerRegistry()
+    try:
+        return load_handlers(app)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--app") from exc
+
+
+@contextlib.asynccontextmanager
+async def _store(url: str) -> AsyncIterator[Store]:
+    store = await open_store(url)
+    try:
+        await store.migrate()
+        yield store
+    finally:
+        await store.close()
+
+
+def _stop_after(seconds: float | None, stop: asyncio.Event) -> None:
+    if seconds is not None:
+        asyncio.get_running_loop().call_later(seconds, stop.set)
+
+
+app_option = click.option(
+    "--app", default=None, help="Your handlers, as module:attribute (a Worker)."
+)
+pool_option = click.option(
+    "--pool", "pools", multiple=True, help="A pool to serve: NAME or NAME=CONCURRENCY (repeatable)."
+)
+concurrency_option = click.option(
+    "--concurrency", default=10, show_default=True, help="Runs at once per pool."
+)
+duration_option = click.option(
+    "--duration", type=float, default=None, help="Stop after this many seconds."
+)
+
+
+@click.command()
+@db_option
+@app_option
+@pool_option
+@concurrency_option
+@click.option(
+    "--lease", "lease_seconds", default=30.0, show_default=True, help="Lease TTL in seconds."
+)
+@duration_option
+def worker(
+    db_url: str,
+    app: str | None,
+    pools: tuple[str, ...],
+    concurrency: int,
+    lease_seconds: float,
+    duration: float | None,
+) -> None:
+    """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
+    registry = _registry(app)
+    config = WorkerConfig(
+        pools=_pools(pools, registry, concurrency),
+        lease_seconds=lease_seconds,
+        heartbeat_seconds=min(5.0, lease_seconds / 3),
+    )
+
+    async def main() -> None:
+        async with _store(db_url) as store:
+            stop = asyncio.Event()
+            _stop_after(duration, stop)
+            w = Worker(store, config, handlers=registry)
+            click.echo(f"worker {w.id} serving {dict(config.pools)} on {db_url}", err=True)
+            await serve([w, Maintenance(store)], stop=stop)
+
+    run_async(main)
+
+
+@click.command()
+@db_option
+@duration_option
+def scheduler(db_url: str, duration: float | None) -> None:
+    """Materialise the runs of due jobs (run several for availability)."""
+
+    async def main() -> None:
+        async with _store(db_url) as store:
+            stop = asyncio.Event()
+            _stop_after(duration, stop)
+            click.echo(f"scheduler on {db_url}", err=True)
+            await serve([Scheduler(store), Maintenance(store)], stop=stop)
+
+    run_async(main)
+
+
+@click.command()
+@db_option
+@app_option
+@pool_option
+@concurrency_option
+@click.option("--demo", is_flag=True, help="Create example jobs and watch them fire.")
+@duration_option
+def dev(
+    db_url: str,
+    app: str | None,
+    pools: tuple[str, ...],
+    concurrency: int,
+    demo: bool,
+    duration: float | None,
+) -> None:
+    """Everything in one process on one store file: scheduler, worker, maintenance."""
+    registry = demo_handlers() if demo else _registry(app)
+    if demo and app is not None:
+        registry.include(_registry(app))
+    config = WorkerConfig(pools=_pools(pools, registry, concurrency))
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def main() -> None:
+        async with _store(db_url) as store:
+            stop = asyncio.Event()
+            _stop_after(duration, stop)
+            services: list[Service] = [
+                Scheduler(store),
+                Worker(store, config, handlers=registry),
+                Maintenance(store),
+            ]
+            console = Console(stderr=False)
+            console.print(
+                f"[bold]cronwheel dev[/] on {db_url} (pid {os.getpid()}),"
+                f" pools {dict(config.pools)}"
+            )
+            with echo_server() as echo_url:
+                if demo:
+                    created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)
+                    console.print(f"demo: {created} example jobs created; watch them fire")
+                await serve(
+                    services, stop=stop, extra=[lambda s: watch_runs(store, s, console=console)]
+                )
+            console.print("stopped")
+
+    run_async(main)

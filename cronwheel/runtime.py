@@ -1,0 +1,69 @@
+"""Running services in one process until a signal: what ``cronwheel dev``, ``worker`` and
+``scheduler`` share.
+
+SIGTERM and SIGINT start a graceful stop (workers drain within their grace period); a
+second signal is not needed and SIGKILL loses nothing (I4): an unfinished run is rescued
+when its lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
+
+from cronwheel.actions.handler import HandlerRegistry
+
+log = logging.getLogger("cronwheel")
+
+
+class Service(Protocol):
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+async def serve(
+    services: Sequence[Service],
+    *,
+    stop: asyncio.Event | None = None,
+    extra: Sequence[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = (),
+) -> None:
+    """Run every service until ``stop`` is set or the process gets SIGTERM/SIGINT."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tasks = [asyncio.create_task(s.run(stop)) for s in services]
+    tasks += [asyncio.create_task(fn(stop)) for fn in extra]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                stop.set()
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def load_handlers(target: str) -> HandlerRegistry:
+    """``module:attr`` → the handler registry it names: a Worker, a HandlerRegistry, or
+    anything with a ``handlers`` registry."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"app: {target!r} is not module:attribute (e.g. myapp.jobs:worker)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"app: cannot import {module_name!r}: {exc}") from exc
+    obj: Any = getattr(module, attr, None)
+    if obj is None:
+        raise ValueError(f"app: module {module_name!r} has no attribute {attr!r}")
+    registry = obj if isinstance(obj, HandlerRegistry) else getattr(obj, "handlers", None)
+    if not isinstance(registry, HandlerRegistry):
+        raise ValueError(f"app: {target!r} is neither a Worker nor a HandlerRegistry")
+    return registry
