@@ -1,0 +1,34 @@
+"""Handlers for the real-process tests: ``cronwheel worker --app tests.e2e.app:worker``."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from cronwheel import RunContext, Worker
+
+worker = Worker()
+MARKS = Path(os.environ.get("CRONWHEEL_TEST_MARKS", "/tmp/cronwheel-marks"))
+
+
+def _mark(ctx: RunContext, what: str) -> None:
+    MARKS.mkdir(parents=True, exist_ok=True)
+    (MARKS / f"{ctx.run_id}-{ctx.attempt}-{what}-{os.getpid()}").touch()
+
+
+@worker.handler("slow")
+def slow(ctx: RunContext) -> None:
+    """Marks its start, then works long enough to be killed mid-run."""
+    _mark(ctx, "started")
+    # the first attempt works long enough to be killed; a retry finishes at once
+    deadline = time.monotonic() + (60 if ctx.attempt == 1 else 0.1)
+    while time.monotonic() < deadline:
+        ctx.heartbeat()
+        time.sleep(0.05)
+    _mark(ctx, "done")
+
+
+@worker.handler("quick")
+def quick(ctx: RunContext) -> None:
+    _mark(ctx, "done")
