@@ -1,0 +1,116 @@
+-- cronwheel PostgreSQL schema, step 1: tenants, jobs, runs, attempts, audit.
+-- Same tables, columns, constraints and indexes as the SQLite schema, in PostgreSQL
+-- types: instants are timestamptz, JSON values jsonb, job ids uuid (time-ordered v7).
+
+CREATE TABLE tenants (
+    id                      text PRIMARY KEY,
+    name                    text NOT NULL,
+    max_jobs                integer,
+    max_creates_per_second  double precision,
+    created_at              timestamptz NOT NULL
+);
+
+INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now());
+
+CREATE TABLE jobs (
+    id               uuid PRIMARY KEY,
+    tenant_id        text NOT NULL REFERENCES tenants (id),
+    name             text NOT NULL,
+    schedule         jsonb NOT NULL,
+    action           jsonb NOT NULL,
+    pool             text NOT NULL,
+    payload          jsonb,
+    priority         integer NOT NULL CHECK (priority BETWEEN 0 AND 3),
+    retry            jsonb NOT NULL,
+    timeout_seconds  double precision NOT NULL,
+    misfire          jsonb NOT NULL,
+    overlap          text NOT NULL,
+    jitter_seconds   double precision NOT NULL,
+    catchup_seconds  double precision NOT NULL,
+    delivery         text NOT NULL,
+    state            text NOT NULL CHECK (state IN ('active', 'paused', 'completed', 'cancelled')),
+    version          integer NOT NULL,
+    next_fire_at     timestamptz,
+    last_fire_at     timestamptz,
+    shard_key        integer NOT NULL,
+    created_at       timestamptz NOT NULL,
+    updated_at       timestamptz NOT NULL
+);
+
+-- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
+CREATE UNIQUE INDEX jobs_tenant_name ON jobs (tenant_id, name) WHERE state <> 'cancelled';
+-- The scheduler's tick: active jobs by next_fire_at.
+CREATE INDEX jobs_due ON jobs (next_fire_at) WHERE state = 'active';
+-- Listing with a stable cursor (ids are time-ordered UUIDv7).
+CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
+
+CREATE TABLE runs (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id         text NOT NULL,
+    job_id            uuid NOT NULL REFERENCES jobs (id),
+    scheduled_for     timestamptz NOT NULL,
+    available_at      timestamptz NOT NULL,
+    state             text NOT NULL CHECK (state IN ('pending', 'running', 'succeeded', 'dead', 'cancelled', 'skipped')),
+    pool              text NOT NULL,
+    priority          integer NOT NULL CHECK (priority BETWEEN 0 AND 3),
+    attempt           integer NOT NULL DEFAULT 0,
+    max_attempts      integer NOT NULL,
+    fence             integer NOT NULL DEFAULT 0,
+    job_version       integer NOT NULL,
+    overlap           text NOT NULL DEFAULT 'allow' CHECK (overlap IN ('allow', 'skip', 'queue', 'replace')),
+    lease_owner       text,
+    lease_expires_at  timestamptz,
+    cancel_requested  boolean NOT NULL DEFAULT false,
+    reason            text,
+    last_error        text,
+    created_at        timestamptz NOT NULL,
+    started_at        timestamptz,
+    finished_at       timestamptz
+);
+
+-- I2: one run per occurrence. Scanned backwards it also lists a job's runs by
+-- scheduled_for descending.
+CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
+-- The worker's claim: pending runs by pool, priority, then due time.
+CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
+-- Claims apply overlap policies to the few runs that have one.
+CREATE INDEX runs_overlap ON runs (pool, available_at) WHERE state = 'pending' AND overlap <> 'allow';
+-- Overlap checks: a job's running runs.
+CREATE INDEX runs_running_by_job ON runs (job_id) WHERE state = 'running';
+-- The rescuer: running runs by lease expiry.
+CREATE INDEX runs_leases ON runs (lease_expires_at) WHERE state = 'running';
+-- Retention: finished runs by age.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+-- Tenant-wide listings (the dead-letter queue) newest first.
+CREATE INDEX runs_tenant_state ON runs (tenant_id, state, id);
+
+CREATE TABLE attempts (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id      text NOT NULL,
+    run_id         bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    job_id         uuid NOT NULL,
+    attempt        integer NOT NULL,
+    worker_id      text,
+    fence          integer NOT NULL,
+    started_at     timestamptz,
+    finished_at    timestamptz NOT NULL,
+    lag_seconds    double precision,
+    outcome        text NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled', 'lost')),
+    error_class    text,
+    error_message  text
+);
+
+CREATE INDEX attempts_run ON attempts (run_id, attempt);
+
+CREATE TABLE audit_log (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id  text NOT NULL,
+    entity     text NOT NULL,
+    entity_id  text NOT NULL,
+    action     text NOT NULL,
+    actor      text NOT NULL,
+    at         timestamptz NOT NULL,
+    details    jsonb
+);
+
+CREATE INDEX audit_log_entity ON audit_log (tenant_id, entity_id, id);

@@ -1,0 +1,48 @@
+"""asyncpg errors → cronwheel errors: what the caller did wrong, or that it may retry."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+import asyncpg
+
+from cronwheel.errors import Conflict, NotFound
+from cronwheel.model import Job
+
+# Errors that mean "the database cannot be reached right now", not "the request is wrong".
+UNAVAILABLE: Final = (
+    OSError,
+    TimeoutError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.TooManyConnectionsError,
+)
+
+
+def unique_conflict(exc: asyncpg.UniqueViolationError, jobs: Sequence[Job]) -> Conflict:
+    """The Conflict a unique violation on ``jobs`` means to the caller."""
+    if exc.constraint_name == "jobs_pkey":
+        return Conflict("id", "a job with this id already exists")
+    if exc.constraint_name != "jobs_tenant_name":
+        return Conflict("id", f"a uniqueness rule refused the change ({exc.constraint_name})")
+    # The detail reads "Key (tenant_id, name)=(<tenant>, <name>) already exists."
+    detail = exc.detail or ""
+    for job in jobs:
+        if f"=({job.tenant_id}, {job.name})" in detail:
+            if sum(1 for j in jobs if (j.tenant_id, j.name) == (job.tenant_id, job.name)) > 1:
+                return Conflict("name", f"the name {job.name!r} appears twice in one batch")
+            return Conflict("name", f"a live job named {job.name!r} already exists for this tenant")
+    return Conflict("name", "a live job with this name already exists for this tenant")
+
+
+def missing_parent(exc: asyncpg.ForeignKeyViolationError) -> NotFound:
+    """A job of an unknown tenant, or a run of an unknown job."""
+    # The detail reads "Key (<column>)=(<value>) is not present in table ...".
+    found = re.search(r"\)=\((.*)\) is not present", exc.detail or "")
+    ident = found.group(1) if found else "?"
+    if exc.constraint_name == "jobs_tenant_id_fkey":
+        return NotFound("tenant", ident)
+    return NotFound("job", ident)

@@ -1,0 +1,288 @@
+"""PostgreSQL rows ↔ model objects, and model objects → batch parameters.
+
+asyncpg already gives aware UTC datetimes for ``timestamptz`` and, with the codecs the
+store registers, ``str`` for ``uuid`` and decoded JSON for ``jsonb``; what is left here is
+enums, policies, and splitting batches into the parallel arrays ``unnest`` reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from asyncpg import Record
+
+from cronwheel.model import (
+    Attempt,
+    AttemptOutcome,
+    AuditEntry,
+    ClaimedRun,
+    Delivery,
+    Job,
+    JobState,
+    MisfirePolicy,
+    NewRun,
+    Overlap,
+    Priority,
+    RetryPolicy,
+    Run,
+    RunState,
+)
+from cronwheel.store.base import Completion, JobAdvance
+
+# One encoder for every call: json.dumps with options would build a new one each time,
+# which is most of the cost of preparing a batch of 10,000 jobs.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def dumps(value: Any) -> str:
+    return _encode(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _policy_json(policy: RetryPolicy | MisfirePolicy) -> str:
+    # Policies are frozen values, and the jobs of one batch mostly share a few of them.
+    return dumps(policy.to_dict())
+
+
+def is_uuid(value: str) -> bool:
+    """Whether ``value`` can be a job id; anything else is simply not found."""
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def is_run_id(value: int) -> bool:
+    """Whether ``value`` fits a ``bigint`` id; anything else is simply not found."""
+    return -(2**63) <= value < 2**63
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows → one list per column: the parallel arrays that ``unnest`` zips back."""
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def _dumps_or_none(value: Any) -> str | None:
+    # None is SQL NULL, not the JSON null: both read back as None.
+    return None if value is None else dumps(value)
+
+
+def job_columns(jobs: Sequence[Job]) -> list[list[Any]]:
+    """The 22 arrays of ``CREATE_JOBS`` ($12-$33)."""
+    rows = [
+        (
+            j.id,
+            j.tenant_id,
+            j.name,
+            dumps(j.schedule),
+            dumps(j.action),
+            j.pool,
+            _dumps_or_none(j.payload),
+            int(j.priority),
+            _policy_json(j.retry),
+            j.timeout_seconds,
+            _policy_json(j.misfire),
+            j.overlap.value,
+            j.jitter_seconds,
+            j.catchup_seconds,
+            j.delivery.value,
+            j.state.value,
+            j.version,
+            j.next_fire_at,
+            j.last_fire_at,
+            j.shard_key,
+            j.created_at,
+            j.updated_at,
+        )
+        for j in jobs
+    ]
+    return _columns(rows, 22)
+
+
+def job_definition(job: Job) -> tuple[Any, ...]:
+    """``UPDATE_JOB``'s $2-$18: every column an update may change, JSON as objects."""
+    return (
+        job.name,
+        job.schedule,
+        job.action,
+        job.pool,
+        job.payload,
+        int(job.priority),
+        job.retry.to_dict(),
+        job.timeout_seconds,
+        job.misfire.to_dict(),
+        job.overlap.value,
+        job.jitter_seconds,
+        job.catchup_seconds,
+        job.delivery.value,
+        job.state.value,
+        job.next_fire_at,
+        job.last_fire_at,
+        job.updated_at,
+    )
+
+
+def new_run_columns(runs: Sequence[NewRun]) -> list[list[Any]]:
+    """The 11 arrays of a batch of new runs ($1-$11 of the statements that insert runs)."""
+    rows = [
+        (
+            r.tenant_id,
+            r.job_id,
+            r.scheduled_for,
+            r.available_at,
+            r.state.value,
+            r.pool,
+            int(r.priority),
+            r.max_attempts,
+            r.job_version,
+            r.reason,
+            r.overlap.value,
+        )
+        for r in runs
+    ]
+    return _columns(rows, 11)
+
+
+def target_columns(runs: Sequence[NewRun], advances: Sequence[JobAdvance]) -> list[list[Any]]:
+    """``MATERIALIZE_RUNS``' $12-$17: every job of the batch once, with its advance if it
+    has one, in ascending id order (the order their rows are locked in)."""
+    targets: dict[str, JobAdvance | None] = {r.job_id: None for r in runs}
+    targets.update((a.job_id, a) for a in advances)
+    rows = [
+        (job_id, False, None, None, None, None)
+        if a is None
+        else (job_id, True, a.version, a.next_fire_at, a.last_fire_at, a.state.value)
+        for job_id, a in sorted(targets.items(), key=lambda item: item[0].lower())
+    ]
+    return _columns(rows, 6)
+
+
+def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
+    """The 11 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
+    rows = [
+        (
+            c.run_id,
+            c.fence,
+            c.worker_id,
+            c.state.value,
+            c.outcome.value,
+            c.started_at,
+            c.finished_at,
+            c.lag_seconds,
+            c.error_class,
+            c.error_message,
+            c.available_at,
+        )
+        for c in sorted(completions, key=lambda c: c.run_id)
+    ]
+    return _columns(rows, 11)
+
+
+def job(row: Record) -> Job:
+    return Job(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        schedule=row["schedule"],
+        action=row["action"],
+        pool=row["pool"],
+        payload=row["payload"],
+        priority=Priority(row["priority"]),
+        retry=RetryPolicy.from_dict(row["retry"]),
+        timeout_seconds=row["timeout_seconds"],
+        misfire=MisfirePolicy.from_dict(row["misfire"]),
+        overlap=Overlap(row["overlap"]),
+        jitter_seconds=row["jitter_seconds"],
+        catchup_seconds=row["catchup_seconds"],
+        delivery=Delivery(row["delivery"]),
+        state=JobState(row["state"]),
+        version=row["version"],
+        next_fire_at=row["next_fire_at"],
+        last_fire_at=row["last_fire_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def run(row: Record) -> Run:
+    return Run(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        job_id=row["job_id"],
+        scheduled_for=row["scheduled_for"],
+        available_at=row["available_at"],
+        state=RunState(row["state"]),
+        pool=row["pool"],
+        priority=Priority(row["priority"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        fence=row["fence"],
+        job_version=row["job_version"],
+        created_at=row["created_at"],
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+        cancel_requested=row["cancel_requested"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        reason=row["reason"],
+        last_error=row["last_error"],
+        overlap=Overlap(row["overlap"]),
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _retry_policy(text: str) -> RetryPolicy:
+    # Claimed runs mostly share a few policies: decode each distinct one once.
+    return RetryPolicy.from_dict(json.loads(text))
+
+
+def claimed(row: Record) -> ClaimedRun:
+    """A row of ``CLAIM_RUNS``: the run's columns plus its job's, prefixed ``job_`` (the
+    retry policy as text, a cache key)."""
+    return ClaimedRun(
+        run=run(row),
+        job_name=row["job_name"],
+        action=row["job_action"],
+        payload=row["job_payload"],
+        retry=_retry_policy(row["job_retry"]),
+        timeout_seconds=row["job_timeout_seconds"],
+        delivery=Delivery(row["job_delivery"]),
+    )
+
+
+def attempt(row: Record) -> Attempt:
+    return Attempt(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        run_id=row["run_id"],
+        job_id=row["job_id"],
+        attempt=row["attempt"],
+        worker_id=row["worker_id"],
+        fence=row["fence"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        outcome=AttemptOutcome(row["outcome"]),
+        lag_seconds=row["lag_seconds"],
+        error_class=row["error_class"],
+        error_message=row["error_message"],
+    )
+
+
+def audit(row: Record) -> AuditEntry:
+    return AuditEntry(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        entity=row["entity"],
+        entity_id=row["entity_id"],
+        action=row["action"],
+        actor=row["actor"],
+        at=row["at"],
+        details=row["details"],
+    )

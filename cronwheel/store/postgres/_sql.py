@@ -1,0 +1,507 @@
+"""The PostgreSQL store's statements.
+
+Hot-path statements take whole batches as parallel arrays (``unnest``) and do every step
+of a verb in one statement with data-modifying CTEs: one round trip, one implicit
+transaction, and ``pg_notify`` delivered at its commit. JSON values travel as ``text[]``
+cast to ``jsonb`` because asyncpg would read a JSON list inside an array parameter as an
+extra array dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FINISHED_STATES = "('succeeded', 'dead', 'cancelled', 'skipped')"
+
+MIGRATION_LOCK = 0x63726F6E776865  # "cronwhe": the advisory lock key of migrate()
+
+CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer PRIMARY KEY,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+)"""
+
+RECORD_MIGRATIONS = (
+    "INSERT INTO schema_migrations (version) SELECT unnest($1::int[]) ON CONFLICT DO NOTHING"
+)
+
+HAS_MIGRATIONS_TABLE = "SELECT to_regclass('schema_migrations') IS NOT NULL"
+
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+
+TABLES_TO_TRUNCATE = """
+SELECT string_agg(format('%I', tablename), ', ') FROM pg_tables
+WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"""
+
+DEFAULT_TENANT = "INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now())"
+
+ENSURE_TENANT = (
+    "INSERT INTO tenants (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING"
+)
+
+# -- jobs ----------------------------------------------------------------------------
+
+_NEW_RUNS = """
+    SELECT * FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::timestamptz[],
+                         $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::text[],
+                         $11::text[])
+        AS r(tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
+             max_attempts, job_version, reason, overlap)"""
+
+_INSERT_RUNS = f"""
+    INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
+                      max_attempts, job_version, reason, overlap, created_at, finished_at)
+    SELECT r.tenant_id, r.job_id, r.scheduled_for, r.available_at, r.state, r.pool,
+           r.priority, r.max_attempts, r.job_version, r.reason, r.overlap, {{now}},
+           CASE WHEN r.state IN {FINISHED_STATES} THEN {{now}} END
+    FROM candidate AS r"""
+
+# A channel is a topic, or the md5 of a topic longer than PostgreSQL's 63-byte identifier
+# limit (pg_notify refuses a longer name; LISTEN would truncate it). Mirrors
+# ``_listen.channel``.
+_CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) END"
+
+_WAKE_POOLS = """
+woken AS (
+    SELECT pg_notify({channel}, '')
+    FROM (SELECT DISTINCT pool FROM {{source}} WHERE state = 'pending') AS p
+)""".format(channel=_CHANNEL.format(t="'runs:' || pool"))
+
+# Params: $1-$11 the runs (see _NEW_RUNS), $12-$33 the jobs' columns, $34 the actor,
+# $35 the runs' created_at.
+CREATE_JOBS = f"""
+WITH candidate AS ({_NEW_RUNS}
+),
+new_jobs AS (
+    INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,
+                      timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds,
+                      delivery, state, version, next_fire_at, last_fire_at, shard_key,
+                      created_at, updated_at)
+    SELECT id, tenant_id, name, schedule::jsonb, action::jsonb, pool, payload::jsonb,
+           priority, retry::jsonb, timeout_seconds, misfire::jsonb, overlap, jitter_seconds,
+           catchup_seconds, delivery, state, version, next_fire_at, last_fire_at, shard_key,
+           created_at, updated_at
+    FROM unnest($12::uuid[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
+                $18::text[], $19::int[], $20::text[], $21::float8[], $22::text[], $23::text[],
+                $24::float8[], $25::float8[], $26::text[], $27::text[], $28::int[],
+                $29::timestamptz[], $30::timestamptz[], $31::int[], $32::timestamptz[],
+                $33::timestamptz[])
+        WITH ORDINALITY
+        AS j(id, tenant_id, name, schedule, action, pool, payload, priority, retry,
+             timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery,
+             state, version, next_fire_at, last_fire_at, shard_key, created_at, updated_at, n)
+    ORDER BY n
+    RETURNING id, tenant_id, name, version, created_at
+),
+audited AS (
+    INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)
+    SELECT tenant_id, 'job', id::text, 'created', $34, created_at,
+           jsonb_build_object('version', version, 'name', name)
+    FROM new_jobs
+),
+inserted AS ({_INSERT_RUNS.format(now="coalesce($35::timestamptz, now())")}
+    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    RETURNING pool, state
+),{_WAKE_POOLS.format(source="inserted")}
+SELECT (SELECT count(*) FROM new_jobs) AS jobs, (SELECT count(*) FROM woken) AS woken"""
+
+# Params: $1-$11 the runs (see _NEW_RUNS), $12 their created_at.
+INSERT_RUNS = f"""
+WITH candidate AS ({_NEW_RUNS}
+),
+inserted AS ({_INSERT_RUNS.format(now="$12::timestamptz")}
+    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    RETURNING pool, state
+),{_WAKE_POOLS.format(source="inserted")}
+SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM woken) AS woken"""
+
+GET_JOB = "SELECT * FROM jobs WHERE tenant_id = $1 AND id = $2"
+
+LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+
+REASON_REPLANNED = "replanned: the job's schedule changed"
+
+# Params: $1 id, $2-$18 the definition, $19 the new version, $20 the actor, $21 replan,
+# $22 the replanned runs' reason.
+UPDATE_JOB = """
+WITH job AS (
+    UPDATE jobs
+    SET name = $2, schedule = $3, action = $4, pool = $5, payload = $6, priority = $7,
+        retry = $8, timeout_seconds = $9, misfire = $10, overlap = $11, jitter_seconds = $12,
+        catchup_seconds = $13, delivery = $14, state = $15, next_fire_at = $16,
+        last_fire_at = $17, updated_at = $18, version = $19
+    WHERE id = $1
+    RETURNING *
+),
+replanned AS (
+    -- Occurrences planned from the old schedule that never started; a retry of one that
+    -- did start (attempt > 0) is kept.
+    UPDATE runs
+    SET state = 'cancelled', finished_at = $18, reason = $22
+    WHERE $21 AND job_id = $1 AND state = 'pending' AND attempt = 0 AND job_version < $19
+),
+audited AS (
+    INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)
+    SELECT tenant_id, 'job', id::text, 'updated', $20, updated_at,
+           jsonb_build_object('version', version)
+    FROM job
+)
+SELECT * FROM job"""
+
+# Params: $1 id, $2 new state, $3 next_fire_at, $4 now, $5 audit action, $6 actor,
+# $7 audit details.
+SET_JOB_STATE = """
+WITH job AS (
+    UPDATE jobs
+    SET state = $2, next_fire_at = $3, version = version + 1, updated_at = $4
+    WHERE id = $1
+    RETURNING *
+),
+cancelled_runs AS (
+    UPDATE runs SET state = 'cancelled', finished_at = $4, reason = 'job cancelled'
+    WHERE job_id = $1 AND state = 'pending' AND $2 = 'cancelled'
+),
+audited AS (
+    INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)
+    SELECT tenant_id, 'job', id::text, $5, $6, $4, $7 FROM job
+)
+SELECT * FROM job"""
+
+# -- scheduler -----------------------------------------------------------------------
+
+# Params: $1-$11 the runs (see _NEW_RUNS), $12-$17 the targets: every job of the batch
+# once, in ascending id order, with its advance if it has one (see _rows.target_columns).
+MATERIALIZE_RUNS = f"""
+WITH candidate AS ({_NEW_RUNS}
+),
+locked AS (
+    -- The batch's jobs that are still active, each locked (in id order) before anything
+    -- is written, and the runs inserted in key order: schedulers racing over the same
+    -- jobs (a shard changing hands) queue behind one another instead of deadlocking. The
+    -- lock also orders this insert with a concurrent pause or cancel: either the cancel
+    -- waits and then cancels these runs too, or it wins and nothing goes in.
+    SELECT t.* FROM unnest($12::uuid[], $13::bool[], $14::int[], $15::timestamptz[],
+                           $16::timestamptz[], $17::text[])
+        AS t(job_id, has_advance, version, next_fire_at, last_fire_at, state)
+    CROSS JOIN LATERAL (
+        SELECT state FROM jobs WHERE id = t.job_id OFFSET 0 FOR NO KEY UPDATE
+    ) AS j
+    WHERE j.state = 'active'
+),
+advanced AS (
+    UPDATE jobs AS j
+    SET next_fire_at = l.next_fire_at, last_fire_at = coalesce(l.last_fire_at, j.last_fire_at),
+        state = l.state
+    FROM locked AS l
+    WHERE j.id = l.job_id AND l.has_advance AND j.version = l.version
+    RETURNING j.id
+),
+inserted AS ({_INSERT_RUNS.format(now="now()")}
+    -- Under an OR both lists stay hashed SubPlans, built once whatever the estimates.
+    WHERE r.job_id IN (SELECT id FROM advanced)
+       OR r.job_id IN (SELECT job_id FROM locked WHERE NOT has_advance)
+    ORDER BY r.job_id, r.scheduled_for
+    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    RETURNING pool, state
+),{_WAKE_POOLS.format(source="inserted")}
+SELECT (SELECT count(*) FROM inserted) AS inserted,
+       array(SELECT id FROM advanced) AS advanced,
+       (SELECT count(*) FROM woken) AS woken"""
+
+# -- workers -------------------------------------------------------------------------
+
+REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
+
+# Whether the job of the row aliased ``{run}`` has a running run: a probe of
+# runs_running_by_job per row (OFFSET 0 keeps it a correlated lookup; turned into a join,
+# stale statistics can make it a scan of every running run per row).
+_JOB_IS_RUNNING = """EXISTS (
+    SELECT 1 FROM runs AS o WHERE o.job_id = {run}.job_id AND o.state = 'running' OFFSET 0
+)"""
+
+# Params: $1 worker, $2 pools, $3 prefetch_until, $4 limit, $5 now, $6 lease seconds,
+# $7 the reason of runs skipped by their overlap policy.
+#
+# Runs whose job allows overlap (nearly all) come from one index-ordered scan per pool
+# (runs_claimable: pool, priority, available_at), each stopping after ``limit`` rows: a
+# claim costs the same with 100 or 1,000,000 runs waiting, where ``pool = ANY(...)``
+# would sort them all. Runs under an overlap policy (few: runs_overlap) are claimed only
+# once due and only as their job's earliest due run (its head); ``queue`` heads wait
+# while their job runs, ``skip`` runs are skipped instead, ``replace`` heads displace the
+# running run. The best ``limit`` of both sets are taken; the few rows locked and not
+# taken are free again at commit.
+CLAIM_RUNS = f"""
+WITH skipped AS (
+    UPDATE runs AS r SET state = 'skipped', reason = $7, finished_at = $5
+    FROM (
+        SELECT s.id FROM runs AS s
+        WHERE s.state = 'pending' AND s.overlap <> 'allow' AND s.overlap = 'skip'
+          AND s.pool = ANY($2::text[]) AND s.available_at <= $5
+          AND {_JOB_IS_RUNNING.format(run="s")}
+        FOR UPDATE SKIP LOCKED
+    ) AS s
+    WHERE r.id = s.id
+),
+allowed AS (
+    SELECT c.* FROM unnest($2::text[]) AS p(pool)
+    CROSS JOIN LATERAL (
+        SELECT id, job_id, overlap, priority, available_at FROM runs
+        WHERE state = 'pending' AND pool = p.pool AND available_at <= $3 AND overlap = 'allow'
+        ORDER BY priority, available_at
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+),
+heads AS (
+    SELECT DISTINCT ON (job_id) id, job_id, overlap
+    FROM runs
+    WHERE state = 'pending' AND overlap <> 'allow' AND pool = ANY($2::text[])
+      AND available_at <= $5
+    ORDER BY job_id, scheduled_for
+),
+policed AS (
+    -- A head being claimed by someone else is skipped, and its job waits: one at a time.
+    SELECT r.id, r.job_id, r.overlap, r.priority, r.available_at FROM heads AS h
+    CROSS JOIN LATERAL (
+        SELECT id, job_id, overlap, priority, available_at, state FROM runs
+        WHERE id = h.id OFFSET 0
+        FOR UPDATE SKIP LOCKED
+    ) AS r
+    WHERE r.state = 'pending' AND (h.overlap = 'replace' OR NOT {_JOB_IS_RUNNING.format(run="h")})
+),
+picked AS (
+    SELECT * FROM (SELECT * FROM allowed UNION ALL SELECT * FROM policed) AS c
+    ORDER BY c.priority, c.available_at, c.id
+    LIMIT $4
+),
+replaced AS (
+    UPDATE runs AS r SET cancel_requested = true
+    FROM (
+        SELECT o.id FROM picked AS n
+        CROSS JOIN LATERAL (
+            SELECT id FROM runs WHERE job_id = n.job_id AND state = 'running' OFFSET 0
+        ) AS o
+        WHERE n.overlap = 'replace'
+    ) AS displaced
+    WHERE r.id = displaced.id
+),
+claimed AS (
+    UPDATE runs AS r
+    SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1, lease_owner = $1,
+        lease_expires_at = greatest(r.available_at, $5) + make_interval(secs => $6),
+        started_at = greatest(r.available_at, $5), cancel_requested = false
+    FROM picked
+    WHERE r.id = picked.id
+    RETURNING r.*
+)
+SELECT c.*, j.name AS job_name, j.action AS job_action, j.payload AS job_payload,
+       j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
+       j.delivery AS job_delivery
+FROM claimed AS c
+-- OFFSET 0 keeps this a primary-key probe per claimed run; flattened into a join, it
+-- would hash the whole jobs table on every claim.
+CROSS JOIN LATERAL (SELECT * FROM jobs WHERE id = c.job_id OFFSET 0) AS j
+ORDER BY c.priority, c.available_at, c.id"""
+
+# Batched worker writes are driven by their input: each run is locked through a LATERAL
+# primary-key lookup and checked (fence, state) outside it, OFFSET 0 keeping the planner
+# from pushing the checks back in; the UPDATE then joins that one relation to runs on the
+# primary key alone. The plan is the same whatever the table statistics say: statistics
+# taken while few runs were running make a "state = 'running'" scan of runs_leases look
+# free, and one such scan per input row is quadratic. The input comes sorted by run id
+# (the caller sorts it), so a worker's heartbeat and its completions, sent over two
+# connections at once, lock rows in the same order: they queue, never deadlock.
+
+# Params: $1 worker, $2 run ids (ascending), $3 fences, $4 now, $5 lease seconds.
+HEARTBEAT = """
+WITH held AS (
+    SELECT l.id FROM unnest($2::bigint[], $3::int[]) AS l(id, fence)
+    CROSS JOIN LATERAL (
+        SELECT fence, lease_owner, state FROM runs WHERE id = l.id OFFSET 0 FOR NO KEY UPDATE
+    ) AS r
+    WHERE r.fence = l.fence AND r.lease_owner = $1 AND r.state = 'running'
+)
+UPDATE runs AS r
+SET lease_expires_at = greatest(r.lease_expires_at, $4::timestamptz + make_interval(secs => $5))
+FROM held
+WHERE r.id = held.id
+RETURNING r.id, r.cancel_requested"""
+
+# Params: the completions' columns, ascending run id (see _rows.completion_columns).
+COMPLETE_RUNS = f"""
+WITH done AS (
+    SELECT d.* FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
+                           $6::timestamptz[], $7::timestamptz[], $8::float8[], $9::text[],
+                           $10::text[], $11::timestamptz[])
+        AS d(run_id, fence, worker_id, state, outcome, started_at, finished_at, lag_seconds,
+             error_class, error_message, available_at)
+    CROSS JOIN LATERAL (
+        SELECT fence, state FROM runs WHERE id = d.run_id OFFSET 0 FOR NO KEY UPDATE
+    ) AS r
+    WHERE r.fence = d.fence AND r.state = 'running'
+),
+accepted AS (
+    UPDATE runs AS r
+    SET state = d.state,
+        finished_at = CASE WHEN d.state IN {FINISHED_STATES} THEN d.finished_at END,
+        available_at = coalesce(d.available_at, r.available_at),
+        lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
+        last_error = d.error_message
+    FROM done AS d
+    WHERE r.id = d.run_id
+    RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, d.worker_id, d.fence,
+              d.started_at, d.finished_at, d.lag_seconds, d.outcome, d.error_class,
+              d.error_message
+),
+recorded AS (
+    INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
+                          finished_at, lag_seconds, outcome, error_class, error_message)
+    SELECT tenant_id, id, job_id, attempt, worker_id, fence, started_at, finished_at,
+           lag_seconds, outcome, error_class, error_message
+    FROM accepted
+),{_WAKE_POOLS.format(source="accepted")}
+SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) AS woken"""
+
+# -- maintenance ---------------------------------------------------------------------
+
+# Params: $1 now, $2 limit. The expiry is spelled like Python's isoformat().
+RESCUE_EXPIRED = f"""
+WITH expired AS (
+    SELECT id, lease_owner, lease_expires_at, attempt, max_attempts, cancel_requested
+    FROM runs
+    WHERE state = 'running' AND lease_expires_at <= $1
+    ORDER BY lease_expires_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+verdict AS (
+    SELECT e.id, e.lease_owner, e.lease_expires_at,
+           CASE WHEN e.cancel_requested THEN 'cancelled'
+                WHEN e.attempt >= e.max_attempts THEN 'dead'
+                ELSE 'pending' END AS next_state,
+           format('worker %s did not report before its lease expired at %s', e.lease_owner,
+                  replace(to_char(e.lease_expires_at AT TIME ZONE 'UTC',
+                                  'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
+           ) AS message
+    FROM expired AS e
+),
+rescued AS (
+    UPDATE runs AS r
+    SET state = v.next_state,
+        available_at = CASE WHEN v.next_state = 'pending' THEN $1 ELSE r.available_at END,
+        finished_at = CASE WHEN v.next_state = 'pending' THEN NULL ELSE $1 END,
+        lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
+        last_error = v.message
+    FROM verdict AS v
+    WHERE r.id = v.id
+    RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.fence, r.pool, r.state, r.started_at,
+              v.lease_owner, v.lease_expires_at, v.message
+),
+recorded AS (
+    INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
+                          finished_at, outcome, error_class, error_message)
+    SELECT tenant_id, id, job_id, attempt, lease_owner, fence, started_at, $1, 'lost',
+           'LeaseExpired', message
+    FROM rescued
+),{_WAKE_POOLS.format(source="rescued")}
+SELECT array(SELECT id FROM rescued WHERE state = 'pending' ORDER BY lease_expires_at, id)
+           AS retried,
+       array(SELECT id FROM rescued WHERE state = 'dead' ORDER BY lease_expires_at, id)
+           AS dead,
+       array(SELECT id FROM rescued WHERE state = 'cancelled' ORDER BY lease_expires_at, id)
+           AS cancelled,
+       (SELECT count(*) FROM woken) AS woken"""
+
+DELETE_HISTORY = f"""
+WITH doomed AS (
+    SELECT id FROM runs
+    WHERE finished_at < $1 AND state IN {FINISHED_STATES}
+    ORDER BY finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"""
+
+# -- run control ---------------------------------------------------------------------
+
+LOCK_RUN = "SELECT state FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+
+# Params: $1 run id, $2 now, $3 reason, $4 actor.
+CANCEL_PENDING_RUN = """
+WITH run AS (
+    UPDATE runs SET state = 'cancelled', finished_at = $2, reason = $3
+    WHERE id = $1
+    RETURNING *
+),
+audited AS (
+    INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at)
+    SELECT tenant_id, 'run', id::text, 'cancelled', $4, $2 FROM run
+)
+SELECT * FROM run"""
+
+# Params: $1 run id, $2 now, $3 actor.
+REQUEST_CANCEL = """
+WITH run AS (
+    UPDATE runs SET cancel_requested = true WHERE id = $1 RETURNING *
+),
+audited AS (
+    INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at)
+    SELECT tenant_id, 'run', id::text, 'cancel_requested', $3, $2 FROM run
+)
+SELECT * FROM run"""
+
+GET_RUN = "SELECT * FROM runs WHERE tenant_id = $1 AND id = $2"
+
+# Params: $1 tenant, $2 run ids, $3 now, $4 extra attempts, $5 actor.
+REPLAY_RUNS = f"""
+WITH replayed AS (
+    UPDATE runs
+    SET state = 'pending', available_at = $3, finished_at = NULL, max_attempts = attempt + $4,
+        last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false
+    WHERE tenant_id = $1 AND id = ANY($2::bigint[]) AND state = 'dead'
+    RETURNING id, tenant_id, pool, state
+),
+audited AS (
+    INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at)
+    SELECT tenant_id, 'run', id::text, 'replayed', $5, $3 FROM replayed ORDER BY id
+),{_WAKE_POOLS.format(source="replayed")}
+SELECT array(SELECT id FROM replayed) AS replayed, (SELECT count(*) FROM woken) AS woken"""
+
+# -- reads ---------------------------------------------------------------------------
+
+LIST_ATTEMPTS = "SELECT * FROM attempts WHERE tenant_id = $1 AND run_id = $2 ORDER BY attempt, id"
+
+LIST_AUDIT = "SELECT * FROM audit_log WHERE tenant_id = $1 AND entity_id = $2 ORDER BY id"
+
+NOTIFY = f"SELECT pg_notify({_CHANNEL.format(t='$1::text')}, '')"
+
+CLOCK = "SELECT clock_timestamp()"
+
+
+class Select:
+    """A filtered SELECT whose text depends on which filters are given.
+
+    One statement per combination, rather than ``($n IS NULL OR col = $n)``: a cursor
+    condition stays an index condition even once PostgreSQL switches asyncpg's cached
+    statement to a generic plan, so page 1,000 costs what page 1 does.
+    """
+
+    def __init__(self, table: str, *conditions: tuple[str, Any]) -> None:
+        self.table = table
+        self.where: list[str] = []
+        self.args: list[Any] = []
+        for condition, value in conditions:
+            self.add(condition, value)
+
+    def add(self, condition: str, value: Any) -> None:
+        """AND ``condition``, whose ``{}`` stands for ``value``'s parameter."""
+        self.args.append(value)
+        self.where.append(condition.format(f"${len(self.args)}"))
+
+    def query(self, order_by: str, limit: int) -> tuple[Any, ...]:
+        """The statement, then its arguments: ``fetch(*select.query(...))``."""
+        text = (
+            f"SELECT * FROM {self.table} WHERE {' AND '.join(self.where)}"
+            f" ORDER BY {order_by} LIMIT ${len(self.args) + 1}"
+        )
+        return (text, *self.args, limit)

@@ -1,0 +1,437 @@
+"""The cluster store: PostgreSQL, shared by any number of API, scheduler and worker nodes.
+
+Every hot-path verb is one statement (see :mod:`._sql`), so a batch of runs costs one
+round trip. Claims use ``FOR UPDATE SKIP LOCKED``: concurrent workers take disjoint runs
+without queueing on each other's locks. Wake-ups use LISTEN/NOTIFY, sent by the same
+statement that makes runs pending, so a waiter hears of them exactly when they commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import asyncpg
+
+from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
+from cronwheel.model import (
+    Attempt,
+    AuditEntry,
+    ClaimedRun,
+    Job,
+    JobState,
+    NewRun,
+    Run,
+    RunState,
+)
+from cronwheel.store.base import (
+    Capabilities,
+    Completion,
+    HeartbeatResult,
+    JobAdvance,
+    MaterializeResult,
+    RescueResult,
+    Store,
+)
+from cronwheel.store.postgres import _rows as rows
+from cronwheel.store.postgres import _sql as sql
+from cronwheel.store.postgres._errors import UNAVAILABLE, missing_parent, unique_conflict
+from cronwheel.store.postgres._listen import Listener
+from cronwheel.store.postgres._migrate import migrate
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    # What queries run on: a pooled connection's proxy, or a connection of our own.
+    Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+
+# Every connection reports instants in UTC and names itself in pg_stat_activity.
+_SERVER_SETTINGS: Final = {"timezone": "UTC", "application_name": "cronwheel"}
+
+
+async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Codecs for every pooled connection: ``jsonb`` ↔ Python values, ``uuid`` ↔ ``str``."""
+    await conn.set_type_codec(
+        "jsonb", encoder=rows.dumps, decoder=json.loads, schema="pg_catalog", format="text"
+    )
+    await conn.set_type_codec("uuid", encoder=str, decoder=str, schema="pg_catalog", format="text")
+
+
+class PostgresStore(Store):
+    """The cluster store. Create it with :meth:`connect`; one instance per process."""
+
+    capabilities = Capabilities(cross_process_wakeups=True, skip_locked=True)
+
+    def __init__(self, pool: asyncpg.Pool[asyncpg.Record], dsn: str) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self._listener = Listener(self._connect_listener)
+
+    @classmethod
+    async def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 10) -> PostgresStore:
+        """Open a pool of ``min_size``..``max_size`` connections to ``dsn``."""
+        try:
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                init=_init_connection,
+                server_settings=_SERVER_SETTINGS,
+            )
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        return cls(pool, dsn)
+
+    async def _connect_listener(self) -> asyncpg.Connection[asyncpg.Record]:
+        try:
+            conn: asyncpg.Connection[asyncpg.Record] = await asyncpg.connect(
+                self._dsn, server_settings=_SERVER_SETTINGS
+            )
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        return conn
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        """A pooled connection; losing the database surfaces as StoreUnavailable."""
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+
+    async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        async with self._connection() as conn:
+            return await conn.fetch(query, *args)
+
+    async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        async with self._connection() as conn:
+            return await conn.fetchrow(query, *args)
+
+    async def _one(self, query: str, *args: Any) -> asyncpg.Record:
+        """The single row of a statement that always returns one (the hot paths' summary)."""
+        row = await self._fetchrow(query, *args)
+        if row is None:
+            raise RuntimeError("a summary statement returned no row")
+        return row
+
+    # -- setup ---------------------------------------------------------------------
+    async def migrate(self, *, target: int | None = None) -> list[int]:
+        """Up to ``target`` (default: the latest). A fresh database going to the latest
+        version gets ``schema.sql`` and records every version; otherwise each missing
+        migration runs in its own transaction. An advisory lock, taken in every one of
+        those transactions, serialises concurrent migrators."""
+        async with self._connection() as conn:
+            return await migrate(conn, target)
+
+    async def schema_version(self) -> int:
+        async with self._connection() as conn:
+            if not await conn.fetchval(sql.HAS_MIGRATIONS_TABLE):
+                return 0
+            version: int = await conn.fetchval(sql.SCHEMA_VERSION)
+        return version
+
+    async def close(self) -> None:
+        await self._listener.close()
+        await self._pool.close()
+
+    async def now(self) -> datetime:
+        async with self._connection() as conn:
+            instant: datetime = await conn.fetchval(sql.CLOCK)
+        return instant
+
+    async def truncate_all_for_tests(self) -> None:
+        """Empty every table but the migrations (ids restart), keeping the default tenant."""
+        async with self._connection() as conn, conn.transaction():
+            tables = await conn.fetchval(sql.TABLES_TO_TRUNCATE)
+            await conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+            await conn.execute(sql.DEFAULT_TENANT)
+
+    # -- tenants ---------------------------------------------------------------------
+    async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
+        async with self._connection() as conn:
+            await conn.execute(sql.ENSURE_TENANT, tenant_id, name, now)
+
+    # -- jobs ------------------------------------------------------------------------
+    async def create_jobs(
+        self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
+    ) -> None:
+        if not jobs and not runs:
+            return
+        created_at = jobs[0].created_at if jobs else None
+        args = [*rows.new_run_columns(runs), *rows.job_columns(jobs), actor, created_at]
+        try:
+            await self._one(sql.CREATE_JOBS, *args)
+        except asyncpg.UniqueViolationError as exc:
+            raise unique_conflict(exc, jobs) from exc
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise missing_parent(exc) from exc
+
+    async def get_job(self, tenant_id: str, job_id: str) -> Job | None:
+        if not rows.is_uuid(job_id):
+            return None
+        row = await self._fetchrow(sql.GET_JOB, tenant_id, job_id)
+        return None if row is None else rows.job(row)
+
+    async def list_jobs(
+        self,
+        tenant_id: str,
+        *,
+        state: JobState | None = None,
+        pool: str | None = None,
+        name_prefix: str | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        if after_id is not None and not rows.is_uuid(after_id):
+            raise InvalidInput("after_id", f"{after_id!r} is not a job id")
+        select = sql.Select("jobs", ("tenant_id = {}", tenant_id))
+        if state is not None:
+            select.add("state = {}", state.value)
+        if pool is not None:
+            select.add("pool = {}", pool)
+        if name_prefix is not None:
+            # starts_with, not LIKE: a prefix with % or _ must match literally.
+            select.add("starts_with(name, {})", name_prefix)
+        if after_id is not None:
+            select.add("id > {}::uuid", after_id)
+        found = await self._fetch(*select.query("id", limit))
+        return [rows.job(r) for r in found]
+
+    async def update_job(
+        self, job: Job, *, expected_version: int, actor: str, replan: bool = False
+    ) -> Job:
+        if not rows.is_uuid(job.id):
+            raise NotFound("job", job.id)
+        async with self._connection() as conn, conn.transaction():
+            current = await conn.fetchrow(sql.LOCK_JOB, job.tenant_id, job.id)
+            if current is None:
+                raise NotFound("job", job.id)
+            if current["version"] != expected_version:
+                raise StaleVersion(expected_version, current["version"])
+            definition = rows.job_definition(job)
+            args = (job.id, *definition, expected_version + 1, actor, replan, sql.REASON_REPLANNED)
+            try:
+                row = await conn.fetchrow(sql.UPDATE_JOB, *args)
+            except asyncpg.UniqueViolationError as exc:
+                raise unique_conflict(exc, [job]) from exc
+        assert row is not None  # the row is locked: the update cannot miss it
+        return rows.job(row)
+
+    async def set_job_state(
+        self,
+        tenant_id: str,
+        job_id: str,
+        state: JobState,
+        *,
+        next_fire_at: datetime | None,
+        now: datetime,
+        actor: str,
+        runs: Sequence[NewRun] = (),
+    ) -> Job:
+        if not rows.is_uuid(job_id):
+            raise NotFound("job", job_id)
+        async with self._connection() as conn, conn.transaction():
+            current = await conn.fetchrow(sql.LOCK_JOB, tenant_id, job_id)
+            if current is None:
+                raise NotFound("job", job_id)
+            before = JobState(current["state"])
+            if before is JobState.CANCELLED:
+                raise Conflict("state", "the job is cancelled; create a new job instead")
+            details = {"from": before.value, "to": state.value}
+            action = _state_action(before, state)
+            args = (job_id, state.value, next_fire_at, now, action, actor, details)
+            row = await conn.fetchrow(sql.SET_JOB_STATE, *args)
+            if runs:
+                await conn.fetchrow(sql.INSERT_RUNS, *rows.new_run_columns(runs), now)
+        assert row is not None  # the row is locked: the update cannot miss it
+        return rows.job(row)
+
+    # -- scheduler -------------------------------------------------------------------
+    async def fetch_due_jobs(
+        self,
+        until: datetime,
+        *,
+        limit: int,
+        shards: Sequence[int] | None = None,
+        shard_count: int = 1,
+    ) -> list[Job]:
+        select = sql.Select("jobs", ("state = 'active' AND next_fire_at <= {}", until))
+        if shards is not None:
+            select.add(f"shard_key % {int(shard_count)} = ANY({{}}::int[])", list(shards))
+        found = await self._fetch(*select.query("next_fire_at, id", limit))
+        return [rows.job(r) for r in found]
+
+    async def materialize_runs(
+        self, runs: Sequence[NewRun], advances: Sequence[JobAdvance]
+    ) -> MaterializeResult:
+        if not runs and not advances:
+            return MaterializeResult(inserted=0, advanced=0)
+        args = [*rows.new_run_columns(runs), *rows.target_columns(runs, advances)]
+        row = await self._one(sql.MATERIALIZE_RUNS, *args)
+        advanced = set(row["advanced"])
+        stale = list(dict.fromkeys(a.job_id for a in advances if a.job_id not in advanced))
+        return MaterializeResult(inserted=row["inserted"], advanced=len(advanced), stale_jobs=stale)
+
+    # -- workers ---------------------------------------------------------------------
+    async def claim_runs(
+        self,
+        worker_id: str,
+        pools: Sequence[str],
+        *,
+        limit: int,
+        now: datetime,
+        prefetch_until: datetime,
+        lease_seconds: float,
+    ) -> list[ClaimedRun]:
+        """One statement: apply overlap policies, lock with SKIP LOCKED, lease, and join
+        each run's job."""
+        if not pools or limit <= 0:
+            return []
+        unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
+        args = (unique_pools, prefetch_until, limit, now, lease_seconds, sql.REASON_OVERLAP_SKIP)
+        found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)
+        return [rows.claimed(r) for r in found]
+
+    async def heartbeat(
+        self,
+        worker_id: str,
+        leases: Sequence[tuple[int, int]],
+        *,
+        now: datetime,
+        lease_seconds: float,
+    ) -> HeartbeatResult:
+        if not leases:
+            return HeartbeatResult(extended=[], lost=[], cancel_requested=[])
+        ordered = sorted(leases)  # ascending run id: the order rows are locked in
+        ids, fences = [run_id for run_id, _ in ordered], [fence for _, fence in ordered]
+        found = await self._fetch(sql.HEARTBEAT, worker_id, ids, fences, now, lease_seconds)
+        held = {r["id"]: r["cancel_requested"] for r in found}
+        return HeartbeatResult(
+            extended=[run_id for run_id, _ in leases if run_id in held],
+            lost=[run_id for run_id, _ in leases if run_id not in held],
+            cancel_requested=[run_id for run_id, _ in leases if held.get(run_id)],
+        )
+
+    async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
+        if not completions:
+            return []
+        row = await self._one(sql.COMPLETE_RUNS, *rows.completion_columns(completions))
+        accepted = set(row["accepted"])
+        return list(dict.fromkeys(c.run_id for c in completions if c.run_id in accepted))
+
+    # -- maintenance -----------------------------------------------------------------
+    async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
+        row = await self._one(sql.RESCUE_EXPIRED, now, limit)
+        return RescueResult(
+            retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
+        )
+
+    async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
+        async with self._connection() as conn:
+            status = await conn.execute(sql.DELETE_HISTORY, before, limit)
+        return int(status.rsplit(" ", 1)[-1])
+
+    # -- run control -----------------------------------------------------------------
+    async def cancel_run(self, tenant_id: str, run_id: int, *, now: datetime, actor: str) -> Run:
+        if not rows.is_run_id(run_id):
+            raise NotFound("run", run_id)
+        async with self._connection() as conn, conn.transaction():
+            current = await conn.fetchrow(sql.LOCK_RUN, tenant_id, run_id)
+            if current is None:
+                raise NotFound("run", run_id)
+            if current["state"] == RunState.PENDING:
+                reason = f"cancelled by {actor}"
+                row = await conn.fetchrow(sql.CANCEL_PENDING_RUN, run_id, now, reason, actor)
+            elif current["state"] == RunState.RUNNING:
+                row = await conn.fetchrow(sql.REQUEST_CANCEL, run_id, now, actor)
+            else:
+                row = await conn.fetchrow(sql.GET_RUN, tenant_id, run_id)
+        assert row is not None  # the row is locked: it cannot disappear
+        return rows.run(row)
+
+    async def replay_runs(
+        self,
+        tenant_id: str,
+        run_ids: Sequence[int],
+        *,
+        extra_attempts: int,
+        now: datetime,
+        actor: str,
+    ) -> list[int]:
+        ids = [r for r in run_ids if rows.is_run_id(r)]
+        if not ids:
+            return []
+        row = await self._one(sql.REPLAY_RUNS, tenant_id, ids, now, extra_attempts, actor)
+        replayed = set(row["replayed"])
+        return list(dict.fromkeys(r for r in run_ids if r in replayed))
+
+    # -- reads -----------------------------------------------------------------------
+    async def get_run(self, tenant_id: str, run_id: int) -> Run | None:
+        if not rows.is_run_id(run_id):
+            return None
+        row = await self._fetchrow(sql.GET_RUN, tenant_id, run_id)
+        return None if row is None else rows.run(row)
+
+    async def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        job_id: str | None = None,
+        state: RunState | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        if job_id is not None and not rows.is_uuid(job_id):
+            return []
+        select = sql.Select("runs", ("tenant_id = {}", tenant_id))
+        if job_id is not None:
+            select.add("job_id = {}::uuid", job_id)
+        if state is not None:
+            select.add("state = {}", state.value)
+        if before_id is not None and job_id is not None:
+            cursor = "scheduled_for < (SELECT scheduled_for FROM runs WHERE id = {}::bigint)"
+            select.add(cursor, before_id)
+        elif before_id is not None:
+            select.add("id < {}::bigint", before_id)
+        order_by = "id DESC" if job_id is None else "scheduled_for DESC"
+        found = await self._fetch(*select.query(order_by, limit))
+        return [rows.run(r) for r in found]
+
+    async def list_attempts(self, tenant_id: str, run_id: int) -> list[Attempt]:
+        if not rows.is_run_id(run_id):
+            return []
+        found = await self._fetch(sql.LIST_ATTEMPTS, tenant_id, run_id)
+        return [rows.attempt(r) for r in found]
+
+    async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]:
+        found = await self._fetch(sql.LIST_AUDIT, tenant_id, str(entity_id))
+        return [rows.audit(r) for r in found]
+
+    # -- wake-ups --------------------------------------------------------------------
+    async def notify(self, topic: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute(sql.NOTIFY, topic)
+
+    async def wait(self, topics: Sequence[str], timeout: float) -> bool:
+        """Wait on the store's own LISTEN connection, opened at the first wait."""
+        if not topics:
+            # Nothing can wake this wait; sleeping keeps a caller's poll loop from spinning.
+            await asyncio.sleep(max(timeout, 0.0))
+            return False
+        return await self._listener.wait(topics, timeout)
+
+
+def _state_action(before: JobState, after: JobState) -> str:
+    """The audit action of a state change: its new state's name, but "resumed" for
+    paused → active."""
+    if before is JobState.PAUSED and after is JobState.ACTIVE:
+        return "resumed"
+    return after.value
+
+
+__all__ = ["PostgresStore"]
