@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -20,6 +21,18 @@ class SystemClock:
 
     def now(self) -> datetime:
         return datetime.now(UTC) + self.offset
+
+
+async def sync_to(clock: Clock, source: Callable[[], Awaitable[datetime]]) -> None:
+    """Correct a :class:`SystemClock` to ``source`` (the store's clock): the offset is
+    measured against the midpoint of the round trip. Other clocks are left alone, so a
+    test's frozen clock stays frozen."""
+    if not isinstance(clock, SystemClock):
+        return
+    before = datetime.now(UTC)
+    remote = await source()
+    after = datetime.now(UTC)
+    clock.offset = remote - (before + (after - before) / 2)
 
 
 class FrozenClock:

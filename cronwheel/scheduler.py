@@ -10,18 +10,20 @@ an edit or a pause that lands mid-tick wins (I5).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cronwheel._aio import first_of, sleep_or_stop
-from cronwheel.clock import Clock, SystemClock
+from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import JobState, RunState
 from cronwheel.planning import ScheduleCache, plan_job
 from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.scheduler")
 
+CLOCK_SYNC_SECONDS = 60.0
 JOBS_TOPIC = "jobs"
 """Notified when a job is created or changed, so an idle scheduler ticks at once."""
 
@@ -103,8 +105,15 @@ class Scheduler:
         return result
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Tick until ``stop`` is set; sleep between ticks unless woken by a job change."""
+        """Tick until ``stop`` is set; sleep between ticks unless woken by a job change.
+        Its clock follows the store's, measured again every minute."""
+        synced_at = float("-inf")
+        loop = asyncio.get_running_loop()
         while not stop.is_set():
+            if loop.time() - synced_at > CLOCK_SYNC_SECONDS:
+                with contextlib.suppress(Exception):  # a failed sync keeps the last offset
+                    await sync_to(self.clock, self.store.now)
+                    synced_at = loop.time()
             try:
                 await self.run_once()
             except Exception:  # the store may be restarting: log, back off, go on

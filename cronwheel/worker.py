@@ -17,13 +17,13 @@ import socket
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel.actions.context import RunCancelled, RunContext
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.actions.webhook import WebhookAction
-from cronwheel.clock import Clock, SystemClock
+from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
 from cronwheel.model import AttemptOutcome, ClaimedRun, RunState, new_id
 from cronwheel.store.base import Completion, Store
@@ -84,7 +84,6 @@ class Worker:
         self._store = store
         self.config = config or WorkerConfig()
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}"
-        self._clock_fixed = clock is not None
         self.clock: Clock = clock or SystemClock()
         self.handlers = handlers or HandlerRegistry()
         secret = webhook_secret or os.environ.get("CRONWHEEL_WEBHOOK_SECRET", "").encode()
@@ -221,12 +220,7 @@ class Worker:
 
     async def sync_clock(self) -> None:
         """Measure this node's offset to the store's clock and correct for it."""
-        if self._clock_fixed or not isinstance(self.clock, SystemClock):
-            return
-        before = datetime.now(UTC)
-        store_now = await self.store.now()
-        after = datetime.now(UTC)
-        self.clock.offset = store_now - (before + (after - before) / 2)
+        await sync_to(self.clock, self.store.now)
 
     async def _clock_loop(self, stop: asyncio.Event) -> None:
         while not await sleep_or_stop(stop, self.config.clock_sync_seconds):

@@ -208,8 +208,10 @@ class Store(abc.ABC):
         shards: Sequence[int] | None = None,
         shard_count: int = 1,
     ) -> list[Job]:
-        """Active jobs with ``next_fire_at <= until``, earliest first; with ``shards``,
-        only jobs whose ``shard_key % shard_count`` is one of them."""
+        """Active jobs with ``next_fire_at <= until``, fair across tenants: each
+        tenant's earliest job, then each tenant's second, and so on (earliest first
+        within a turn), so one tenant's backlog never fills a batch alone. With
+        ``shards``, only jobs whose ``shard_key % shard_count`` is one of them."""
 
     @abc.abstractmethod
     async def materialize_runs(

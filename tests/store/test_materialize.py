@@ -105,3 +105,15 @@ async def test_a_one_time_job_completes_when_advanced(store: Store) -> None:
     assert stored is not None
     assert (stored.state, stored.next_fire_at) == (JobState.COMPLETED, None)
     assert await store.fetch_due_jobs(at(100), limit=10) == []
+
+
+async def test_due_jobs_take_turns_across_tenants(store: Store) -> None:
+    for tenant in ("big", "small", "tiny"):
+        await store.ensure_tenant(tenant, tenant, now=T0)
+    big = [make_job(tenant_id="big", next_fire_at=at(i)) for i in range(10)]
+    small = [make_job(tenant_id="small", next_fire_at=at(20 + i)) for i in range(2)]
+    tiny = [make_job(tenant_id="tiny", next_fire_at=at(30))]
+    await store.create_jobs(big + small + tiny)
+    batch = await store.fetch_due_jobs(at(60), limit=5)
+    # the big tenant's backlog is older, yet every tenant gets its turn in the first batch
+    assert [j.id for j in batch] == [big[0].id, small[0].id, tiny[0].id, big[1].id, small[1].id]

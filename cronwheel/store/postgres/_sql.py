@@ -498,6 +498,18 @@ class Select:
         self.args.append(value)
         self.where.append(condition.format(f"${len(self.args)}"))
 
+    def round_robin(self, partition: str, order_by: str, limit: int) -> tuple[Any, ...]:
+        """Like :meth:`query`, but taking rows from each ``partition`` in turn: the first
+        of every tenant, then the second of every tenant…, so one tenant's backlog
+        cannot hold a batch to itself."""
+        text = (
+            f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {partition}"
+            f" ORDER BY {order_by}) AS turn FROM {self.table}"
+            f" WHERE {' AND '.join(self.where)}) AS due"
+            f" ORDER BY turn, {order_by} LIMIT ${len(self.args) + 1}"
+        )
+        return (text, *self.args, limit)
+
     def query(self, order_by: str, limit: int) -> tuple[Any, ...]:
         """The statement, then its arguments: ``fetch(*select.query(...))``."""
         text = (

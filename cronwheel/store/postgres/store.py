@@ -263,7 +263,7 @@ class PostgresStore(Store):
         select = sql.Select("jobs", ("state = 'active' AND next_fire_at <= {}", until))
         if shards is not None:
             select.add(f"shard_key % {int(shard_count)} = ANY({{}}::int[])", list(shards))
-        found = await self._fetch(*select.query("next_fire_at, id", limit))
+        found = await self._fetch(*select.round_robin("tenant_id", "next_fire_at, id", limit))
         return [rows.job(r) for r in found]
 
     async def materialize_runs(

@@ -318,7 +318,12 @@ class SqliteStore(Store):
         if shards is not None:
             where += f" AND shard_key % ? IN ({_placeholders(len(shards))})"
             params.extend([shard_count, *shards])
-        sql = f"SELECT * FROM jobs WHERE {where} ORDER BY next_fire_at LIMIT ?"
+        # Round robin over tenants: each tenant's earliest job, then each one's second…
+        sql = (
+            "SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY tenant_id"
+            f" ORDER BY next_fire_at, id) AS turn FROM jobs WHERE {where})"
+            " ORDER BY turn, next_fire_at, id LIMIT ?"
+        )
         found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
         return [rows.job(r) for r in found]
 

@@ -1,0 +1,45 @@
+"""The maintenance service: one pass rescues every expired lease and trims history."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from cronwheel.clock import FrozenClock
+from cronwheel.maintenance import Maintenance, MaintenanceConfig
+from cronwheel.model import RetryPolicy, RunState
+from cronwheel.store.base import Store
+from tests.store.factories import at, make_job, make_run
+
+
+async def test_a_pass_rescues_every_expired_lease_in_batches(store: Store) -> None:
+    poison = make_job(retry=RetryPolicy(max_attempts=1))
+    normal = make_job()
+    await store.create_jobs([poison, normal])
+    await store.materialize_runs(
+        [make_run(poison, at(0))] + [make_run(normal, at(i)) for i in range(5)], []
+    )
+    await store.claim_runs(
+        "w", ["default"], limit=10, now=at(5), prefetch_until=at(5), lease_seconds=10
+    )
+    clock = FrozenClock(at(15))
+    result = await Maintenance(
+        store, clock=clock, config=MaintenanceConfig(rescue_batch=2)
+    ).run_once()
+    assert (len(result.retried), len(result.dead)) == (5, 1)
+    states = sorted(r.state.value for r in await store.list_runs("default"))
+    assert states == ["dead"] + ["pending"] * 5
+
+
+async def test_a_pass_deletes_history_past_retention(store: Store) -> None:
+    job = make_job()
+    await store.create_jobs([job])
+    await store.materialize_runs(
+        [make_run(job, at(0), state=RunState.SKIPPED, reason="misfire")], []
+    )
+    [run] = await store.list_runs("default")
+    assert run.finished_at is not None
+    clock = FrozenClock(run.finished_at + timedelta(days=1, seconds=1))
+    keep_week = Maintenance(store, clock=clock, config=MaintenanceConfig(retention_days=7))
+    assert (await keep_week.run_once()).deleted == 0
+    keep_day = Maintenance(store, clock=clock, config=MaintenanceConfig(retention_days=1))
+    assert (await keep_day.run_once()).deleted == 1
