@@ -85,6 +85,13 @@ duration_option = click.option(
 @click.option(
     "--lease", "lease_seconds", default=30.0, show_default=True, help="Lease TTL in seconds."
 )
+@click.option(
+    "--grace",
+    "grace_seconds",
+    default=30.0,
+    show_default=True,
+    help="On SIGTERM, how long running runs may finish before they are released.",
+)
 @duration_option
 def worker(
     db_url: str,
@@ -92,6 +99,7 @@ def worker(
     pools: tuple[str, ...],
     concurrency: int,
     lease_seconds: float,
+    grace_seconds: float,
     duration: float | None,
 ) -> None:
     """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
@@ -100,6 +108,7 @@ def worker(
         pools=_pools(pools, registry, concurrency),
         lease_seconds=lease_seconds,
         heartbeat_seconds=min(5.0, lease_seconds / 3),
+        grace_seconds=grace_seconds,
     )
 
     async def main() -> None:

@@ -59,3 +59,30 @@ async def _all_succeeded(cw: cronwheel.JobService, job_ids: list[str]) -> bool:
 async def _true(value: bool) -> bool:
     await asyncio.sleep(0)
     return value
+
+
+async def test_sigterm_drains_then_releases_and_another_worker_finishes(
+    store_url: str, marks: Path, tmp_path: Path
+) -> None:
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    async with await cronwheel.connect(store_url) as cw:
+        slow = await cw.create(
+            name="slow", schedule={"kind": "immediate"}, action={"type": "handler", "name": "slow"}
+        )
+        with cronwheel_proc(
+            *WORKER, "--grace", "1", "--db", store_url, env=env, log=tmp_path / "a.log"
+        ) as first:
+            await eventually(
+                lambda: _true(any("-1-started-" in m.name for m in marks.iterdir())), timeout=60
+            )
+            first.send_signal(signal.SIGTERM)
+            assert first.wait(timeout=30) == 0  # a clean exit, well before any lease expiry
+        [run] = await cw.runs(slow.id)
+        assert run.state is RunState.PENDING
+        [released] = await cw.attempts(run.id)
+        assert (released.outcome, released.error_class) == (
+            AttemptOutcome.CANCELLED,
+            "WorkerShutdown",
+        )
+        with cronwheel_proc(*WORKER, "--db", store_url, env=env, log=tmp_path / "b.log"):
+            await eventually(lambda: _all_succeeded(cw, [slow.id]), timeout=60)
