@@ -86,3 +86,24 @@ async def test_a_connection_error_is_retryable(store: Store) -> None:
 
 async def _state(store: Store, job_id: str, state: str) -> bool:
     return await run_states(store, job_id) == [state]
+
+
+async def test_cancelling_a_running_webhook_run_aborts_the_request(store: Store) -> None:
+    with webhook_target() as target:
+        target.delays["/slow"] = 20.0
+        job, _ = await job_with_run(store, action={"type": "webhook", "url": f"{target.url}/slow"})
+        async with running(Worker(store, FAST, webhook_secret=SECRET)):
+            await eventually(lambda: _true(len(target.received) == 1))
+            run = await one_run(store, job.id)
+            await store.cancel_run("default", run.id, now=await store.now(), actor="ops")
+            await eventually(lambda: _state(store, job.id, "cancelled"), timeout=10)
+    [attempt] = await store.list_attempts("default", run.id)
+    assert attempt.outcome is AttemptOutcome.CANCELLED
+    assert attempt.finished_at is not None and attempt.started_at is not None
+    assert (
+        attempt.finished_at - attempt.started_at
+    ).total_seconds() < 10  # did not wait for the answer
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ class Target:
     received: list[Received] = field(default_factory=list)
     answers: dict[str, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
     """path → responses to give in turn (the last one repeats); default 200."""
+    delays: dict[str, float] = field(default_factory=dict)
+    """path → seconds to wait before answering."""
 
     def answer(self, path: str) -> tuple[int, dict[str, str]]:
         queue = self.answers.get(path) or [(200, {})]
@@ -38,6 +41,7 @@ def webhook_target() -> Iterator[Target]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             target.received.append(Received(self.command, self.path, dict(self.headers), body))
+            time.sleep(target.delays.get(self.path, 0.0))
             status, headers = target.answer(self.path)
             payload = b"ok" if status < 300 else b"nope"
             self.send_response(status)
