@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cronwheel._aio import sleep_or_stop
+from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.store.base import Store
 
@@ -70,9 +71,12 @@ class Maintenance:
         return result
 
     async def run(self, stop: asyncio.Event) -> None:
+        outage = Outage(log, "maintenance")
         while not stop.is_set():
             try:
                 await self.run_once()
-            except Exception:
-                log.exception("maintenance pass failed; retrying")
+            except Exception as exc:
+                await sleep_or_stop(stop, outage.failed(exc))
+                continue
+            outage.ok()
             await sleep_or_stop(stop, self.config.interval_seconds)

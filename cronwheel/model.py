@@ -313,3 +313,61 @@ def new_id() -> str:
 _id_lock = threading.Lock()
 _last_ms = 0
 _counter = 0
+
+
+class Role(StrEnum):
+    """What an API key may do; see docs/api.md for the matrix."""
+
+    ADMIN = "admin"
+    WRITE = "write"
+    READ = "read"
+    WORKER = "worker"
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    id: str
+    name: str
+    created_at: datetime
+    max_jobs: int | None = None
+    """Live jobs (not cancelled, not completed) the tenant may have; None: no limit."""
+    max_creates_per_second: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """A bearer token's record. Only the SHA-256 of the token is ever stored."""
+
+    id: str
+    tenant_id: str
+    key_hash: str
+    role: Role
+    created_at: datetime
+    name: str | None = None
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker process as it announces itself with every heartbeat."""
+
+    id: str
+    tenant_id: str
+    host: str
+    pools: tuple[str, ...]
+    capacity: int
+    in_flight: int
+    started_at: datetime
+    last_seen_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """An API response kept under its Idempotency-Key."""
+
+    tenant_id: str
+    key: str
+    request_hash: str
+    status: int
+    body: JSON
+    created_at: datetime

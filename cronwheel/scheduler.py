@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cronwheel._aio import first_of, sleep_or_stop
+from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import JobState, RunState
 from cronwheel.planning import ScheduleCache, plan_job
@@ -108,6 +109,7 @@ class Scheduler:
         """Tick until ``stop`` is set; sleep between ticks unless woken by a job change.
         Its clock follows the store's, measured again every minute."""
         synced_at = float("-inf")
+        outage = Outage(log, "scheduler tick")
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             if loop.time() - synced_at > CLOCK_SYNC_SECONDS:
@@ -116,10 +118,10 @@ class Scheduler:
                     synced_at = loop.time()
             try:
                 await self.run_once()
-            except Exception:  # the store may be restarting: log, back off, go on
-                log.exception("scheduler tick failed; retrying")
-                await sleep_or_stop(stop, self.config.interval_seconds)
+            except Exception as exc:  # the store may be restarting: log once, back off, go on
+                await sleep_or_stop(stop, outage.failed(exc))
                 continue
+            outage.ok()
             await first_of(
                 self.store.wait([JOBS_TOPIC], timeout=self.config.interval_seconds), stop.wait()
             )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cronwheel._aio import first_of, sleep_or_stop
+from cronwheel._outage import Outage
 from cronwheel.actions.context import RunCancelled, RunContext
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.actions.webhook import WebhookAction
@@ -95,7 +96,7 @@ class Worker:
             max_workers=sum(self.config.pools.values()), thread_name_prefix="cronwheel-handler"
         )
         self._completions: asyncio.Queue[Completion] = asyncio.Queue()
-        self._flushed = asyncio.Event()
+        self._completion_outage = Outage(log, "writing completions")
         self.completed = 0
 
     @property
@@ -174,13 +175,14 @@ class Worker:
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
         topics = [f"runs:{p}" for p in self.config.pools]
+        outage = Outage(log, "claiming runs")
         while not stop.is_set():
             try:
                 claimed = await self.claim()
-            except Exception:
-                log.exception("claim failed; retrying")
-                await sleep_or_stop(stop, self.config.poll_seconds)
+            except Exception as exc:
+                await sleep_or_stop(stop, outage.failed(exc))
                 continue
+            outage.ok()
             if claimed == 0 or self._full():
                 await first_of(
                     self.store.wait(topics, timeout=self.config.poll_seconds), stop.wait()
@@ -191,11 +193,13 @@ class Worker:
         return len(self._inflight) >= limit
 
     async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
+        outage = Outage(log, "heartbeat")
         while not await sleep_or_stop(stop, self.config.heartbeat_seconds) or self._inflight:
             try:
                 await self.heartbeat()
-            except Exception:
-                log.exception("heartbeat failed; retrying")
+                outage.ok()
+            except Exception as exc:
+                outage.failed(exc)
             if stop.is_set():
                 await asyncio.sleep(self.config.heartbeat_seconds)
 
@@ -226,8 +230,8 @@ class Worker:
         while not await sleep_or_stop(stop, self.config.clock_sync_seconds):
             try:
                 await self.sync_clock()
-            except Exception:
-                log.exception("clock sync failed")
+            except Exception:  # keep the last offset; the claim loop reports the outage
+                log.debug("clock sync failed", exc_info=True)
 
     # -- one run -------------------------------------------------------------------------
     def _start(self, claimed: ClaimedRun) -> None:
@@ -322,15 +326,13 @@ class Worker:
     async def _write(self, batch: list[Completion]) -> None:
         """Write completions, retrying until the store takes them: a result is never
         dropped, and the fence keeps a late write harmless."""
-        delay = 0.05
         while True:
             try:
                 accepted = set(await self.store.complete_runs(batch))
+                self._completion_outage.ok()
                 break
-            except Exception:
-                log.exception("writing %d completions failed; retrying", len(batch))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            except Exception as exc:
+                await asyncio.sleep(self._completion_outage.failed(exc))
         for done in batch:
             if done.run_id not in accepted:
                 log.warning("run %s: completion refused (fenced out)", done.run_id)

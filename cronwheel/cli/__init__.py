@@ -24,3 +24,8 @@ from cronwheel.cli.services import dev, scheduler, worker  # noqa: E402
 main.add_command(dev)
 main.add_command(worker)
 main.add_command(scheduler)
+
+from cronwheel.cli.remote import COMMANDS  # noqa: E402
+
+for _command in COMMANDS:
+    main.add_command(_command)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.model import (
+    ApiKey,
     Attempt,
     AttemptOutcome,
     AuditEntry,
@@ -37,6 +38,9 @@ from cronwheel.model import (
     NewRun,
     Run,
     RunState,
+    StoredResponse,
+    Tenant,
+    WorkerInfo,
 )
 
 
@@ -144,6 +148,66 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
         """Create the tenant if it does not exist (the ``default`` tenant always does)."""
+
+    @abc.abstractmethod
+    async def create_tenant(self, tenant: Tenant) -> None:
+        """Insert a tenant; Conflict naming ``id`` if it exists."""
+
+    @abc.abstractmethod
+    async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
+
+    @abc.abstractmethod
+    async def list_tenants(self) -> list[Tenant]: ...
+
+    @abc.abstractmethod
+    async def update_tenant(self, tenant: Tenant) -> Tenant:
+        """Replace a tenant's name and quotas; NotFound if it does not exist."""
+
+    @abc.abstractmethod
+    async def count_live_jobs(self, tenant_id: str) -> int:
+        """Jobs of the tenant that are neither cancelled nor completed (the quota)."""
+
+    # -- API keys ----------------------------------------------------------------------
+    @abc.abstractmethod
+    async def create_api_key(self, key: ApiKey) -> None:
+        """Insert a key record; the tenant must exist (NotFound naming ``tenant``)."""
+
+    @abc.abstractmethod
+    async def find_api_key(self, key_hash: str) -> ApiKey | None:
+        """The key with this hash, revoked or not (the caller checks ``revoked_at``)."""
+
+    @abc.abstractmethod
+    async def list_api_keys(self, tenant_id: str) -> list[ApiKey]: ...
+
+    @abc.abstractmethod
+    async def revoke_api_key(self, tenant_id: str, key_id: str, *, now: datetime) -> ApiKey:
+        """Mark a key revoked (idempotent); NotFound if not this tenant's."""
+
+    # -- API idempotency -----------------------------------------------------------------
+    @abc.abstractmethod
+    async def save_response(self, response: StoredResponse) -> StoredResponse:
+        """Keep a response under its key unless one is kept already; return the one that
+        is kept (the earlier one wins, so a retried request replays the first answer)."""
+
+    @abc.abstractmethod
+    async def get_response(self, tenant_id: str, key: str) -> StoredResponse | None: ...
+
+    @abc.abstractmethod
+    async def delete_responses(self, *, before: datetime) -> int:
+        """Forget responses kept before ``before``."""
+
+    # -- worker registry -----------------------------------------------------------------
+    @abc.abstractmethod
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        """Insert or refresh a worker's record (every heartbeat)."""
+
+    @abc.abstractmethod
+    async def list_workers(self, tenant_id: str, *, seen_since: datetime) -> list[WorkerInfo]:
+        """Workers of the tenant whose last heartbeat is at or after ``seen_since``."""
+
+    @abc.abstractmethod
+    async def remove_worker(self, worker_id: str) -> None:
+        """Forget a worker (it stopped cleanly)."""
 
     # -- jobs ------------------------------------------------------------------------
     @abc.abstractmethod

@@ -16,6 +16,7 @@ from typing import Any
 from asyncpg import Record
 
 from cronwheel.model import (
+    ApiKey,
     Attempt,
     AttemptOutcome,
     AuditEntry,
@@ -28,8 +29,12 @@ from cronwheel.model import (
     Overlap,
     Priority,
     RetryPolicy,
+    Role,
     Run,
     RunState,
+    StoredResponse,
+    Tenant,
+    WorkerInfo,
 )
 from cronwheel.store.base import Completion, JobAdvance
 
@@ -285,4 +290,64 @@ def audit(row: Record) -> AuditEntry:
         actor=row["actor"],
         at=row["at"],
         details=row["details"],
+    )
+
+
+def tenant(row: Record) -> Tenant:
+    return Tenant(
+        id=row["id"],
+        name=row["name"],
+        created_at=row["created_at"],
+        max_jobs=row["max_jobs"],
+        max_creates_per_second=row["max_creates_per_second"],
+    )
+
+
+def api_key(row: Record) -> ApiKey:
+    return ApiKey(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        key_hash=row["key_hash"],
+        role=Role(row["role"]),
+        created_at=row["created_at"],
+        name=row["name"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+def response(row: Record) -> StoredResponse:
+    return StoredResponse(
+        tenant_id=row["tenant_id"],
+        key=row["key"],
+        request_hash=row["request_hash"],
+        status=row["status"],
+        body=row["response"],  # the JSON null decodes to None like any other value
+        created_at=row["created_at"],
+    )
+
+
+def worker_params(worker: WorkerInfo) -> tuple[Any, ...]:
+    """``REGISTER_WORKER``'s $1-$8; pools as a list, the JSON array jsonb keeps."""
+    return (
+        worker.id,
+        worker.tenant_id,
+        worker.host,
+        list(worker.pools),
+        worker.capacity,
+        worker.in_flight,
+        worker.started_at,
+        worker.last_seen_at,
+    )
+
+
+def worker(row: Record) -> WorkerInfo:
+    return WorkerInfo(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        host=row["host"],
+        pools=tuple(row["pools"]),
+        capacity=row["capacity"],
+        in_flight=row["in_flight"],
+        started_at=row["started_at"],
+        last_seen_at=row["last_seen_at"],
     )

@@ -39,6 +39,76 @@ ENSURE_TENANT = (
     "INSERT INTO tenants (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING"
 )
 
+CREATE_TENANT = (
+    "INSERT INTO tenants (id, name, max_jobs, max_creates_per_second, created_at)"
+    " VALUES ($1, $2, $3, $4, $5)"
+)
+
+GET_TENANT = "SELECT * FROM tenants WHERE id = $1"
+
+LIST_TENANTS = "SELECT * FROM tenants ORDER BY id"
+
+# created_at is the tenant's birth, not part of its definition: never rewritten.
+UPDATE_TENANT = (
+    "UPDATE tenants SET name = $2, max_jobs = $3, max_creates_per_second = $4"
+    " WHERE id = $1 RETURNING *"
+)
+
+COUNT_LIVE_JOBS = (
+    "SELECT count(*) FROM jobs WHERE tenant_id = $1 AND state NOT IN ('cancelled', 'completed')"
+)
+
+# -- API keys ------------------------------------------------------------------------
+
+CREATE_API_KEY = (
+    "INSERT INTO api_keys (id, tenant_id, key_hash, role, name, created_at, revoked_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+)
+
+FIND_API_KEY = "SELECT * FROM api_keys WHERE key_hash = $1"
+
+LIST_API_KEYS = "SELECT * FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id"
+
+# Params: $1 tenant, $2 key id, $3 now. coalesce: revoking again keeps the first instant.
+REVOKE_API_KEY = (
+    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)"
+    " WHERE tenant_id = $1 AND id = $2 RETURNING *"
+)
+
+# -- API idempotency -------------------------------------------------------------------
+
+# Params: $1 tenant, $2 key, $3 request hash, $4 status, $5 body, $6 created_at. asyncpg
+# sends a None body as SQL NULL; the column keeps it as the JSON null it stands for.
+# Returns no row when a response is kept already: read it with GET_RESPONSE, in a
+# statement of its own, whose fresh snapshot sees a racing insert that this one waited
+# for (one statement's snapshot would not).
+SAVE_RESPONSE = """
+INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, response, created_at)
+VALUES ($1, $2, $3, $4, coalesce($5::jsonb, 'null'::jsonb), $6)
+ON CONFLICT (tenant_id, key) DO NOTHING
+RETURNING *"""
+
+GET_RESPONSE = "SELECT * FROM idempotency_keys WHERE tenant_id = $1 AND key = $2"
+
+DELETE_RESPONSES = "DELETE FROM idempotency_keys WHERE created_at < $1"
+
+# -- worker registry -------------------------------------------------------------------
+
+# Params: $1 id, $2 tenant, $3 host, $4 pools (a JSON list), $5 capacity, $6 in flight,
+# $7 started_at, $8 last_seen_at. started_at is left out of the update: a heartbeat
+# refreshes the record, and the first registration is when the worker started.
+REGISTER_WORKER = """
+INSERT INTO workers (id, tenant_id, host, pools, capacity, in_flight, started_at, last_seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (id) DO UPDATE
+SET tenant_id = excluded.tenant_id, host = excluded.host, pools = excluded.pools,
+    capacity = excluded.capacity, in_flight = excluded.in_flight,
+    last_seen_at = excluded.last_seen_at"""
+
+LIST_WORKERS = "SELECT * FROM workers WHERE tenant_id = $1 AND last_seen_at >= $2 ORDER BY id"
+
+REMOVE_WORKER = "DELETE FROM workers WHERE id = $1"
+
 # -- jobs ----------------------------------------------------------------------------
 
 _NEW_RUNS = """

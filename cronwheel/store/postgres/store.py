@@ -19,6 +19,7 @@ import asyncpg
 
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.model import (
+    ApiKey,
     Attempt,
     AuditEntry,
     ClaimedRun,
@@ -27,6 +28,9 @@ from cronwheel.model import (
     NewRun,
     Run,
     RunState,
+    StoredResponse,
+    Tenant,
+    WorkerInfo,
 )
 from cronwheel.store.base import (
     Capabilities,
@@ -48,6 +52,9 @@ if TYPE_CHECKING:
 
     # What queries run on: a pooled connection's proxy, or a connection of our own.
     Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+
+# How many times save_response inserts before giving up (see there): twice in practice.
+_SAVE_RESPONSE_TRIES: Final = 3
 
 # Every connection reports instants in UTC and names itself in pg_stat_activity.
 _SERVER_SETTINGS: Final = {"timezone": "UTC", "application_name": "cronwheel"}
@@ -112,6 +119,11 @@ class PostgresStore(Store):
         async with self._connection() as conn:
             return await conn.fetchrow(query, *args)
 
+    async def _execute(self, query: str, *args: Any) -> str:
+        """Run a statement for its effect; return its status (e.g. ``DELETE 3``)."""
+        async with self._connection() as conn:
+            return await conn.execute(query, *args)
+
     async def _one(self, query: str, *args: Any) -> asyncpg.Record:
         """The single row of a statement that always returns one (the hot paths' summary)."""
         row = await self._fetchrow(query, *args)
@@ -155,6 +167,93 @@ class PostgresStore(Store):
     async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
         async with self._connection() as conn:
             await conn.execute(sql.ENSURE_TENANT, tenant_id, name, now)
+
+    async def create_tenant(self, tenant: Tenant) -> None:
+        args = (tenant.name, tenant.max_jobs, tenant.max_creates_per_second, tenant.created_at)
+        try:
+            await self._execute(sql.CREATE_TENANT, tenant.id, *args)
+        except asyncpg.UniqueViolationError as exc:  # tenants_pkey, its only unique rule
+            raise Conflict("id", f"tenant '{tenant.id}' already exists") from exc
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        row = await self._fetchrow(sql.GET_TENANT, tenant_id)
+        return None if row is None else rows.tenant(row)
+
+    async def list_tenants(self) -> list[Tenant]:
+        return [rows.tenant(r) for r in await self._fetch(sql.LIST_TENANTS)]
+
+    async def update_tenant(self, tenant: Tenant) -> Tenant:
+        args = (tenant.name, tenant.max_jobs, tenant.max_creates_per_second)
+        row = await self._fetchrow(sql.UPDATE_TENANT, tenant.id, *args)
+        if row is None:
+            raise NotFound("tenant", tenant.id)
+        return rows.tenant(row)
+
+    async def count_live_jobs(self, tenant_id: str) -> int:
+        async with self._connection() as conn:
+            count: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id)
+        return count
+
+    # -- API keys ----------------------------------------------------------------------
+    async def create_api_key(self, key: ApiKey) -> None:
+        args = (key.role.value, key.name, key.created_at, key.revoked_at)
+        try:
+            await self._execute(sql.CREATE_API_KEY, key.id, key.tenant_id, key.key_hash, *args)
+        except asyncpg.ForeignKeyViolationError as exc:  # api_keys_tenant_id_fkey
+            raise NotFound("tenant", key.tenant_id) from exc
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "api_keys_pkey":
+                raise Conflict("id", f"API key '{key.id}' already exists") from exc
+            raise Conflict("id", "an API key with the same secret already exists") from exc
+
+    async def find_api_key(self, key_hash: str) -> ApiKey | None:
+        row = await self._fetchrow(sql.FIND_API_KEY, key_hash)
+        return None if row is None else rows.api_key(row)
+
+    async def list_api_keys(self, tenant_id: str) -> list[ApiKey]:
+        return [rows.api_key(r) for r in await self._fetch(sql.LIST_API_KEYS, tenant_id)]
+
+    async def revoke_api_key(self, tenant_id: str, key_id: str, *, now: datetime) -> ApiKey:
+        row = await self._fetchrow(sql.REVOKE_API_KEY, tenant_id, key_id, now)
+        if row is None:
+            raise NotFound("key", key_id)
+        return rows.api_key(row)
+
+    # -- API idempotency -----------------------------------------------------------------
+    async def save_response(self, response: StoredResponse) -> StoredResponse:
+        """Insert if absent, else read the kept response: two statements, so the read's
+        snapshot sees a concurrent insert that the first statement waited for."""
+        tenant_id, key = response.tenant_id, response.key
+        args = (response.request_hash, response.status, response.body, response.created_at)
+        async with self._connection() as conn:
+            # Both miss only if the kept response was deleted (expired) in between: then
+            # ours may be kept after all, so try again.
+            for _ in range(_SAVE_RESPONSE_TRIES):
+                row = await conn.fetchrow(sql.SAVE_RESPONSE, tenant_id, key, *args)
+                if row is None:
+                    row = await conn.fetchrow(sql.GET_RESPONSE, tenant_id, key)
+                if row is not None:
+                    return rows.response(row)
+        raise RuntimeError(f"idempotency key {key!r} kept disappearing while being saved")
+
+    async def get_response(self, tenant_id: str, key: str) -> StoredResponse | None:
+        row = await self._fetchrow(sql.GET_RESPONSE, tenant_id, key)
+        return None if row is None else rows.response(row)
+
+    async def delete_responses(self, *, before: datetime) -> int:
+        status = await self._execute(sql.DELETE_RESPONSES, before)
+        return int(status.rsplit(" ", 1)[-1])
+
+    # -- worker registry -----------------------------------------------------------------
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        await self._execute(sql.REGISTER_WORKER, *rows.worker_params(worker))
+
+    async def list_workers(self, tenant_id: str, *, seen_since: datetime) -> list[WorkerInfo]:
+        found = await self._fetch(sql.LIST_WORKERS, tenant_id, seen_since)
+        return [rows.worker(r) for r in found]
+
+    async def remove_worker(self, worker_id: str) -> None:
+        await self._execute(sql.REMOVE_WORKER, worker_id)
 
     # -- jobs ------------------------------------------------------------------------
     async def create_jobs(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwheel.model import (
+    ApiKey,
     Attempt,
     AttemptOutcome,
     AuditEntry,
@@ -18,8 +19,12 @@ from cronwheel.model import (
     Overlap,
     Priority,
     RetryPolicy,
+    Role,
     Run,
     RunState,
+    StoredResponse,
+    Tenant,
+    WorkerInfo,
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -156,4 +161,51 @@ def audit(row: sqlite3.Row) -> AuditEntry:
         actor=row["actor"],
         at=dt(row["at"]),
         details=None if row["details"] is None else json.loads(row["details"]),
+    )
+
+
+def tenant(row: sqlite3.Row) -> Tenant:
+    return Tenant(
+        id=row["id"],
+        name=row["name"],
+        created_at=dt(row["created_at"]),
+        max_jobs=row["max_jobs"],
+        max_creates_per_second=row["max_creates_per_second"],
+    )
+
+
+def api_key(row: sqlite3.Row) -> ApiKey:
+    return ApiKey(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        key_hash=row["key_hash"],
+        role=Role(row["role"]),
+        created_at=dt(row["created_at"]),
+        name=row["name"],
+        revoked_at=dt_or_none(row["revoked_at"]),
+    )
+
+
+def response(row: sqlite3.Row) -> StoredResponse:
+    return StoredResponse(
+        tenant_id=row["tenant_id"],
+        key=row["key"],
+        request_hash=row["request_hash"],
+        status=row["status"],
+        # Always JSON text, "null" included: the column is NOT NULL.
+        body=json.loads(row["response"]),
+        created_at=dt(row["created_at"]),
+    )
+
+
+def worker(row: sqlite3.Row) -> WorkerInfo:
+    return WorkerInfo(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        host=row["host"],
+        pools=tuple(json.loads(row["pools"])),
+        capacity=row["capacity"],
+        in_flight=row["in_flight"],
+        started_at=dt(row["started_at"]),
+        last_seen_at=dt(row["last_seen_at"]),
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.model import (
+    ApiKey,
     Attempt,
     AttemptOutcome,
     AuditEntry,
@@ -23,6 +24,9 @@ from cronwheel.model import (
     RetryPolicy,
     Run,
     RunState,
+    StoredResponse,
+    Tenant,
+    WorkerInfo,
 )
 from cronwheel.store import migrate as migrations
 from cronwheel.store.base import (
@@ -34,6 +38,7 @@ from cronwheel.store.base import (
     RescueResult,
     Store,
 )
+from cronwheel.store.sqlite import _admin as admin
 from cronwheel.store.sqlite import _rows as rows
 from cronwheel.store.sqlite._conn import Connection
 from cronwheel.store.sqlite._wakeups import Wakeups
@@ -145,7 +150,8 @@ class SqliteStore(Store):
         )
 
     async def truncate_all_for_tests(self) -> None:
-        """Empty every table but the migrations, keeping the default tenant."""
+        """Empty every table but the migrations, keeping the default tenant (as the
+        migration created it, like the PostgreSQL store's)."""
 
         def fn(c: sqlite3.Connection) -> None:
             for table in (
@@ -160,6 +166,11 @@ class SqliteStore(Store):
             ):
                 c.execute(f"DELETE FROM {table}")
             c.execute("DELETE FROM tenants WHERE id <> 'default'")
+            # A test may have renamed the default tenant or given it quotas.
+            c.execute(
+                "UPDATE tenants SET name = 'default', max_jobs = NULL,"
+                " max_creates_per_second = NULL WHERE id = 'default'"
+            )
 
         await self._db.write(fn)
 
@@ -172,6 +183,54 @@ class SqliteStore(Store):
                 (tenant_id, name, rows.us(now)),
             )
         )
+
+    async def create_tenant(self, tenant: Tenant) -> None:
+        await self._db.write(lambda c: admin.create_tenant(c, tenant))
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        return await self._db.read(lambda c: admin.get_tenant(c, tenant_id))
+
+    async def list_tenants(self) -> list[Tenant]:
+        return await self._db.read(admin.list_tenants)
+
+    async def update_tenant(self, tenant: Tenant) -> Tenant:
+        return await self._db.write(lambda c: admin.update_tenant(c, tenant))
+
+    async def count_live_jobs(self, tenant_id: str) -> int:
+        return await self._db.read(lambda c: admin.count_live_jobs(c, tenant_id))
+
+    # -- API keys ----------------------------------------------------------------------
+    async def create_api_key(self, key: ApiKey) -> None:
+        await self._db.write(lambda c: admin.create_api_key(c, key))
+
+    async def find_api_key(self, key_hash: str) -> ApiKey | None:
+        return await self._db.read(lambda c: admin.find_api_key(c, key_hash))
+
+    async def list_api_keys(self, tenant_id: str) -> list[ApiKey]:
+        return await self._db.read(lambda c: admin.list_api_keys(c, tenant_id))
+
+    async def revoke_api_key(self, tenant_id: str, key_id: str, *, now: datetime) -> ApiKey:
+        return await self._db.write(lambda c: admin.revoke_api_key(c, tenant_id, key_id, now))
+
+    # -- API idempotency -----------------------------------------------------------------
+    async def save_response(self, response: StoredResponse) -> StoredResponse:
+        return await self._db.write(lambda c: admin.save_response(c, response))
+
+    async def get_response(self, tenant_id: str, key: str) -> StoredResponse | None:
+        return await self._db.read(lambda c: admin.get_response(c, tenant_id, key))
+
+    async def delete_responses(self, *, before: datetime) -> int:
+        return await self._db.write(lambda c: admin.delete_responses(c, before))
+
+    # -- worker registry -----------------------------------------------------------------
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        await self._db.write(lambda c: admin.register_worker(c, worker))
+
+    async def list_workers(self, tenant_id: str, *, seen_since: datetime) -> list[WorkerInfo]:
+        return await self._db.read(lambda c: admin.list_workers(c, tenant_id, seen_since))
+
+    async def remove_worker(self, worker_id: str) -> None:
+        await self._db.write(lambda c: admin.remove_worker(c, worker_id))
 
     # -- jobs ------------------------------------------------------------------------
     async def create_jobs(

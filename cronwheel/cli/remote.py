@@ -1,0 +1,415 @@
+"""``cronwheel jobs|runs|dlq|tenants|keys …``: the API from the terminal.
+
+Human tables by default, ``--json`` for scripts. Exit codes scripts can rely on:
+0 ok · 1 other error · 2 bad input (usage, 400, 422) · 3 not found (404) ·
+4 conflict (409, 412, 428) · 5 not allowed (401, 403) · 6 server unreachable or store
+unavailable (503) · 7 over quota (429).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+import httpx
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from cronwheel.sdk import Client
+from cronwheel.sdk.errors import ApiError
+
+T = TypeVar("T")
+
+EXIT_CODES = {
+    400: 2,
+    413: 2,
+    422: 2,
+    404: 3,
+    409: 4,
+    412: 4,
+    428: 4,
+    401: 5,
+    403: 5,
+    429: 7,
+    503: 6,
+}
+
+url_option = click.option(
+    "--url",
+    envvar="CRONWHEEL_URL",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="API base URL (env CRONWHEEL_URL).",
+)
+token_option = click.option(
+    "--token", envvar="CRONWHEEL_TOKEN", default=None, help="API key (env CRONWHEEL_TOKEN)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+@contextmanager
+def _client(url: str, token: str | None) -> Iterator[Client]:
+    """A client whose errors become a message on stderr and a meaningful exit code."""
+    try:
+        with Client(url, token) as client:
+            yield client
+    except ApiError as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        click.echo(f"error: {exc.detail}{where}", err=True)
+        sys.exit(EXIT_CODES.get(exc.status, 1))
+    except httpx.TransportError as exc:
+        click.echo(f"error: cannot reach {url}: {exc}", err=True)
+        sys.exit(6)
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
+    return value
+
+
+def _show(value: Any, as_json: bool, columns: tuple[str, ...]) -> None:
+    data = _dump(value)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    items = data.get("items", [data]) if isinstance(data, dict) and "items" in data else data
+    rows = items if isinstance(items, list) else [items]
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    Console().print(table)
+    if isinstance(data, dict) and data.get("next_cursor"):
+        click.echo(f"more: --cursor {data['next_cursor']}")
+
+
+JOB_COLUMNS = ("id", "name", "state", "version", "pool", "next_fire_at")
+RUN_COLUMNS = ("id", "job_id", "scheduled_for", "state", "attempt", "last_error")
+
+
+# -- jobs -------------------------------------------------------------------------------
+@click.group()
+def jobs() -> None:
+    """Create and control jobs."""
+
+
+def _schedule(
+    cron: str | None, tz: str, at: str | None, delay: float | None, every: float | None, now: bool
+) -> dict[str, Any]:
+    chosen = [
+        k
+        for k, v in {
+            "--cron": cron,
+            "--at": at,
+            "--delay": delay,
+            "--every": every,
+            "--now": now or None,
+        }.items()
+        if v
+    ]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --cron, --at, --delay, --every, --now")
+    if cron:
+        return {"kind": "cron", "cron": cron, "timezone": tz}
+    if at:
+        return {"kind": "once", "at": at}
+    if delay is not None:
+        return {"kind": "delay", "seconds": delay}
+    if every is not None:
+        return {"kind": "interval", "every_seconds": every}
+    return {"kind": "immediate"}
+
+
+def _spec(options: dict[str, Any]) -> dict[str, Any]:
+    if options["file"]:
+        return dict(json.load(options["file"]))
+    if not options["name"]:
+        raise click.UsageError("--name is required (or give the whole spec with --file)")
+    if bool(options["webhook"]) == bool(options["handler"]):
+        raise click.UsageError("give exactly one of --webhook URL or --handler NAME")
+    action = (
+        {"type": "webhook", "url": options["webhook"], "method": options["method"]}
+        if options["webhook"]
+        else {"type": "handler", "name": options["handler"]}
+    )
+    spec: dict[str, Any] = {
+        "name": options["name"],
+        "schedule": _schedule(
+            options["cron"],
+            options["tz"],
+            options["at"],
+            options["delay"],
+            options["every"],
+            options["now"],
+        ),
+        "action": action,
+        "pool": options["pool"],
+    }
+    if options["payload"] is not None:
+        try:
+            spec["payload"] = json.loads(options["payload"])
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from exc
+    if options["max_attempts"] is not None:
+        spec["retry"] = {"max_attempts": options["max_attempts"]}
+    return spec
+
+
+@jobs.command("create")
+@url_option
+@token_option
+@json_option
+@click.option(
+    "--file", type=click.File("r"), default=None, help="The whole job spec as JSON ('-' for stdin)."
+)
+@click.option("--name")
+@click.option("--cron", help="A cron expression.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA timezone of --cron.")
+@click.option("--at", help="Once, at this ISO 8601 instant.")
+@click.option("--delay", type=float, help="Once, this many seconds from now.")
+@click.option("--every", type=float, help="Every N seconds.")
+@click.option("--now", is_flag=True, help="Run once, right now.")
+@click.option("--webhook", help="Call this URL.")
+@click.option("--method", default="POST", show_default=True)
+@click.option("--handler", help="Run this registered handler.")
+@click.option("--pool", default="default", show_default=True)
+@click.option("--payload", help="JSON payload.")
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--idempotency-key", default=None, help="Makes a retried create safe.")
+def jobs_create(
+    url: str, token: str | None, as_json: bool, idempotency_key: str | None, **options: Any
+) -> None:
+    """Create a job (from options, or --file spec.json)."""
+    spec = _spec(options)
+    with _client(url, token) as cw:
+        _show(cw.create_job(spec, idempotency_key=idempotency_key), as_json, JOB_COLUMNS)
+
+
+@jobs.command("list")
+@url_option
+@token_option
+@json_option
+@click.option("--state")
+@click.option("--pool")
+@click.option("--name-prefix")
+@click.option("--cursor")
+@click.option("--limit", type=int, default=100)
+def jobs_list(url: str, token: str | None, as_json: bool, **filters: Any) -> None:
+    """List jobs (creation order; --cursor for the next page)."""
+    with _client(url, token) as cw:
+        _show(cw.list_jobs(**filters), as_json, JOB_COLUMNS)
+
+
+def _job_verb(name: str, call: Callable[[Client, str], Any], help_text: str) -> None:
+    @jobs.command(name, help=help_text)
+    @url_option
+    @token_option
+    @json_option
+    @click.argument("job_id")
+    def command(url: str, token: str | None, as_json: bool, job_id: str) -> None:
+        with _client(url, token) as cw:
+            result = call(cw, job_id)
+            _show(result, as_json, RUN_COLUMNS if name == "trigger" else JOB_COLUMNS)
+
+
+_job_verb("get", Client.get_job, "Show a job.")
+_job_verb("pause", Client.pause_job, "Pause a job: no new runs until resumed.")
+_job_verb("resume", Client.resume_job, "Resume a paused job from now.")
+_job_verb("trigger", Client.trigger_job, "Run a job now, besides its schedule.")
+_job_verb("cancel", Client.cancel_job, "Cancel a job (soft delete; pending runs cancelled).")
+
+
+@jobs.command("update")
+@url_option
+@token_option
+@json_option
+@click.argument("job_id")
+@click.option(
+    "--version", "version", type=int, required=True, help="The version you are changing (If-Match)."
+)
+@click.option(
+    "--set",
+    "changes",
+    multiple=True,
+    help="FIELD=JSON, e.g. --set 'payload={\"a\":1}' (repeatable).",
+)
+def jobs_update(
+    url: str, token: str | None, as_json: bool, job_id: str, version: int, changes: tuple[str, ...]
+) -> None:
+    """Change a job's fields; refused if it moved past --version."""
+    body: dict[str, Any] = {}
+    for change in changes:
+        key, sep, value = change.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{change!r}: expected FIELD=JSON", param_hint="--set")
+        try:
+            body[key] = json.loads(value)
+        except ValueError:
+            body[key] = value  # a bare string: --set name=nightly
+    with _client(url, token) as cw:
+        _show(cw.update_job(job_id, version, **body), as_json, JOB_COLUMNS)
+
+
+@jobs.command("runs")
+@url_option
+@token_option
+@json_option
+@click.argument("job_id")
+@click.option("--state")
+@click.option("--cursor")
+@click.option("--limit", type=int, default=20)
+def jobs_runs(url: str, token: str | None, as_json: bool, job_id: str, **filters: Any) -> None:
+    """A job's runs, newest first: did it run?"""
+    with _client(url, token) as cw:
+        _show(cw.job_runs(job_id, **filters), as_json, RUN_COLUMNS)
+
+
+# -- runs -------------------------------------------------------------------------------
+@click.group()
+def runs() -> None:
+    """Inspect, cancel and replay runs."""
+
+
+def _run_verb(name: str, call: Callable[[Client, int], Any], help_text: str) -> None:
+    @runs.command(name, help=help_text)
+    @url_option
+    @token_option
+    @json_option
+    @click.argument("run_id", type=int)
+    def command(url: str, token: str | None, as_json: bool, run_id: int) -> None:
+        with _client(url, token) as cw:
+            _show(call(cw, run_id), as_json, RUN_COLUMNS)
+
+
+_run_verb("get", Client.get_run, "Show a run with its attempts.")
+_run_verb("cancel", Client.cancel_run, "Cancel a run (a running one stops at its next heartbeat).")
+_run_verb("replay", Client.replay_run, "Replay a dead run with a fresh retry budget.")
+
+
+# -- dead-letter queue ------------------------------------------------------------------
+@click.group()
+def dlq() -> None:
+    """The dead-letter queue."""
+
+
+@dlq.command("list")
+@url_option
+@token_option
+@json_option
+@click.option("--job-id")
+@click.option("--cursor")
+@click.option("--limit", type=int, default=100)
+def dlq_list(url: str, token: str | None, as_json: bool, **filters: Any) -> None:
+    """Dead runs, newest first."""
+    with _client(url, token) as cw:
+        _show(cw.dead_letter(**filters), as_json, RUN_COLUMNS)
+
+
+@dlq.command("replay")
+@url_option
+@token_option
+@json_option
+@click.argument("run_ids", type=int, nargs=-1)
+@click.option("--job-id", help="Replay every dead run of this job.")
+def dlq_replay(
+    url: str, token: str | None, as_json: bool, run_ids: tuple[int, ...], job_id: str | None
+) -> None:
+    """Replay dead runs by id, or all of one job's."""
+    if bool(run_ids) == bool(job_id):
+        raise click.UsageError("give run ids or --job-id, not both")
+    with _client(url, token) as cw:
+        replayed = cw.replay_dead(list(run_ids) or None, job_id=job_id)
+    click.echo(
+        json.dumps({"replayed": replayed}) if as_json else f"replayed {len(replayed)}: {replayed}"
+    )
+
+
+# -- tenants and keys -------------------------------------------------------------------
+@click.group()
+def tenants() -> None:
+    """Tenants (system admins)."""
+
+
+@tenants.command("create")
+@url_option
+@token_option
+@json_option
+@click.argument("tenant_id")
+@click.option("--name", default=None)
+@click.option("--max-jobs", type=int, default=None)
+@click.option("--max-creates-per-second", type=float, default=None)
+def tenants_create(
+    url: str, token: str | None, as_json: bool, tenant_id: str, name: str | None, **quotas: Any
+) -> None:
+    """Create a tenant."""
+    with _client(url, token) as cw:
+        _show(
+            cw.create_tenant(tenant_id, name or tenant_id, **quotas),
+            as_json,
+            ("id", "name", "max_jobs", "max_creates_per_second"),
+        )
+
+
+@tenants.command("list")
+@url_option
+@token_option
+@json_option
+def tenants_list(url: str, token: str | None, as_json: bool) -> None:
+    """List tenants."""
+    with _client(url, token) as cw:
+        _show(cw.list_tenants(), as_json, ("id", "name", "max_jobs", "max_creates_per_second"))
+
+
+@click.group()
+def keys() -> None:
+    """API keys (admins)."""
+
+
+@keys.command("create")
+@url_option
+@token_option
+@json_option
+@click.option("--role", type=click.Choice(["admin", "write", "read", "worker"]), required=True)
+@click.option("--name", default=None)
+@click.option("--tenant", "tenant_id", default=None, help="Another tenant (system admins only).")
+def keys_create(
+    url: str, token: str | None, as_json: bool, role: str, name: str | None, tenant_id: str | None
+) -> None:
+    """Create a key; its token is shown once."""
+    with _client(url, token) as cw:
+        _show(
+            cw.create_key(role, name=name, tenant_id=tenant_id),
+            as_json,
+            ("id", "tenant_id", "role", "name", "token"),
+        )
+
+
+@keys.command("list")
+@url_option
+@token_option
+@json_option
+def keys_list(url: str, token: str | None, as_json: bool) -> None:
+    """List keys (never their tokens)."""
+    with _client(url, token) as cw:
+        _show(cw.list_keys(), as_json, ("id", "tenant_id", "role", "name", "created_at"))
+
+
+@keys.command("revoke")
+@url_option
+@token_option
+@click.argument("key_id")
+def keys_revoke(url: str, token: str | None, key_id: str) -> None:
+    """Revoke a key at once."""
+    with _client(url, token) as cw:
+        cw.revoke_key(key_id)
+    click.echo(f"revoked {key_id}")
+
+
+COMMANDS = (jobs, runs, dlq, tenants, keys)

@@ -1,0 +1,17 @@
+"""The Python SDK for cronwheel's HTTP API."""
+
+from cronwheel.sdk import errors
+from cronwheel.sdk.client import AsyncClient, Client
+from cronwheel.sdk.models import AttemptInfo, JobInfo, KeyInfo, Page, RunInfo, TenantInfo
+
+__all__ = [
+    "AsyncClient",
+    "AttemptInfo",
+    "Client",
+    "JobInfo",
+    "KeyInfo",
+    "Page",
+    "RunInfo",
+    "TenantInfo",
+    "errors",
+]

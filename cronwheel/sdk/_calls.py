@@ -1,0 +1,123 @@
+"""Every API call described once — method, path, body, and how to read the answer — so
+the sync and async clients only differ in how they send."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from cronwheel.sdk.models import JobInfo, KeyInfo, Page, RunInfo, TenantInfo
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _page(model: type[Any]) -> Callable[[Any], Page[Any]]:
+    return lambda body: Page[model].model_validate(body)  # type: ignore[valid-type]
+
+
+def _none(body: Any) -> None:
+    return None
+
+
+def _params(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def create_job(spec: dict[str, Any], idempotency_key: str | None) -> Call[JobInfo]:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    return Call("POST", "/v1/jobs", JobInfo.model_validate, json=spec, headers=headers)
+
+
+def create_jobs(specs: list[dict[str, Any]]) -> Call[list[JobInfo]]:
+    return Call(
+        "POST",
+        "/v1/jobs/batch",
+        lambda b: [JobInfo.model_validate(j) for j in b["items"]],
+        json={"jobs": specs},
+    )
+
+
+def list_jobs(**filters: Any) -> Call[Page[JobInfo]]:
+    return Call("GET", "/v1/jobs", _page(JobInfo), params=_params(**filters))
+
+
+def get_job(job_id: str) -> Call[JobInfo]:
+    return Call("GET", f"/v1/jobs/{job_id}", JobInfo.model_validate)
+
+
+def update_job(job_id: str, version: int, changes: dict[str, Any]) -> Call[JobInfo]:
+    return Call(
+        "PATCH",
+        f"/v1/jobs/{job_id}",
+        JobInfo.model_validate,
+        json=changes,
+        headers={"If-Match": str(version)},
+    )
+
+
+def job_action(job_id: str, action: str, body: dict[str, Any] | None = None) -> Call[JobInfo]:
+    return Call("POST", f"/v1/jobs/{job_id}/{action}", JobInfo.model_validate, json=body)
+
+
+def cancel_job(job_id: str) -> Call[JobInfo]:
+    return Call("DELETE", f"/v1/jobs/{job_id}", JobInfo.model_validate)
+
+
+def trigger(job_id: str) -> Call[RunInfo]:
+    return Call("POST", f"/v1/jobs/{job_id}/trigger", RunInfo.model_validate)
+
+
+def job_runs(job_id: str, **filters: Any) -> Call[Page[RunInfo]]:
+    return Call("GET", f"/v1/jobs/{job_id}/runs", _page(RunInfo), params=_params(**filters))
+
+
+def get_run(run_id: int) -> Call[RunInfo]:
+    return Call("GET", f"/v1/runs/{run_id}", RunInfo.model_validate)
+
+
+def run_action(run_id: int, action: str) -> Call[RunInfo]:
+    return Call("POST", f"/v1/runs/{run_id}/{action}", RunInfo.model_validate)
+
+
+def dead_letter(**filters: Any) -> Call[Page[RunInfo]]:
+    return Call("GET", "/v1/dead-letter", _page(RunInfo), params=_params(**filters))
+
+
+def replay_dead(run_ids: list[int] | None, job_id: str | None) -> Call[list[int]]:
+    body: dict[str, Any] = (
+        {"run_ids": run_ids} if run_ids is not None else {"job_id": job_id, "all": True}
+    )
+    return Call("POST", "/v1/dead-letter/replay", lambda b: list(b["replayed"]), json=body)
+
+
+def create_tenant(tenant_id: str, name: str, **quotas: Any) -> Call[TenantInfo]:
+    body = {"id": tenant_id, "name": name, **_params(**quotas)}
+    return Call("POST", "/v1/tenants", TenantInfo.model_validate, json=body)
+
+
+def list_tenants() -> Call[list[TenantInfo]]:
+    return Call("GET", "/v1/tenants", lambda b: [TenantInfo.model_validate(t) for t in b["items"]])
+
+
+def create_key(role: str, name: str | None, tenant_id: str | None) -> Call[KeyInfo]:
+    body = {"role": role, **_params(name=name, tenant_id=tenant_id)}
+    return Call("POST", "/v1/keys", KeyInfo.model_validate, json=body)
+
+
+def list_keys() -> Call[list[KeyInfo]]:
+    return Call("GET", "/v1/keys", lambda b: [KeyInfo.model_validate(k) for k in b["items"]])
+
+
+def revoke_key(key_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/keys/{key_id}", _none)

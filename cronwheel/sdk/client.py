@@ -1,0 +1,234 @@
+"""``cronwheel.Client`` (sync) and ``cronwheel.AsyncClient`` over the HTTP API.
+
+    with cronwheel.Client("http://127.0.0.1:8080", token) as cw:
+        job = cw.create_job({"name": "ping", "schedule": {"kind": "immediate"},
+                             "action": {"type": "webhook", "url": "https://example.com"}})
+
+Errors are :mod:`cronwheel.sdk.errors` exceptions carrying the problem details.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, TypeVar
+
+import httpx
+
+from cronwheel.sdk import _calls as calls
+from cronwheel.sdk.errors import error_for
+from cronwheel.sdk.models import JobInfo, KeyInfo, Page, RunInfo, TenantInfo
+
+T = TypeVar("T")
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _settings(url: str | None, token: str | None) -> tuple[str, dict[str, str]]:
+    url = url or os.environ.get("CRONWHEEL_URL") or DEFAULT_URL
+    token = token or os.environ.get("CRONWHEEL_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return url.rstrip("/"), headers
+
+
+def _read(call: calls.Call[T], response: httpx.Response) -> T:
+    if response.status_code >= 400:
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = {"detail": response.text}
+        retry = response.headers.get("Retry-After")
+        raise error_for(response.status_code, problem, float(retry) if retry else None)
+    return call.parse(response.json() if response.content else None)
+
+
+class Client:
+    """The API, synchronously. ``url``/``token`` default to CRONWHEEL_URL/CRONWHEEL_TOKEN."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        base, headers = _settings(url, token)
+        self._http = httpx.Client(
+            base_url=base, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: calls.Call[T]) -> T:
+        response = self._http.request(
+            call.method, call.path, json=call.json, params=call.params, headers=call.headers
+        )
+        return _read(call, response)
+
+    def create_job(self, spec: dict[str, Any], *, idempotency_key: str | None = None) -> JobInfo:
+        return self._send(calls.create_job(spec, idempotency_key))
+
+    def create_jobs(self, specs: list[dict[str, Any]]) -> list[JobInfo]:
+        return self._send(calls.create_jobs(specs))
+
+    def list_jobs(self, **filters: Any) -> Page[JobInfo]:
+        return self._send(calls.list_jobs(**filters))
+
+    def get_job(self, job_id: str) -> JobInfo:
+        return self._send(calls.get_job(job_id))
+
+    def update_job(self, job_id: str, version: int, **changes: Any) -> JobInfo:
+        return self._send(calls.update_job(job_id, version, changes))
+
+    def pause_job(self, job_id: str) -> JobInfo:
+        return self._send(calls.job_action(job_id, "pause"))
+
+    def resume_job(self, job_id: str, *, catch_up: bool = False) -> JobInfo:
+        return self._send(calls.job_action(job_id, "resume", {"catch_up": catch_up}))
+
+    def cancel_job(self, job_id: str) -> JobInfo:
+        return self._send(calls.cancel_job(job_id))
+
+    def trigger_job(self, job_id: str) -> RunInfo:
+        return self._send(calls.trigger(job_id))
+
+    def job_runs(self, job_id: str, **filters: Any) -> Page[RunInfo]:
+        return self._send(calls.job_runs(job_id, **filters))
+
+    def get_run(self, run_id: int) -> RunInfo:
+        return self._send(calls.get_run(run_id))
+
+    def cancel_run(self, run_id: int) -> RunInfo:
+        return self._send(calls.run_action(run_id, "cancel"))
+
+    def replay_run(self, run_id: int) -> RunInfo:
+        return self._send(calls.run_action(run_id, "replay"))
+
+    def dead_letter(self, **filters: Any) -> Page[RunInfo]:
+        return self._send(calls.dead_letter(**filters))
+
+    def replay_dead(
+        self, run_ids: list[int] | None = None, *, job_id: str | None = None
+    ) -> list[int]:
+        return self._send(calls.replay_dead(run_ids, job_id))
+
+    def create_tenant(self, tenant_id: str, name: str, **quotas: Any) -> TenantInfo:
+        return self._send(calls.create_tenant(tenant_id, name, **quotas))
+
+    def list_tenants(self) -> list[TenantInfo]:
+        return self._send(calls.list_tenants())
+
+    def create_key(
+        self, role: str, *, name: str | None = None, tenant_id: str | None = None
+    ) -> KeyInfo:
+        return self._send(calls.create_key(role, name, tenant_id))
+
+    def list_keys(self) -> list[KeyInfo]:
+        return self._send(calls.list_keys())
+
+    def revoke_key(self, key_id: str) -> None:
+        self._send(calls.revoke_key(key_id))
+
+
+class AsyncClient:
+    """The same API, for asyncio code."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        base, headers = _settings(url, token)
+        self._http = httpx.AsyncClient(
+            base_url=base, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: calls.Call[T]) -> T:
+        response = await self._http.request(
+            call.method, call.path, json=call.json, params=call.params, headers=call.headers
+        )
+        return _read(call, response)
+
+    async def create_job(
+        self, spec: dict[str, Any], *, idempotency_key: str | None = None
+    ) -> JobInfo:
+        return await self._send(calls.create_job(spec, idempotency_key))
+
+    async def create_jobs(self, specs: list[dict[str, Any]]) -> list[JobInfo]:
+        return await self._send(calls.create_jobs(specs))
+
+    async def list_jobs(self, **filters: Any) -> Page[JobInfo]:
+        return await self._send(calls.list_jobs(**filters))
+
+    async def get_job(self, job_id: str) -> JobInfo:
+        return await self._send(calls.get_job(job_id))
+
+    async def update_job(self, job_id: str, version: int, **changes: Any) -> JobInfo:
+        return await self._send(calls.update_job(job_id, version, changes))
+
+    async def pause_job(self, job_id: str) -> JobInfo:
+        return await self._send(calls.job_action(job_id, "pause"))
+
+    async def resume_job(self, job_id: str, *, catch_up: bool = False) -> JobInfo:
+        return await self._send(calls.job_action(job_id, "resume", {"catch_up": catch_up}))
+
+    async def cancel_job(self, job_id: str) -> JobInfo:
+        return await self._send(calls.cancel_job(job_id))
+
+    async def trigger_job(self, job_id: str) -> RunInfo:
+        return await self._send(calls.trigger(job_id))
+
+    async def job_runs(self, job_id: str, **filters: Any) -> Page[RunInfo]:
+        return await self._send(calls.job_runs(job_id, **filters))
+
+    async def get_run(self, run_id: int) -> RunInfo:
+        return await self._send(calls.get_run(run_id))
+
+    async def cancel_run(self, run_id: int) -> RunInfo:
+        return await self._send(calls.run_action(run_id, "cancel"))
+
+    async def replay_run(self, run_id: int) -> RunInfo:
+        return await self._send(calls.run_action(run_id, "replay"))
+
+    async def dead_letter(self, **filters: Any) -> Page[RunInfo]:
+        return await self._send(calls.dead_letter(**filters))
+
+    async def replay_dead(
+        self, run_ids: list[int] | None = None, *, job_id: str | None = None
+    ) -> list[int]:
+        return await self._send(calls.replay_dead(run_ids, job_id))
+
+    async def create_tenant(self, tenant_id: str, name: str, **quotas: Any) -> TenantInfo:
+        return await self._send(calls.create_tenant(tenant_id, name, **quotas))
+
+    async def list_tenants(self) -> list[TenantInfo]:
+        return await self._send(calls.list_tenants())
+
+    async def create_key(
+        self, role: str, *, name: str | None = None, tenant_id: str | None = None
+    ) -> KeyInfo:
+        return await self._send(calls.create_key(role, name, tenant_id))
+
+    async def list_keys(self) -> list[KeyInfo]:
+        return await self._send(calls.list_keys())
+
+    async def revoke_key(self, key_id: str) -> None:
+        await self._send(calls.revoke_key(key_id))

@@ -1,0 +1,97 @@
+"""What the API answers, as typed objects (see docs/api.md). Unknown fields are kept, so
+an SDK older than its server still works."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+T = TypeVar("T")
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class JobInfo(_Wire):
+    id: str
+    tenant_id: str
+    name: str
+    schedule: dict[str, Any]
+    action: dict[str, Any]
+    pool: str
+    payload: Any = None
+    priority: str
+    retry: dict[str, Any]
+    timeout_seconds: float
+    misfire: dict[str, Any]
+    overlap: str
+    jitter_seconds: float
+    catchup_seconds: float
+    delivery: str
+    state: str
+    version: int
+    next_fire_at: datetime | None = None
+    last_fire_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class AttemptInfo(_Wire):
+    id: int
+    run_id: int
+    job_id: str
+    attempt: int
+    worker_id: str | None = None
+    fence: int
+    started_at: datetime | None = None
+    finished_at: datetime
+    lag_seconds: float | None = None
+    outcome: str
+    error_class: str | None = None
+    error_message: str | None = None
+
+
+class RunInfo(_Wire):
+    id: int
+    tenant_id: str
+    job_id: str
+    scheduled_for: datetime
+    available_at: datetime
+    state: str
+    pool: str
+    priority: str | int
+    attempt: int
+    max_attempts: int
+    fence: int
+    idempotency_key: str
+    reason: str | None = None
+    last_error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempts: list[AttemptInfo] | None = None
+
+
+class Page(_Wire, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None
+
+
+class KeyInfo(_Wire):
+    id: str
+    tenant_id: str
+    role: str
+    name: str | None = None
+    created_at: datetime
+    token: str | None = None
+    """Only in the answer to a create: the secret is shown once."""
+
+
+class TenantInfo(_Wire):
+    id: str
+    name: str
+    max_jobs: int | None = None
+    max_creates_per_second: float | None = None
+    created_at: datetime

@@ -1,0 +1,193 @@
+"""The SQLite store's administrative verbs: tenants, API keys, idempotent responses and
+the worker registry.
+
+Each function runs on the connection's thread inside the transaction that
+:class:`~cronwheel.store.sqlite._conn.Connection` opened for it (``read`` or ``write``);
+:class:`~cronwheel.store.sqlite.store.SqliteStore` only picks which.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from cronwheel.errors import Conflict, NotFound
+from cronwheel.model import ApiKey, StoredResponse, Tenant, WorkerInfo
+from cronwheel.store.sqlite import _rows as rows
+
+# -- tenants -------------------------------------------------------------------------
+
+
+def create_tenant(c: sqlite3.Connection, tenant: Tenant) -> None:
+    try:
+        c.execute(
+            "INSERT INTO tenants (id, name, max_jobs, max_creates_per_second, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                tenant.id,
+                tenant.name,
+                tenant.max_jobs,
+                tenant.max_creates_per_second,
+                rows.us(tenant.created_at),
+            ),
+        )
+    except sqlite3.IntegrityError as exc:  # the primary key: the only constraint it can break
+        raise Conflict("id", f"tenant '{tenant.id}' already exists") from exc
+
+
+def get_tenant(c: sqlite3.Connection, tenant_id: str) -> Tenant | None:
+    row = c.execute("SELECT * FROM tenants WHERE id = ?", (tenant_id,)).fetchone()
+    return None if row is None else rows.tenant(row)
+
+
+def list_tenants(c: sqlite3.Connection) -> list[Tenant]:
+    return [rows.tenant(r) for r in c.execute("SELECT * FROM tenants ORDER BY id")]
+
+
+def update_tenant(c: sqlite3.Connection, tenant: Tenant) -> Tenant:
+    # created_at is the tenant's birth, not part of its definition: never rewritten.
+    row = c.execute(
+        "UPDATE tenants SET name = ?, max_jobs = ?, max_creates_per_second = ?"
+        " WHERE id = ? RETURNING *",
+        (tenant.name, tenant.max_jobs, tenant.max_creates_per_second, tenant.id),
+    ).fetchone()
+    if row is None:
+        raise NotFound("tenant", tenant.id)
+    return rows.tenant(row)
+
+
+def count_live_jobs(c: sqlite3.Connection, tenant_id: str) -> int:
+    count: int = c.execute(
+        "SELECT count(*) FROM jobs WHERE tenant_id = ? AND state NOT IN ('cancelled', 'completed')",
+        (tenant_id,),
+    ).fetchone()[0]
+    return count
+
+
+# -- API keys ------------------------------------------------------------------------
+
+
+def create_api_key(c: sqlite3.Connection, key: ApiKey) -> None:
+    # Checked first rather than read off the foreign key's IntegrityError, which SQLite
+    # does not attribute to a constraint.
+    if c.execute("SELECT 1 FROM tenants WHERE id = ?", (key.tenant_id,)).fetchone() is None:
+        raise NotFound("tenant", key.tenant_id)
+    try:
+        c.execute(
+            "INSERT INTO api_keys (id, tenant_id, key_hash, role, name, created_at, revoked_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                key.id,
+                key.tenant_id,
+                key.key_hash,
+                key.role.value,
+                key.name,
+                rows.us(key.created_at),
+                rows.us_or_none(key.revoked_at),
+            ),
+        )
+    except sqlite3.IntegrityError as exc:
+        raise _key_conflict(c, key) from exc
+
+
+def _key_conflict(c: sqlite3.Connection, key: ApiKey) -> Conflict:
+    """Which uniqueness rule a new key broke: its id, else its hash."""
+    if c.execute("SELECT 1 FROM api_keys WHERE id = ?", (key.id,)).fetchone() is not None:
+        return Conflict("id", f"API key '{key.id}' already exists")
+    return Conflict("id", "an API key with the same secret already exists")
+
+
+def find_api_key(c: sqlite3.Connection, key_hash: str) -> ApiKey | None:
+    row = c.execute("SELECT * FROM api_keys WHERE key_hash = ?", (key_hash,)).fetchone()
+    return None if row is None else rows.api_key(row)
+
+
+def list_api_keys(c: sqlite3.Connection, tenant_id: str) -> list[ApiKey]:
+    found = c.execute(
+        "SELECT * FROM api_keys WHERE tenant_id = ? ORDER BY created_at, id", (tenant_id,)
+    )
+    return [rows.api_key(r) for r in found]
+
+
+def revoke_api_key(c: sqlite3.Connection, tenant_id: str, key_id: str, now: datetime) -> ApiKey:
+    # coalesce: revoking again keeps the first instant, the one audits care about.
+    row = c.execute(
+        "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)"
+        " WHERE tenant_id = ? AND id = ? RETURNING *",
+        (rows.us(now), tenant_id, key_id),
+    ).fetchone()
+    if row is None:
+        raise NotFound("key", key_id)
+    return rows.api_key(row)
+
+
+# -- API idempotency -------------------------------------------------------------------
+
+
+def save_response(c: sqlite3.Connection, response: StoredResponse) -> StoredResponse:
+    """Insert unless kept already, then read back what is kept. Run under ``write``: the
+    write lock is held from BEGIN, so no other writer can slip between the two."""
+    c.execute(
+        "INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, response,"
+        " created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, key) DO NOTHING",
+        (
+            response.tenant_id,
+            response.key,
+            response.request_hash,
+            response.status,
+            rows.dumps(response.body),  # None becomes the JSON text "null"
+            rows.us(response.created_at),
+        ),
+    )
+    kept = get_response(c, response.tenant_id, response.key)
+    assert kept is not None  # inserted or already there, and nobody else can write now
+    return kept
+
+
+def get_response(c: sqlite3.Connection, tenant_id: str, key: str) -> StoredResponse | None:
+    row = c.execute(
+        "SELECT * FROM idempotency_keys WHERE tenant_id = ? AND key = ?", (tenant_id, key)
+    ).fetchone()
+    return None if row is None else rows.response(row)
+
+
+def delete_responses(c: sqlite3.Connection, before: datetime) -> int:
+    cursor = c.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (rows.us(before),))
+    return cursor.rowcount
+
+
+# -- worker registry -------------------------------------------------------------------
+
+
+def register_worker(c: sqlite3.Connection, worker: WorkerInfo) -> None:
+    # started_at is left out of the update: a heartbeat refreshes the record, and the
+    # first registration is when the worker started.
+    c.execute(
+        "INSERT INTO workers (id, tenant_id, host, pools, capacity, in_flight, started_at,"
+        " last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (id) DO UPDATE SET tenant_id = excluded.tenant_id,"
+        " host = excluded.host, pools = excluded.pools, capacity = excluded.capacity,"
+        " in_flight = excluded.in_flight, last_seen_at = excluded.last_seen_at",
+        (
+            worker.id,
+            worker.tenant_id,
+            worker.host,
+            rows.dumps(list(worker.pools)),
+            worker.capacity,
+            worker.in_flight,
+            rows.us(worker.started_at),
+            rows.us(worker.last_seen_at),
+        ),
+    )
+
+
+def list_workers(c: sqlite3.Connection, tenant_id: str, seen_since: datetime) -> list[WorkerInfo]:
+    found = c.execute(
+        "SELECT * FROM workers WHERE tenant_id = ? AND last_seen_at >= ? ORDER BY id",
+        (tenant_id, rows.us(seen_since)),
+    )
+    return [rows.worker(r) for r in found]
+
+
+def remove_worker(c: sqlite3.Connection, worker_id: str) -> None:
+    c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
