@@ -9,16 +9,22 @@ Several maintenance passes may run at once: each run is rescued exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock
+from cronwheel.model import new_id
 from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.maintenance")
+
+MAINTENANCE_LEASE = -1
+"""The shard-lease row whose holder is the one process doing maintenance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +46,14 @@ class MaintenanceResult:
 
 class Maintenance:
     def __init__(
-        self, store: Store, *, clock: Clock | None = None, config: MaintenanceConfig | None = None
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        config: MaintenanceConfig | None = None,
+        holder: str | None = None,
     ) -> None:
+        self.holder = holder or f"maintenance-{os.getpid()}-{new_id()[-6:]}"
         self.store = store
         self.clock = clock or SystemClock()
         self.config = config or MaintenanceConfig()
@@ -71,12 +83,21 @@ class Maintenance:
         return result
 
     async def run(self, stop: asyncio.Event) -> None:
+        """A pass every ``interval_seconds`` while this process holds the maintenance
+        lease: many processes run the service, one at a time does the work, and another
+        takes over within the lease TTL when it dies."""
         outage = Outage(log, "maintenance")
+        ttl = max(3 * self.config.interval_seconds, 10.0)
         while not stop.is_set():
             try:
-                await self.run_once()
+                if await self.store.acquire_shards(
+                    self.holder, [MAINTENANCE_LEASE], now=self.clock.now(), ttl_seconds=ttl
+                ):
+                    await self.run_once()
             except Exception as exc:
                 await sleep_or_stop(stop, outage.failed(exc))
                 continue
             outage.ok()
             await sleep_or_stop(stop, self.config.interval_seconds)
+        with contextlib.suppress(Exception):
+            await self.store.release_shards(self.holder, [MAINTENANCE_LEASE])

@@ -371,3 +371,29 @@ class StoredResponse:
     status: int
     body: JSON
     created_at: datetime
+
+
+SCHEDULER_TENANT = "@scheduler"
+"""Schedulers announce themselves in the process registry under this reserved tenant,
+so that each can count the live ones and take its share of the shards."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLease:
+    """One scheduler's hold on a slice of the job space. ``epoch`` grows with every
+    change of holder and guards every write the holder makes for the shard."""
+
+    shard: int
+    holder: str | None
+    epoch: int
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShardGuard:
+    """What a scheduler believes it owns: writes for other shards, or under an older
+    epoch, or past the lease's expiry, are refused."""
+
+    holder: str
+    epochs: Mapping[int, int]
+    shard_count: int

@@ -20,6 +20,7 @@ from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import JobState, RunState
 from cronwheel.planning import ScheduleCache, plan_job
+from cronwheel.shards import ShardingConfig, ShardOwner
 from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.scheduler")
@@ -65,33 +66,37 @@ class Scheduler:
         *,
         clock: Clock | None = None,
         config: SchedulerConfig | None = None,
-        shards: list[int] | None = None,
-        shard_count: int = 1,
+        sharding: ShardingConfig | None = None,
+        holder: str | None = None,
     ) -> None:
+        """Without ``sharding`` the scheduler serves every job (one process, or several
+        racing harmlessly); with it, only the shards it leases, each write guarded by
+        the shard's epoch."""
         self.store = store
         self.clock = clock or SystemClock()
         self.config = config or SchedulerConfig()
-        self.shards = shards
-        self.shard_count = shard_count
+        self.owner = None if sharding is None else ShardOwner(store, self.clock, sharding, holder)
         self._schedules = ScheduleCache()
 
     async def run_once(self) -> TickResult:
         """One tick: every due job's runs materialised, batch by batch."""
         result = TickResult()
         horizon = timedelta(seconds=self.config.horizon_seconds)
+        guard = None if self.owner is None else self.owner.guard
+        if guard is not None and not guard.epochs:
+            return result  # no shard of ours yet
+        shards = None if guard is None else sorted(guard.epochs)
+        count = 1 if guard is None else guard.shard_count
         for _ in range(self.config.max_batches_per_tick):
             now = self.clock.now()
             jobs = await self.store.fetch_due_jobs(
-                now + horizon,
-                limit=self.config.batch_size,
-                shards=self.shards,
-                shard_count=self.shard_count,
+                now + horizon, limit=self.config.batch_size, shards=shards, shard_count=count
             )
             if not jobs:
                 break
             plans = [plan_job(j, now, horizon=horizon, schedules=self._schedules) for j in jobs]
             written = await self.store.materialize_runs(
-                [r for p in plans for r in p.runs], [p.advance for p in plans]
+                [r for p in plans for r in p.runs], [p.advance for p in plans], guard=guard
             )
             result.jobs += written.advanced
             result.runs_inserted += written.inserted
@@ -107,16 +112,23 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set; sleep between ticks unless woken by a job change.
-        Its clock follows the store's, measured again every minute."""
-        synced_at = float("-inf")
-        outage = Outage(log, "scheduler tick")
+        Its clock follows the store's (measured every minute); with sharding it renews
+        and rebalances its shards every ``renew_seconds`` and hands them back on stop."""
         loop = asyncio.get_running_loop()
+        outage = Outage(log, "scheduler tick")
+        synced_at = rebalanced_at = float("-inf")
         while not stop.is_set():
             if loop.time() - synced_at > CLOCK_SYNC_SECONDS:
                 with contextlib.suppress(Exception):  # a failed sync keeps the last offset
                     await sync_to(self.clock, self.store.now)
                     synced_at = loop.time()
             try:
+                if (
+                    self.owner is not None
+                    and loop.time() - rebalanced_at >= self.owner.config.renew_seconds
+                ):
+                    await self.owner.rebalance()
+                    rebalanced_at = loop.time()
                 await self.run_once()
             except Exception as exc:  # the store may be restarting: log once, back off, go on
                 await sleep_or_stop(stop, outage.failed(exc))
@@ -125,3 +137,6 @@ class Scheduler:
             await first_of(
                 self.store.wait([JOBS_TOPIC], timeout=self.config.interval_seconds), stop.wait()
             )
+        if self.owner is not None:
+            with contextlib.suppress(Exception):  # a crash loses nothing either: leases expire
+                await self.owner.stop()

@@ -19,6 +19,7 @@ from cronwheel.maintenance import Maintenance
 from cronwheel.runtime import Service, load_handlers, serve
 from cronwheel.scheduler import Scheduler
 from cronwheel.service import JobService
+from cronwheel.shards import ShardingConfig
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker, WorkerConfig
@@ -124,16 +125,38 @@ def worker(
 
 @click.command()
 @db_option
+@click.option(
+    "--shards",
+    "shard_count",
+    envvar="CRONWHEEL_SHARDS",
+    default=64,
+    show_default=True,
+    help="How many shards the job space is split into (the same on every scheduler).",
+)
+@click.option(
+    "--shard-lease",
+    "shard_lease",
+    envvar="CRONWHEEL_SHARD_LEASE",
+    default=10.0,
+    show_default=True,
+    help="Shard lease TTL in seconds: a dead scheduler's shards move within about this.",
+)
 @duration_option
-def scheduler(db_url: str, duration: float | None) -> None:
-    """Materialise the runs of due jobs (run several for availability)."""
+def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float | None) -> None:
+    """Materialise the runs of due jobs; run several: they share the shards."""
+    try:
+        sharding = ShardingConfig(shard_count, shard_lease, min(2.0, shard_lease / 3))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
 
     async def main() -> None:
         async with _store(db_url) as store:
             stop = asyncio.Event()
             _stop_after(duration, stop)
-            click.echo(f"scheduler on {db_url}", err=True)
-            await serve([Scheduler(store), Maintenance(store)], stop=stop)
+            service = Scheduler(store, sharding=sharding)
+            holder = service.owner.holder if service.owner else "?"
+            click.echo(f"scheduler {holder} on {db_url}, {shard_count} shards", err=True)
+            await serve([service, Maintenance(store)], stop=stop)
 
     run_async(main)
 

@@ -38,6 +38,8 @@ from cronwheel.model import (
     NewRun,
     Run,
     RunState,
+    ShardGuard,
+    ShardLease,
     StoredResponse,
     Tenant,
     WorkerInfo,
@@ -279,11 +281,35 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def materialize_runs(
-        self, runs: Sequence[NewRun], advances: Sequence[JobAdvance]
+        self,
+        runs: Sequence[NewRun],
+        advances: Sequence[JobAdvance],
+        *,
+        guard: ShardGuard | None = None,
     ) -> MaterializeResult:
         """In one transaction: advance the jobs and insert their runs if absent. The runs
         of a job whose advance does not apply (stale version, no longer active) are
-        dropped."""
+        dropped. With ``guard``, so are the runs and advances of jobs whose shard
+        (``shard_key % shard_count``) the guard's holder no longer leases under the
+        guard's epoch, or whose lease has expired by the store's clock (reported as
+        stale); a takeover waits for a guarded write in progress to commit."""
+
+    # -- shards ------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def acquire_shards(
+        self, holder: str, shards: Sequence[int], *, now: datetime, ttl_seconds: float
+    ) -> list[ShardLease]:
+        """Lease each of ``shards`` that is free, expired (``expires_at <= now``) or
+        already ``holder``'s, until ``now + ttl_seconds``; a change of holder bumps the
+        epoch. Returns the leases ``holder`` has among ``shards`` afterwards."""
+
+    @abc.abstractmethod
+    async def release_shards(self, holder: str, shards: Sequence[int]) -> None:
+        """Give up ``holder``'s leases on ``shards`` at once (a clean stop, a rebalance)."""
+
+    @abc.abstractmethod
+    async def list_shard_leases(self) -> list[ShardLease]:
+        """Every shard lease row, by shard."""
 
     # -- workers ---------------------------------------------------------------------
     @abc.abstractmethod

@@ -28,10 +28,13 @@ from cronwheel.model import (
     NewRun,
     Run,
     RunState,
+    ShardGuard,
+    ShardLease,
     StoredResponse,
     Tenant,
     WorkerInfo,
 )
+from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Capabilities,
     Completion,
@@ -42,6 +45,7 @@ from cronwheel.store.base import (
     Store,
 )
 from cronwheel.store.postgres import _rows as rows
+from cronwheel.store.postgres import _shards
 from cronwheel.store.postgres import _sql as sql
 from cronwheel.store.postgres._errors import UNAVAILABLE, missing_parent, unique_conflict
 from cronwheel.store.postgres._listen import Listener
@@ -366,15 +370,56 @@ class PostgresStore(Store):
         return [rows.job(r) for r in found]
 
     async def materialize_runs(
-        self, runs: Sequence[NewRun], advances: Sequence[JobAdvance]
+        self,
+        runs: Sequence[NewRun],
+        advances: Sequence[JobAdvance],
+        *,
+        guard: ShardGuard | None = None,
     ) -> MaterializeResult:
         if not runs and not advances:
             return MaterializeResult(inserted=0, advanced=0)
-        args = [*rows.new_run_columns(runs), *rows.target_columns(runs, advances)]
-        row = await self._one(sql.MATERIALIZE_RUNS, *args)
-        advanced = set(row["advanced"])
+        row: asyncpg.Record | None
+        if guard is None:
+            args = [*rows.new_run_columns(runs), *rows.target_columns(runs, advances)]
+            row = await self._one(sql.MATERIALIZE_RUNS, *args)
+        else:
+            row, runs, advances = await self._guarded_materialize(guard, runs, advances)
+        advanced = set(row["advanced"]) if row is not None else set()
         stale = list(dict.fromkeys(a.job_id for a in advances if a.job_id not in advanced))
-        return MaterializeResult(inserted=row["inserted"], advanced=len(advanced), stale_jobs=stale)
+        inserted = row["inserted"] if row is not None else 0
+        return MaterializeResult(inserted=inserted, advanced=len(advanced), stale_jobs=stale)
+
+    async def _guarded_materialize(
+        self, guard: ShardGuard, runs: Sequence[NewRun], advances: Sequence[JobAdvance]
+    ) -> tuple[asyncpg.Record | None, Sequence[NewRun], Sequence[JobAdvance]]:
+        """The guard and the write in one transaction; refused jobs count as stale."""
+        async with self._connection() as conn, conn.transaction():
+            valid = await _shards.valid_shards(conn, guard)
+            mine, theirs, refused = guarded(guard, valid, runs, advances)
+            row = None
+            if mine or theirs:
+                args = [*rows.new_run_columns(mine), *rows.target_columns(mine, theirs)]
+                row = await conn.fetchrow(sql.MATERIALIZE_RUNS, *args)
+        refused_set = set(refused)
+        return row, mine, [*theirs, *(a for a in advances if a.job_id in refused_set)]
+
+    # -- shards ----------------------------------------------------------------------
+    async def acquire_shards(
+        self, holder: str, shards: Sequence[int], *, now: datetime, ttl_seconds: float
+    ) -> list[ShardLease]:
+        if not shards:
+            return []
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(_shards.ACQUIRE, holder, list(shards), now, ttl_seconds)
+            found = await conn.fetch(_shards.HELD, holder, list(shards))
+        return [_shards.lease(r) for r in found]
+
+    async def release_shards(self, holder: str, shards: Sequence[int]) -> None:
+        if shards:
+            await self._execute(_shards.RELEASE, holder, list(shards))
+
+    async def list_shard_leases(self) -> list[ShardLease]:
+        return [_shards.lease(r) for r in await self._fetch(_shards.ALL)]
 
     # -- workers ---------------------------------------------------------------------
     async def claim_runs(

@@ -24,11 +24,14 @@ from cronwheel.model import (
     RetryPolicy,
     Run,
     RunState,
+    ShardGuard,
+    ShardLease,
     StoredResponse,
     Tenant,
     WorkerInfo,
 )
 from cronwheel.store import migrate as migrations
+from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Capabilities,
     Completion,
@@ -40,6 +43,7 @@ from cronwheel.store.base import (
 )
 from cronwheel.store.sqlite import _admin as admin
 from cronwheel.store.sqlite import _rows as rows
+from cronwheel.store.sqlite import _shards
 from cronwheel.store.sqlite._conn import Connection
 from cronwheel.store.sqlite._wakeups import Wakeups
 
@@ -387,13 +391,21 @@ class SqliteStore(Store):
         return [rows.job(r) for r in found]
 
     async def materialize_runs(
-        self, runs: Sequence[NewRun], advances: Sequence[JobAdvance]
+        self,
+        runs: Sequence[NewRun],
+        advances: Sequence[JobAdvance],
+        *,
+        guard: ShardGuard | None = None,
     ) -> MaterializeResult:
         def fn(c: sqlite3.Connection) -> tuple[MaterializeResult, list[str]]:
             now = _now_us(c)
             advanced: set[str] = set()
             stale: list[str] = []
-            for a in advances:
+            todo_runs, todo_advances = runs, advances
+            if guard is not None:
+                valid = _shards.valid_shards(c, guard, now)
+                todo_runs, todo_advances, stale = guarded(guard, valid, runs, advances)
+            for a in todo_advances:
                 cursor = c.execute(
                     "UPDATE jobs SET next_fire_at = ?, last_fire_at = coalesce(?, last_fire_at),"
                     " state = ? WHERE id = ? AND version = ? AND state = 'active'",
@@ -406,9 +418,9 @@ class SqliteStore(Store):
                     ),
                 )
                 (advanced.add if cursor.rowcount else stale.append)(a.job_id)
-            unadvanced = {r.job_id for r in runs} - {a.job_id for a in advances}
+            unadvanced = {r.job_id for r in todo_runs} - {a.job_id for a in advances}
             live = _active_jobs(c, unadvanced) | advanced
-            mine = [r for r in runs if r.job_id in live]
+            mine = [r for r in todo_runs if r.job_id in live]
             before = c.total_changes
             pools = _insert_runs(c, mine, now)
             inserted = c.total_changes - before
@@ -417,6 +429,22 @@ class SqliteStore(Store):
         result, pools = await self._db.write(fn)
         self._wakeups.notify_pools(pools)
         return result
+
+    # -- shards ----------------------------------------------------------------------
+    async def acquire_shards(
+        self, holder: str, shards: Sequence[int], *, now: datetime, ttl_seconds: float
+    ) -> list[ShardLease]:
+        at, until = rows.us(now), rows.us(now) + round(ttl_seconds * 1_000_000)
+        if not shards:
+            return []
+        return await self._db.write(lambda c: _shards.acquire(c, holder, shards, at, until))
+
+    async def release_shards(self, holder: str, shards: Sequence[int]) -> None:
+        if shards:
+            await self._db.write(lambda c: _shards.release(c, holder, shards))
+
+    async def list_shard_leases(self) -> list[ShardLease]:
+        return await self._db.read(_shards.all_leases)
 
     # -- workers ---------------------------------------------------------------------
     async def claim_runs(
