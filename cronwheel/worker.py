@@ -10,6 +10,7 @@ store at start and then regularly, so a skewed node neither fires early nor late
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -17,7 +18,7 @@ import socket
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel._outage import Outage
@@ -26,7 +27,14 @@ from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, 
 from cronwheel.actions.webhook import WebhookAction
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
-from cronwheel.model import AttemptOutcome, ClaimedRun, RunState, new_id
+from cronwheel.model import (
+    DEFAULT_TENANT,
+    AttemptOutcome,
+    ClaimedRun,
+    RunState,
+    WorkerInfo,
+    new_id,
+)
 from cronwheel.store.base import Completion, Store
 
 log = logging.getLogger("cronwheel.worker")
@@ -97,6 +105,7 @@ class Worker:
         )
         self._completions: asyncio.Queue[Completion] = asyncio.Queue()
         self._completion_outage = Outage(log, "writing completions")
+        self._started_at: datetime | None = None
         self.completed = 0
 
     @property
@@ -125,6 +134,7 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain: finish or release in-flight runs."""
         await self.sync_clock()
+        self._started_at = self.clock.now()
         background = [
             asyncio.create_task(self._heartbeat_loop(stop), name="heartbeat"),
             asyncio.create_task(self._completion_loop(), name="completions"),
@@ -139,6 +149,8 @@ class Worker:
             await asyncio.gather(*background, return_exceptions=True)
             await self._flush_all()
             await self.webhooks.close()
+            with contextlib.suppress(Exception):  # a crash leaves a stale record: it ages out
+                await self.store.remove_worker(self.id)
             self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def run_once(self) -> int:
@@ -204,7 +216,9 @@ class Worker:
                 await asyncio.sleep(self.config.heartbeat_seconds)
 
     async def heartbeat(self) -> None:
-        """Extend every lease in one write; stop runs that were lost or cancelled."""
+        """Announce this worker, extend every lease in one write, and stop the runs that
+        were lost or cancelled."""
+        await self.store.register_worker(self._announcement())
         leases = [(run_id, f.claimed.run.fence) for run_id, f in self._inflight.items()]
         if not leases:
             return
@@ -234,6 +248,19 @@ class Worker:
                 log.debug("clock sync failed", exc_info=True)
 
     # -- one run -------------------------------------------------------------------------
+    def _announcement(self) -> WorkerInfo:
+        now = self.clock.now()
+        return WorkerInfo(
+            id=self.id,
+            tenant_id=DEFAULT_TENANT,
+            host=socket.gethostname(),
+            pools=tuple(self.config.pools),
+            capacity=sum(self.config.pools.values()),
+            in_flight=len(self._inflight),
+            started_at=self._started_at or now,
+            last_seen_at=now,
+        )
+
     def _start(self, claimed: ClaimedRun) -> None:
         run = claimed.run
         ctx = RunContext(

@@ -205,3 +205,13 @@ async def _state_is(store: Store, job_id: str, state: str) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_running_worker_is_registered_and_forgotten_when_it_stops(store: Store) -> None:
+    worker = Worker(store, FAST)
+    since = await store.now() - timedelta(minutes=1)
+    async with running(worker):
+        workers = await eventually(lambda: store.list_workers("default", seen_since=since))
+        [me] = workers
+        assert (me.id, me.pools, me.capacity) == (worker.id, ("default",), 4)
+    assert await store.list_workers("default", seen_since=since) == []
