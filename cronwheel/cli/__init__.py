@@ -29,3 +29,7 @@ from cronwheel.cli.remote import COMMANDS  # noqa: E402
 
 for _command in COMMANDS:
     main.add_command(_command)
+
+from cronwheel.cli.api import api  # noqa: E402
+
+main.add_command(api)

@@ -1,0 +1,86 @@
+"""The API's ASGI application: :func:`create_app` wires the routes, the guards, the
+problem handlers and the OpenAPI document around a store the caller owns."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from cronwheel.api import openapi, problems
+from cronwheel.api.auth import AuthConfig
+from cronwheel.api.guards import RequestGuard
+from cronwheel.api.idempotency import prune
+from cronwheel.api.quotas import Quotas
+from cronwheel.api.routes import admin, health, jobs, runs, workers
+from cronwheel.api.state import ApiState
+from cronwheel.clock import Clock, SystemClock, sync_to
+from cronwheel.jobspec import MAX_PAYLOAD_BYTES
+from cronwheel.store.base import Store
+
+log = logging.getLogger("cronwheel.api")
+
+MAX_BODY = 4 * MAX_PAYLOAD_BYTES
+"""A single request's body: room for a job with the largest payload, escaped."""
+MAX_BATCH_BODY = 64 * 1024 * 1024
+"""A batch's body: 10,000 jobs of about 6 KiB each."""
+HOUSEKEEPING_SECONDS = 60.0
+
+DESCRIPTION = """cronwheel's HTTP API: jobs, runs, the dead-letter queue, remote workers,
+tenants and keys. Errors are `application/problem+json`. See docs/api.md."""
+
+
+def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) -> FastAPI:
+    """The API over ``store``, which the caller opened and migrated, and closes."""
+    app = FastAPI(
+        title="cronwheel",
+        version=_version(),
+        description=DESCRIPTION,
+        lifespan=_lifespan,
+    )
+    app.state.api = ApiState(store, auth, clock or SystemClock(), Quotas(store))
+    problems.install(app)
+    for module in (health, jobs, runs, workers, admin):
+        app.include_router(module.router)
+    openapi.install(app)
+    app.add_middleware(
+        RequestGuard,
+        default_limit=MAX_BODY,
+        limits={"/v1/jobs/batch": MAX_BATCH_BODY},
+    )
+    return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Under a server: keep the clock on the store's, and forget old idempotent answers."""
+    state: ApiState = app.state.api
+    task = asyncio.create_task(_housekeeping(state), name="api-housekeeping")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _housekeeping(state: ApiState) -> None:
+    while True:
+        try:
+            await sync_to(state.clock, state.store.now)
+            await prune(state.store, state.clock.now())
+        except Exception:  # the store is down: requests say so (503); try again later
+            log.warning("API housekeeping failed; retrying", exc_info=True)
+        await asyncio.sleep(HOUSEKEEPING_SECONDS)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cronwheel")
+    except PackageNotFoundError:
+        return "0.0.0"

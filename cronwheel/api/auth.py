@@ -1,0 +1,134 @@
+"""Who is calling, and may they: bearer tokens, tenants and roles (docs/api.md).
+
+A token is ``cw_<key id>_<secret>``; the store keeps only the SHA-256 of the whole token,
+so a leaked database leaks no usable token. The ``--admin-token`` bootstrap and
+``--no-auth`` (loopback only, refused elsewhere by the CLI) act as a system admin of the
+``default`` tenant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from cronwheel.api.problems import ApiProblem
+from cronwheel.model import DEFAULT_TENANT, Role
+from cronwheel.store.base import Store
+
+TOKEN_PREFIX = "cw_"
+MAX_TOKEN_LENGTH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """How the API authenticates. ``disabled``: every request is a system admin."""
+
+    admin_token: str | None = None
+    disabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller: a tenant, a role, and a name for the audit log."""
+
+    tenant_id: str
+    role: Role
+    actor: str
+
+    @property
+    def system_admin(self) -> bool:
+        """An admin of the default tenant also manages tenants and every tenant's keys."""
+        return self.role is Role.ADMIN and self.tenant_id == DEFAULT_TENANT
+
+
+class Permission(Enum):
+    """What an endpoint needs; see :data:`ROLES_FOR` for which roles have it."""
+
+    READ = "read"
+    WRITE = "write"
+    WORK = "work"
+    SEE_WORKERS = "see workers"
+    ADMIN = "admin"
+    SYSTEM_ADMIN = "system admin"
+
+
+ROLES_FOR: dict[Permission, frozenset[Role]] = {
+    Permission.READ: frozenset({Role.READ, Role.WRITE, Role.ADMIN}),
+    Permission.WRITE: frozenset({Role.WRITE, Role.ADMIN}),
+    Permission.WORK: frozenset({Role.WORKER, Role.ADMIN}),
+    Permission.SEE_WORKERS: frozenset(Role),
+    Permission.ADMIN: frozenset({Role.ADMIN}),
+    Permission.SYSTEM_ADMIN: frozenset({Role.ADMIN}),
+}
+
+
+def hash_token(token: str) -> str:
+    """What the store keeps of a token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token(key_id: str) -> str:
+    """A fresh token for key ``key_id``: 256 bits of secret."""
+    return f"{TOKEN_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key: `cw_<key id>_<secret>` (or the server's --admin-token).",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def _unauthorized(detail: str) -> ApiProblem:
+    return ApiProblem(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def authenticate(request: Request, credentials: Credentials) -> Principal:
+    """The caller of this request; 401 if it has no valid token."""
+    state = request.app.state.api
+    config: AuthConfig = state.auth
+    if config.disabled:
+        return Principal(DEFAULT_TENANT, Role.ADMIN, "no-auth")
+    if credentials is None:
+        raise _unauthorized("an Authorization: Bearer <token> header is required")
+    token = credentials.credentials
+    if config.admin_token and hmac.compare_digest(token.encode(), config.admin_token.encode()):
+        return Principal(DEFAULT_TENANT, Role.ADMIN, "admin-token")
+    if not token.startswith(TOKEN_PREFIX) or len(token) > MAX_TOKEN_LENGTH:
+        raise _unauthorized("unknown token")
+    store: Store = state.store
+    key = await store.find_api_key(hash_token(token))
+    if key is None or key.revoked_at is not None:
+        raise _unauthorized("unknown or revoked token")
+    return Principal(key.tenant_id, key.role, f"key:{key.id}")
+
+
+def require(permission: Permission) -> object:
+    """A dependency: the caller, if its role has ``permission``; 403 otherwise."""
+
+    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        allowed = principal.role in ROLES_FOR[permission]
+        if permission is Permission.SYSTEM_ADMIN:
+            allowed = principal.system_admin
+        if not allowed:
+            raise ApiProblem(
+                403, f"a {principal.role.value} key may not do this (needs {permission.value})"
+            )
+        return principal
+
+    return Depends(check)
+
+
+Reader = Annotated[Principal, require(Permission.READ)]
+Writer = Annotated[Principal, require(Permission.WRITE)]
+WorkerKey = Annotated[Principal, require(Permission.WORK)]
+WorkerWatcher = Annotated[Principal, require(Permission.SEE_WORKERS)]
+Admin = Annotated[Principal, require(Permission.ADMIN)]
+SystemAdmin = Annotated[Principal, require(Permission.SYSTEM_ADMIN)]

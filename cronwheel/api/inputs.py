@@ -1,0 +1,200 @@
+"""What the API accepts: request bodies, validated before anything reaches the store.
+
+Job specs are :class:`cronwheel.jobspec.JobSpec`, with one change: a payload over
+256 KiB is a ``too_large`` error (413) rather than an invalid field (422).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from cronwheel import jobspec
+from cronwheel.errors import InvalidInput
+from cronwheel.jobspec import (
+    MAX_PAYLOAD_BYTES,
+    HandlerSpec,
+    MisfireSpec,
+    Name,
+    PoolName,
+    RetrySpec,
+    WebhookSpec,
+)
+from cronwheel.lifecycle import OutcomeKind
+from cronwheel.model import JSON, Delivery, Overlap, Role
+from cronwheel.schedule import schedule_from_dict, schedule_to_dict
+
+MAX_BATCH = 10_000
+INT32 = 2**31 - 1
+INT64 = 2**63 - 1
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+RunId = Annotated[int, Field(ge=1, le=INT64)]
+Fence = Annotated[int, Field(ge=0, le=INT32)]
+LeaseSeconds = Annotated[float, Field(ge=1, le=3600)]
+TenantId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+WorkerId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:@-]{1,128}$")]
+Text = Annotated[str, Field(max_length=4000)]
+
+
+def check_payload(payload: JSON) -> JSON:
+    """A payload over the limit is refused as too large (413), not as invalid."""
+    size = len(json.dumps(payload).encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise PydanticCustomError(
+            "too_large",
+            "is {size} bytes; the limit is {limit} (256 KiB)",
+            {"size": size, "limit": MAX_PAYLOAD_BYTES},
+        )
+    return payload
+
+
+def check_schedule(schedule: dict[str, Any]) -> dict[str, Any]:
+    """A schedule in its normal form; a date out of the calendar's range (year 9999 in a
+    timezone west of UTC…) is invalid, not a crash."""
+    try:
+        return schedule_to_dict(schedule_from_dict(schedule))
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    except OverflowError:
+        raise ValueError("a date is out of range") from None
+
+
+class JobSpec(jobspec.JobSpec):
+    """A job as a client describes it (see docs/api.md)."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, schedule: dict[str, Any]) -> dict[str, Any]:
+        return check_schedule(schedule)
+
+    @field_validator("payload")
+    @classmethod
+    def _small_payload(cls, payload: JSON) -> JSON:
+        return check_payload(payload)
+
+
+class JobPatch(BaseModel):
+    """The fields to change; each replaces the job's value whole (``retry`` included)."""
+
+    model_config = _STRICT
+    name: Name | None = None
+    schedule: dict[str, Any] | None = None
+    action: Annotated[WebhookSpec | HandlerSpec, Field(discriminator="type")] | None = None
+    pool: PoolName | None = None
+    payload: JSON = None
+    priority: Literal["critical", "high", "normal", "low"] | None = None
+    retry: RetrySpec | None = None
+    timeout_seconds: float | None = Field(None, gt=0, le=7 * 86_400)
+    misfire: MisfireSpec | None = None
+    overlap: Overlap | None = None
+    jitter_seconds: float | None = Field(None, ge=0, le=86_400)
+    catchup_seconds: float | None = Field(None, ge=0, le=365 * 86_400)
+    delivery: Delivery | None = None
+
+    @field_validator("payload")
+    @classmethod
+    def _small_payload(cls, payload: JSON) -> JSON:
+        return check_payload(payload)
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, schedule: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if schedule is None else check_schedule(schedule)
+
+    def changes(self) -> dict[str, Any]:
+        """Only what the client sent, as JSON values (a ``null`` payload included)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class BatchIn(BaseModel):
+    model_config = _STRICT
+    jobs: list[JobSpec] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class ResumeIn(BaseModel):
+    model_config = _STRICT
+    catch_up: bool = False
+
+
+class DeadReplayIn(BaseModel):
+    """Either ``run_ids``, or ``job_id`` with ``all: true``."""
+
+    model_config = _STRICT
+    run_ids: list[RunId] | None = Field(None, max_length=MAX_BATCH)
+    job_id: str | None = Field(None, max_length=64)
+    all: bool = False
+
+
+class ClaimIn(BaseModel):
+    model_config = _STRICT
+    worker_id: WorkerId
+    pools: list[PoolName] = Field(min_length=1, max_length=100)
+    capacity: int = Field(1, ge=1, le=1000)
+    lease_seconds: LeaseSeconds = 30.0
+    host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    in_flight: int = Field(0, ge=0, le=100_000)
+    """Runs the worker holds already, for the registry (``GET /v1/workers``)."""
+
+
+class LeaseIn(BaseModel):
+    model_config = _STRICT
+    run_id: RunId
+    fence: Fence
+
+
+class HeartbeatIn(BaseModel):
+    model_config = _STRICT
+    worker_id: WorkerId
+    leases: list[LeaseIn] = Field(max_length=100_000)
+    lease_seconds: LeaseSeconds = 30.0
+    host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    pools: list[PoolName] | None = Field(None, max_length=100)
+    capacity: int | None = Field(None, ge=1, le=1000)
+
+
+class CompleteIn(BaseModel):
+    model_config = _STRICT
+    worker_id: WorkerId
+    fence: Fence
+    outcome: OutcomeKind
+    error_class: Annotated[str, Field(max_length=200)] | None = None
+    error_message: Text | None = None
+    retry_after: float | None = Field(None, ge=0, le=7 * 86_400)
+
+
+class TenantIn(BaseModel):
+    model_config = _STRICT
+    id: TenantId
+    name: Name
+    max_jobs: int | None = Field(None, ge=0, le=INT32)
+    max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000)
+
+
+class TenantPatch(BaseModel):
+    """The fields to change; ``null`` removes a quota."""
+
+    model_config = _STRICT
+    name: Name | None = None
+    max_jobs: int | None = Field(None, ge=0, le=INT32)
+    max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000)
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str | None) -> str:
+        if name is None:
+            raise ValueError("a tenant keeps a name: it cannot be null")
+        return name
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
+
+
+class KeyIn(BaseModel):
+    model_config = _STRICT
+    role: Role
+    name: Name | None = None
+    tenant_id: TenantId | None = None

@@ -1,0 +1,1 @@
+"""One router per resource; :func:`cronwheel.api.app.create_app` mounts them all."""

@@ -1,0 +1,285 @@
+"""``/v1/jobs``: create (one or a batch), list, read, change, pause, resume, cancel and
+trigger jobs, and list a job's runs."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from cronwheel.api.auth import Principal, Reader, Writer
+from cronwheel.api.guards import GuardedRoute
+from cronwheel.api.idempotency import Idempotency, IdempotencyKey
+from cronwheel.api.inputs import BatchIn, JobPatch, JobSpec, ResumeIn
+from cronwheel.api.openapi import problems
+from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, after_job, before_run, page
+from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unprocessable
+from cronwheel.api.schemas import JobItems, JobOut, Page, RunOut, dump
+from cronwheel.api.state import ApiState, api_state
+from cronwheel.errors import InvalidInput, NotFound
+from cronwheel.model import JobState, RunState
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+JobId = Annotated[str, Path(max_length=64, description="A job id (a UUID).")]
+IfMatch = Annotated[
+    str | None,
+    Header(alias="If-Match", max_length=64, description='The version you edit: `3` or `"3"`.'),
+]
+
+
+def checked_job_id(job_id: str) -> str:
+    """A job id as the store knows them; anything else names no job (404)."""
+    if not _UUID.match(job_id):
+        raise NotFound("job", job_id)
+    return job_id
+
+
+def job_response(body: Any, status: int = 200) -> JSONResponse:
+    """A job answer, with its version as the ETag (what PATCH's If-Match names)."""
+    headers = {"ETag": f'"{body["version"]}"'}
+    if status == 201:
+        headers["Location"] = f"/v1/jobs/{body['id']}"
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _plannable(specs: list[JobSpec], tenant_id: str, now: datetime, *, batch: bool) -> None:
+    """Check what only planning reveals (a one-time job in the past) and names repeated
+    in one batch, item by item, before the quota is charged or the store is reached."""
+    errors: list[FieldError] = []
+    first_with: dict[str, int] = {}
+    for i, spec in enumerate(specs):
+        index = i if batch else None
+        try:
+            spec.to_job(tenant_id=tenant_id, now=now)
+        except InvalidInput as exc:
+            errors.append(FieldError(*refine(exc.field, exc.reason), index=index))
+        except ArithmeticError:  # an occurrence past year 9999, an interval of 1 ns…
+            errors.append(FieldError("schedule", "its occurrences are out of range", index))
+        if spec.name in first_with:
+            reason = f"is also the name of item {first_with[spec.name]} of this batch"
+            errors.append(FieldError("name", reason, index))
+        first_with.setdefault(spec.name, i)
+    if errors:
+        raise unprocessable(errors)
+
+
+def _spec(spec: JobSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json")
+
+
+async def _create(
+    state: ApiState, principal: Principal, specs: list[JobSpec], *, batch: bool
+) -> list[Any]:
+    """Check, admit under the quotas, create: the created jobs as JSON bodies."""
+    tenant = principal.tenant_id
+    _plannable(specs, tenant, state.clock.now(), batch=batch)
+    await state.quotas.admit(tenant, len(specs))
+    jobs = await state.service(principal).create_many([_spec(s) for s in specs], tenant_id=tenant)
+    return [dump(JobOut.of(j)) for j in jobs]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=JobOut,
+    responses=problems(409, 429),
+    summary="Create a job",
+)
+async def create_job(
+    spec: JobSpec, request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
+) -> JSONResponse:
+    state = api_state(request)
+    idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
+    replay = await idempotency.replay()
+    if replay is None:
+        [body] = await _create(state, principal, [spec], batch=False)
+        replay = await idempotency.remember(201, body)
+    return job_response(replay.body, replay.status)
+
+
+@router.post(
+    "/batch",
+    status_code=201,
+    response_model=JobItems,
+    responses=problems(409, 429),
+    summary="Create up to 10,000 jobs, all or nothing",
+)
+async def create_jobs(
+    batch: BatchIn, request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
+) -> JSONResponse:
+    state = api_state(request)
+    idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
+    replay = await idempotency.replay()
+    if replay is None:
+        items = await _create(state, principal, batch.jobs, batch=True)
+        replay = await idempotency.remember(201, {"items": items})
+    return JSONResponse(replay.body, status_code=replay.status)
+
+
+@router.get("", response_model=Page[JobOut], responses=problems(), summary="List jobs")
+async def list_jobs(
+    request: Request,
+    principal: Reader,
+    state: JobState | None = None,
+    pool: Annotated[str | None, Query(max_length=64)] = None,
+    name_prefix: Annotated[str | None, Query(max_length=200)] = None,
+    cursor: Cursor = None,
+    limit: Limit = DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    """Jobs in creation order; the cursor stays valid while jobs are created."""
+    jobs = (
+        await api_state(request)
+        .service(principal)
+        .list_jobs(
+            tenant_id=principal.tenant_id,
+            state=state,
+            pool=pool,
+            name_prefix=name_prefix,
+            after_id=after_job(cursor),
+            limit=limit + 1,
+        )
+    )
+    items, next_cursor = page(jobs, limit, "job", "id")
+    return {"items": [dump(JobOut.of(j)) for j in items], "next_cursor": next_cursor}
+
+
+@router.get("/{job_id}", response_model=JobOut, responses=problems(404), summary="Read a job")
+async def get_job(job_id: JobId, request: Request, principal: Reader) -> JSONResponse:
+    service = api_state(request).service(principal)
+    job = await service.get(checked_job_id(job_id), tenant_id=principal.tenant_id)
+    return job_response(dump(JobOut.of(job)))
+
+
+def expected_version(if_match: str | None) -> int | None:
+    """The version ``If-Match`` names (None for ``*``: any); 428 if it is missing."""
+    if if_match is None:
+        raise ApiProblem(
+            428,
+            "If-Match is required: send the version you edit (the job's ETag)",
+            field="If-Match",
+        )
+    value = if_match.strip().removeprefix("W/").strip('"')
+    if value == "*":
+        return None
+    if not value.isdigit() or len(value) > 9:
+        raise invalid("If-Match", 'expected a job version, e.g. "3"')
+    return int(value)
+
+
+@router.patch(
+    "/{job_id}",
+    response_model=JobOut,
+    responses=problems(404, 409, 412, 428),
+    summary="Change a job",
+)
+async def update_job(
+    job_id: JobId, patch: JobPatch, request: Request, principal: Writer, if_match: IfMatch = None
+) -> JSONResponse:
+    """Each field sent replaces the job's value; the version bumps."""
+    expected = expected_version(if_match)
+    job = (
+        await api_state(request)
+        .service(principal)
+        .update(
+            checked_job_id(job_id),
+            expected_version=expected,
+            tenant_id=principal.tenant_id,
+            **patch.changes(),
+        )
+    )
+    return job_response(dump(JobOut.of(job)))
+
+
+@router.delete(
+    "/{job_id}", response_model=JobOut, responses=problems(404, 409), summary="Cancel a job"
+)
+async def cancel_job(job_id: JobId, request: Request, principal: Writer) -> JSONResponse:
+    """Soft delete: no new runs, pending runs cancelled, the job kept for audit."""
+    service = api_state(request).service(principal)
+    job = await service.cancel(checked_job_id(job_id), tenant_id=principal.tenant_id)
+    return job_response(dump(JobOut.of(job)))
+
+
+@router.post(
+    "/{job_id}/pause", response_model=JobOut, responses=problems(404, 409), summary="Pause a job"
+)
+async def pause_job(job_id: JobId, request: Request, principal: Writer) -> JSONResponse:
+    service = api_state(request).service(principal)
+    job = await service.pause(checked_job_id(job_id), tenant_id=principal.tenant_id)
+    return job_response(dump(JobOut.of(job)))
+
+
+@router.post(
+    "/{job_id}/resume",
+    response_model=JobOut,
+    responses=problems(404, 409),
+    summary="Resume a paused job",
+)
+async def resume_job(
+    job_id: JobId, request: Request, principal: Writer, body: ResumeIn | None = None
+) -> JSONResponse:
+    """From now on; with ``catch_up`` the occurrences missed are handed to the misfire
+    policy instead of being recorded as skipped."""
+    service = api_state(request).service(principal)
+    job = await service.resume(
+        checked_job_id(job_id),
+        catch_up=body is not None and body.catch_up,
+        tenant_id=principal.tenant_id,
+    )
+    return job_response(dump(JobOut.of(job)))
+
+
+@router.post(
+    "/{job_id}/trigger",
+    status_code=201,
+    response_model=RunOut,
+    responses=problems(404, 409, 429),
+    summary="Run a job now",
+)
+async def trigger_job(
+    job_id: JobId, request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
+) -> JSONResponse:
+    """A manual run besides the schedule."""
+    state = api_state(request)
+    idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
+    replay = await idempotency.replay()
+    if replay is None:
+        service = state.service(principal)
+        run = await service.trigger(checked_job_id(job_id), tenant_id=principal.tenant_id)
+        replay = await idempotency.remember(201, dump(RunOut.of(run)))
+    location = {"Location": f"/v1/runs/{replay.body['id']}"}
+    return JSONResponse(replay.body, status_code=replay.status, headers=location)
+
+
+@router.get(
+    "/{job_id}/runs",
+    response_model=Page[RunOut],
+    responses=problems(404),
+    summary="A job's runs, newest first",
+)
+async def job_runs(
+    job_id: JobId,
+    request: Request,
+    principal: Reader,
+    state: RunState | None = None,
+    cursor: Cursor = None,
+    limit: Limit = DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    runs = (
+        await api_state(request)
+        .service(principal)
+        .runs(
+            checked_job_id(job_id),
+            tenant_id=principal.tenant_id,
+            state=state,
+            before_id=before_run(cursor),
+            limit=limit + 1,
+        )
+    )
+    items, next_cursor = page(runs, limit, "run", "id")
+    return {"items": [dump(RunOut.of(r)) for r in items], "next_cursor": next_cursor}

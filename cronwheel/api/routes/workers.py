@@ -1,0 +1,235 @@
+"""Remote workers over HTTP: claim, heartbeat, complete, and the registry of workers.
+
+A remote worker is any process, in any language, holding a ``worker`` key. Its
+``worker_id`` is namespaced by its tenant (``<tenant>/<worker_id>``) wherever the store
+keeps it (lease owners, attempts, the registry), so a worker of one tenant can never
+heartbeat or complete a run another tenant's worker holds. Completions go through
+:func:`cronwheel.lifecycle.completion_for`, exactly as the in-process worker's do.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+
+from cronwheel.api.auth import Principal, WorkerKey, WorkerWatcher
+from cronwheel.api.guards import GuardedRoute
+from cronwheel.api.inputs import INT64, ClaimIn, CompleteIn, HeartbeatIn
+from cronwheel.api.openapi import problems
+from cronwheel.api.problems import ApiProblem
+from cronwheel.api.schemas import (
+    ClaimedOut,
+    ClaimOut,
+    HeartbeatOut,
+    RunOut,
+    WorkerItems,
+    WorkerOut,
+    dump,
+)
+from cronwheel.api.state import ApiState, api_state
+from cronwheel.errors import Conflict, NotFound
+from cronwheel.lifecycle import Outcome, completion_for
+from cronwheel.model import ClaimedRun, Run, RunState, WorkerInfo
+
+router = APIRouter(tags=["workers"], route_class=GuardedRoute)
+
+SEEN_WINDOW = timedelta(seconds=60)
+"""``GET /v1/workers`` lists the workers heard from within this window."""
+RunId = Annotated[int, Path(ge=1, le=INT64, description="A run id.")]
+_rng = random.Random()
+
+
+def lease_owner(principal: Principal, worker_id: str) -> str:
+    """The name the store knows a remote worker by."""
+    return f"{principal.tenant_id}/{worker_id}"
+
+
+async def _check_claims_scoped(state: ApiState, principal: Principal) -> None:
+    """The store claims due runs by pool, whatever their tenant. Until it can scope a
+    claim to one tenant, a claim is served only where that cannot matter: while the
+    caller's tenant is the only one (501 otherwise, rather than hand out runs, payloads
+    and attempts of another tenant)."""
+    tenants = await state.store.list_tenants()
+    if any(t.id != principal.tenant_id for t in tenants):
+        raise ApiProblem(
+            501,
+            "remote workers are not available in a deployment with several tenants yet:"
+            " the store cannot scope a claim to one tenant",
+        )
+
+
+@router.post(
+    "/v1/workers/claim",
+    response_model=ClaimOut,
+    responses=problems(501),
+    summary="Claim due runs",
+)
+async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
+    """Lease up to ``capacity`` due runs of ``pools``, by priority then due time. Each
+    answer carries the run's ``fence``: send it with every heartbeat and the completion."""
+    state = api_state(request)
+    await _check_claims_scoped(state, principal)
+    now = state.clock.now()
+    owner = lease_owner(principal, body.worker_id)
+    claimed = await state.store.claim_runs(
+        owner,
+        body.pools,
+        limit=body.capacity,
+        now=now,
+        prefetch_until=now,
+        lease_seconds=body.lease_seconds,
+    )
+    worker = WorkerInfo(
+        id=owner,
+        tenant_id=principal.tenant_id,
+        host=body.host or _client_host(request),
+        pools=tuple(body.pools),
+        capacity=body.capacity,
+        in_flight=body.in_flight + len(claimed),
+        started_at=now,
+        last_seen_at=now,
+    )
+    await state.store.register_worker(worker)
+    return dump(ClaimOut(runs=[ClaimedOut.of(c) for c in claimed]))
+
+
+@router.post(
+    "/v1/workers/heartbeat",
+    response_model=HeartbeatOut,
+    responses=problems(),
+    summary="Extend leases",
+)
+async def heartbeat(body: HeartbeatIn, request: Request, principal: WorkerKey) -> Any:
+    """Extend the leases still held; ``lost`` ones must be stopped, and
+    ``cancel_requested`` ones stopped and completed as ``cancelled``."""
+    state = api_state(request)
+    now = state.clock.now()
+    owner = lease_owner(principal, body.worker_id)
+    result = await state.store.heartbeat(
+        owner,
+        [(lease.run_id, lease.fence) for lease in body.leases],
+        now=now,
+        lease_seconds=body.lease_seconds,
+    )
+    await _refresh(state, principal, owner, body, request, now)
+    return dump(
+        HeartbeatOut(
+            extended=result.extended, lost=result.lost, cancel_requested=result.cancel_requested
+        )
+    )
+
+
+async def _refresh(
+    state: ApiState,
+    principal: Principal,
+    owner: str,
+    body: HeartbeatIn,
+    request: Request,
+    now: datetime,
+) -> None:
+    """Refresh the worker's registry record; what the heartbeat does not say (pools,
+    capacity) is kept from its last claim."""
+    known = await state.store.list_workers(principal.tenant_id, seen_since=now - timedelta(days=1))
+    last = next((w for w in known if w.id == owner), None)
+    pools = body.pools if body.pools is not None else (last.pools if last else ())
+    capacity = body.capacity or (last.capacity if last else max(1, len(body.leases)))
+    worker = WorkerInfo(
+        id=owner,
+        tenant_id=principal.tenant_id,
+        host=body.host or (last.host if last else _client_host(request)),
+        pools=tuple(pools),
+        capacity=capacity,
+        in_flight=len(body.leases),
+        started_at=now,
+        last_seen_at=now,
+    )
+    await state.store.register_worker(worker)
+
+
+@router.post(
+    "/v1/runs/{run_id}/complete",
+    response_model=RunOut,
+    responses=problems(404, 409),
+    summary="Report a run's outcome",
+)
+async def complete(run_id: RunId, body: CompleteIn, request: Request, principal: WorkerKey) -> Any:
+    """Record the attempt and move the run on (succeeded, retry later, dead, cancelled),
+    fenced: 409 if the run is no longer this worker's."""
+    state = api_state(request)
+    owner = lease_owner(principal, body.worker_id)
+    run = await _held_run(state, principal, run_id, owner, body.fence)
+    claimed = await _as_claimed(state, principal, run)
+    now = state.clock.now()
+    outcome = Outcome(body.outcome, body.error_class, body.error_message, body.retry_after)
+    done = completion_for(
+        claimed,
+        outcome,
+        worker_id=owner,
+        started_at=run.started_at or now,
+        finished_at=now,
+        rng=_rng,
+    )
+    if run_id not in await state.store.complete_runs([done]):
+        raise _stale(run, body.fence)  # taken over between the read and the write
+    return dump(RunOut.of(await _run(state, principal, run_id)))
+
+
+async def _run(state: ApiState, principal: Principal, run_id: int) -> Run:
+    run = await state.store.get_run(principal.tenant_id, run_id)
+    if run is None:
+        raise NotFound("run", run_id)
+    return run
+
+
+async def _held_run(
+    state: ApiState, principal: Principal, run_id: int, owner: str, fence: int
+) -> Run:
+    """The run, if this worker still holds it under ``fence``; 409 otherwise."""
+    run = await _run(state, principal, run_id)
+    if run.state is not RunState.RUNNING or run.fence != fence or run.lease_owner != owner:
+        raise _stale(run, fence)
+    return run
+
+
+def _stale(run: Run, fence: int) -> Conflict:
+    return Conflict(
+        "fence",
+        f"the run is no longer yours (sent fence {fence}; the run is {run.state.value}"
+        f" at fence {run.fence}): stop it and do not retry the completion",
+    )
+
+
+async def _as_claimed(state: ApiState, principal: Principal, run: Run) -> ClaimedRun:
+    job = await state.store.get_job(principal.tenant_id, run.job_id)
+    if job is None:
+        raise NotFound("job", run.job_id)
+    return ClaimedRun(
+        run=run,
+        job_name=job.name,
+        action=job.action,
+        payload=job.payload,
+        retry=job.retry,
+        timeout_seconds=job.timeout_seconds,
+        delivery=job.delivery,
+    )
+
+
+@router.get(
+    "/v1/workers",
+    response_model=WorkerItems,
+    responses=problems(),
+    summary="Workers seen in the last minute",
+)
+async def list_workers(request: Request, principal: WorkerWatcher) -> Any:
+    state = api_state(request)
+    since = state.clock.now() - SEEN_WINDOW
+    workers = await state.store.list_workers(principal.tenant_id, seen_since=since)
+    prefix = f"{principal.tenant_id}/"
+    return dump(WorkerItems(items=[WorkerOut.of(w, w.id.removeprefix(prefix)) for w in workers]))
+
+
+def _client_host(request: Request) -> str:
+    return request.client.host if request.client else "unknown"

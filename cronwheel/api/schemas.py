@@ -1,0 +1,291 @@
+"""What the API answers: pydantic models that ``/openapi.json`` documents, built from the
+engine's dataclasses. Times are ISO 8601 with ``+00:00`` (pydantic would write ``Z``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
+
+from cronwheel.model import (
+    ApiKey,
+    Attempt,
+    AttemptOutcome,
+    Backoff,
+    ClaimedRun,
+    Delivery,
+    Job,
+    JobState,
+    MisfireMode,
+    Overlap,
+    Priority,
+    Role,
+    Run,
+    RunState,
+    Tenant,
+    WorkerInfo,
+)
+
+Instant = Annotated[
+    datetime,
+    PlainSerializer(lambda d: d.isoformat(), return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+PriorityName = Literal["critical", "high", "normal", "low"]
+T = TypeVar("T")
+
+
+def fields(source: object, model: type[BaseModel], *skip: str) -> dict[str, Any]:
+    """The attributes of ``source`` that ``model`` has a field for, but ``skip``."""
+    return {name: getattr(source, name) for name in model.model_fields if name not in skip}
+
+
+def priority_name(priority: Priority) -> PriorityName:
+    name: PriorityName = priority.name.lower()  # type: ignore[assignment]
+    return name
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RetryOut(_Out):
+    max_attempts: int
+    backoff: Backoff
+    initial_delay: float
+    max_delay: float
+    budget_seconds: float | None
+
+
+class MisfireOut(_Out):
+    mode: MisfireMode
+    limit: int
+
+
+class JobOut(_Out):
+    """A job definition and where it is in its life."""
+
+    id: str
+    tenant_id: str
+    name: str
+    schedule: dict[str, Any]
+    action: dict[str, Any]
+    pool: str
+    payload: Any
+    priority: PriorityName
+    retry: RetryOut
+    timeout_seconds: float
+    misfire: MisfireOut
+    overlap: Overlap
+    jitter_seconds: float
+    catchup_seconds: float
+    delivery: Delivery
+    state: JobState
+    version: int
+    next_fire_at: Instant | None
+    last_fire_at: Instant | None
+    created_at: Instant
+    updated_at: Instant
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        return cls(
+            **fields(job, cls, "priority", "retry", "misfire"),
+            priority=priority_name(job.priority),
+            retry=RetryOut(**job.retry.to_dict()),
+            misfire=MisfireOut(**job.misfire.to_dict()),
+        )
+
+
+class RunOut(_Out):
+    """One occurrence of a job, with its lease and fence."""
+
+    id: int
+    tenant_id: str
+    job_id: str
+    scheduled_for: Instant
+    available_at: Instant
+    state: RunState
+    pool: str
+    priority: PriorityName
+    attempt: int
+    max_attempts: int
+    fence: int
+    job_version: int
+    lease_owner: str | None
+    lease_expires_at: Instant | None
+    cancel_requested: bool
+    started_at: Instant | None
+    finished_at: Instant | None
+    reason: str | None
+    last_error: str | None
+    idempotency_key: str
+    created_at: Instant
+
+    @classmethod
+    def of(cls, run: Run) -> RunOut:
+        return cls(**fields(run, RunOut, "priority"), priority=priority_name(run.priority))
+
+
+class AttemptOut(_Out):
+    """One execution try of a run."""
+
+    id: int
+    run_id: int
+    job_id: str
+    attempt: int
+    worker_id: str | None
+    fence: int
+    started_at: Instant | None
+    finished_at: Instant
+    lag_seconds: float | None
+    outcome: AttemptOutcome
+    error_class: str | None
+    error_message: str | None
+
+    @classmethod
+    def of(cls, attempt: Attempt) -> AttemptOut:
+        return cls(**fields(attempt, cls))
+
+
+class RunDetailOut(RunOut):
+    """A run with its history of attempts."""
+
+    attempts: list[AttemptOut]
+
+    @classmethod
+    def with_attempts(cls, run: Run, attempts: list[Attempt]) -> RunDetailOut:
+        base = RunOut.of(run).model_dump()
+        return cls(**base, attempts=[AttemptOut.of(a) for a in attempts])
+
+
+class Page(_Out, Generic[T]):
+    """A page of a list; pass ``next_cursor`` back as ``cursor`` for the next one."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+class JobItems(_Out):
+    items: list[JobOut]
+
+
+class ReplayedOut(_Out):
+    replayed: list[int]
+
+
+class ClaimedOut(_Out):
+    """A run a remote worker now holds, with what it needs to execute it."""
+
+    run: RunOut
+    job_name: str
+    action: dict[str, Any]
+    payload: Any
+    timeout_seconds: float
+    lease_expires_at: Instant | None
+
+    @classmethod
+    def of(cls, claimed: ClaimedRun) -> ClaimedOut:
+        return cls(
+            run=RunOut.of(claimed.run),
+            job_name=claimed.job_name,
+            action=dict(claimed.action),
+            payload=claimed.payload,
+            timeout_seconds=claimed.timeout_seconds,
+            lease_expires_at=claimed.run.lease_expires_at,
+        )
+
+
+class ClaimOut(_Out):
+    runs: list[ClaimedOut]
+
+
+class HeartbeatOut(_Out):
+    extended: list[int]
+    lost: list[int]
+    cancel_requested: list[int]
+
+
+class WorkerOut(_Out):
+    """A worker seen recently (its last claim or heartbeat)."""
+
+    id: str
+    host: str
+    pools: list[str]
+    capacity: int
+    in_flight: int
+    started_at: Instant
+    last_seen_at: Instant
+
+    @classmethod
+    def of(cls, worker: WorkerInfo, shown_id: str) -> WorkerOut:
+        return cls(**fields(worker, cls, "id", "pools"), id=shown_id, pools=list(worker.pools))
+
+
+class WorkerItems(_Out):
+    items: list[WorkerOut]
+
+
+class TenantOut(_Out):
+    id: str
+    name: str
+    max_jobs: int | None
+    max_creates_per_second: float | None
+    created_at: Instant
+
+    @classmethod
+    def of(cls, tenant: Tenant) -> TenantOut:
+        return cls(**fields(tenant, cls))
+
+
+class KeyOut(_Out):
+    """An API key's record; never its token."""
+
+    id: str
+    tenant_id: str
+    role: Role
+    name: str | None
+    created_at: Instant
+    revoked_at: Instant | None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> KeyOut:
+        return cls(**fields(key, cls))
+
+
+class NewKeyOut(_Out):
+    """A key just created: the only answer that ever shows its token."""
+
+    id: str
+    token: str
+    tenant_id: str
+    role: Role
+    name: str | None
+    created_at: Instant
+
+
+class StatusOut(_Out):
+    status: str
+
+
+class ProblemItemOut(_Out):
+    index: int | None = None
+    field: str | None
+    reason: str
+
+
+class ProblemOut(_Out):
+    """An error (RFC 9457 problem details)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    errors: list[ProblemItemOut] | None = None
+
+
+def dump(model: BaseModel) -> Any:
+    """A model as the JSON value sent on the wire."""
+    return model.model_dump(mode="json")

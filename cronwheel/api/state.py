@@ -1,0 +1,30 @@
+"""What every request reaches through ``request.app.state.api``: one place, typed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from fastapi import Request
+
+from cronwheel.api.auth import AuthConfig, Principal
+from cronwheel.api.quotas import Quotas
+from cronwheel.clock import Clock
+from cronwheel.service import JobService
+from cronwheel.store.base import Store
+
+
+@dataclass(frozen=True, slots=True)
+class ApiState:
+    store: Store
+    auth: AuthConfig
+    clock: Clock
+    quotas: Quotas
+
+    def service(self, principal: Principal) -> JobService:
+        """The application layer, acting as ``principal`` (cheap: one per request)."""
+        return JobService(self.store, clock=self.clock, actor=principal.actor)
+
+
+def api_state(request: Request) -> ApiState:
+    return cast(ApiState, request.app.state.api)

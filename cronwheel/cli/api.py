@@ -1,0 +1,79 @@
+"""``cronwheel api``: the HTTP API in one process (run several behind a load balancer)."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import signal
+
+import click
+import uvicorn
+
+from cronwheel.api import AuthConfig, create_app
+from cronwheel.cli._common import db_option, run_async
+from cronwheel.store import open_store
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command()
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--admin-token",
+    envvar="CRONWHEEL_ADMIN_TOKEN",
+    default=None,
+    help="Accept this token as a system admin (env CRONWHEEL_ADMIN_TOKEN): the bootstrap.",
+)
+@click.option(
+    "--no-auth", is_flag=True, help="Every request is a system admin (loopback hosts only)."
+)
+def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: bool) -> None:
+    """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
+    if no_auth and not is_loopback(host):
+        raise click.UsageError(
+            f"--no-auth is refused on {host}: anyone who reaches it would be a system admin;"
+            " listen on 127.0.0.1 or use --admin-token"
+        )
+    if admin_token is not None and len(admin_token) < 16:
+        raise click.BadParameter("must be at least 16 characters", param_hint="--admin-token")
+    auth = AuthConfig(admin_token=admin_token, disabled=no_auth)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def main() -> None:
+        store = await open_store(db_url)
+        try:
+            await store.migrate()
+            config = uvicorn.Config(
+                create_app(store, auth=auth), host=host, port=port, log_config=None
+            )
+            server = uvicorn.Server(config)
+            _stop_on_signals(server)
+            if no_auth:
+                click.echo(f"cronwheel api: NO AUTHENTICATION on {host}:{port}", err=True)
+            await server.serve()
+        finally:
+            await store.close()
+
+    run_async(main)
+
+
+def _stop_on_signals(server: uvicorn.Server) -> None:
+    """A graceful stop on SIGTERM/SIGINT, ending in exit status 0. uvicorn installs its
+    own handlers while serving and raises the signal again once stopped, to hand it to
+    the handlers it found; these are those, and they only ask the server to exit."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))

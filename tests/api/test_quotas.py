@@ -1,0 +1,71 @@
+"""Tenant quotas: live jobs and creates per second, answered with 429 and Retry-After."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from cronwheel.errors import StoreUnavailable
+from cronwheel.store.base import Store
+from tests.api.conftest import connect
+from tests.api.helpers import new_key, new_tenant, problem, spec
+
+
+async def writer_of(app: FastAPI, admin: httpx.AsyncClient, tenant: str, **quotas: float) -> str:
+    await new_tenant(admin, tenant, **quotas)
+    token: str = (await new_key(admin, "write", tenant))["token"]
+    return token
+
+
+async def test_max_jobs(app: FastAPI, client: httpx.AsyncClient) -> None:
+    token = await writer_of(app, client, "small", max_jobs=2)
+    async with connect(app, token) as writer:
+        first = (await writer.post("/v1/jobs", json=spec())).json()
+        assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
+        full = problem(await writer.post("/v1/jobs", json=spec()), 429)
+        assert "quota" in full["type"]
+        response = await writer.post("/v1/jobs/batch", json={"jobs": [spec()]})
+        problem(response, 429)
+        assert int(response.headers["retry-after"]) >= 1
+        # a cancelled job is no longer live: room for one more
+        await writer.delete(f"/v1/jobs/{first['id']}")
+        assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
+        # an immediate job completes at once, so it never counts
+        now = spec(schedule={"kind": "immediate"})
+        problem(await writer.post("/v1/jobs", json=now), 429)
+
+
+async def test_max_creates_per_second(app: FastAPI, client: httpx.AsyncClient) -> None:
+    token = await writer_of(app, client, "slow", max_creates_per_second=1)
+    async with connect(app, token) as writer:
+        assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
+        response = await writer.post("/v1/jobs", json=spec())
+        problem(response, 429)
+        assert int(response.headers["retry-after"]) >= 1
+    # another tenant has its own budget
+    assert (await client.post("/v1/jobs", json=spec())).status_code == 201
+
+
+async def test_a_batch_larger_than_the_rate_leaves_the_bucket_in_debt(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    token = await writer_of(app, client, "bulk", max_creates_per_second=2)
+    async with connect(app, token) as writer:
+        batch = {"jobs": [spec() for _ in range(6)]}
+        assert (await writer.post("/v1/jobs/batch", json=batch)).status_code == 201
+        response = await writer.post("/v1/jobs", json=spec())
+        problem(response, 429)
+        assert int(response.headers["retry-after"]) >= 2
+
+
+async def test_store_down_is_503(
+    client: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(*args: object, **kwargs: object) -> None:
+        raise StoreUnavailable("connection refused")
+
+    monkeypatch.setattr(store, "list_jobs", down)
+    response = await client.get("/v1/jobs")
+    problem(response, 503)
+    assert response.headers["retry-after"] == "1"

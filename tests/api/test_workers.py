@@ -1,0 +1,180 @@
+"""Remote workers over HTTP: claim → heartbeat → complete, fenced, on both stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from tests.api.conftest import connect
+from tests.api.helpers import new_key, new_tenant, problem, spec
+
+
+async def worker_client(app: FastAPI, admin: httpx.AsyncClient) -> httpx.AsyncClient:
+    key = await new_key(admin, "worker")
+    return connect(app, key["token"])
+
+
+async def claim(worker: httpx.AsyncClient, pool: str = "remote", **extra: Any) -> list[Any]:
+    body = {"worker_id": "w1", "pools": [pool], "capacity": 10, "lease_seconds": 30, **extra}
+    response = await worker.post("/v1/workers/claim", json=body)
+    assert response.status_code == 200, response.text
+    runs: list[Any] = response.json()["runs"]
+    return runs
+
+
+async def immediate(client: httpx.AsyncClient, pool: str = "remote", **changes: Any) -> str:
+    job = spec(schedule={"kind": "immediate"}, pool=pool, payload={"n": 1}, **changes)
+    response = await client.post("/v1/jobs", json=job)
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+async def test_claim_heartbeat_complete(app: FastAPI, client: httpx.AsyncClient) -> None:
+    job_id = await immediate(client)
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker, host="box-1")
+        run = claimed["run"]
+        assert run["job_id"] == job_id
+        assert run["state"] == "running"
+        assert run["lease_owner"] == "default/w1"
+        assert claimed["payload"] == {"n": 1}
+        assert claimed["action"]["type"] == "webhook"
+        assert claimed["job_name"]
+        assert claimed["lease_expires_at"] == run["lease_expires_at"]
+        assert await claim(worker, host="box-1") == []
+
+        lease = {"run_id": run["id"], "fence": run["fence"]}
+        beat = await worker.post(
+            "/v1/workers/heartbeat", json={"worker_id": "w1", "leases": [lease]}
+        )
+        assert beat.json() == {"extended": [run["id"]], "lost": [], "cancel_requested": []}
+        workers = (await worker.get("/v1/workers")).json()["items"]
+        assert [(w["id"], w["host"], w["pools"], w["in_flight"]) for w in workers] == [
+            ("w1", "box-1", ["remote"], 1)
+        ]
+
+        done = await worker.post(
+            f"/v1/runs/{run['id']}/complete",
+            json={"worker_id": "w1", "fence": run["fence"], "outcome": "succeeded"},
+        )
+        assert done.status_code == 200, done.text
+        assert done.json()["state"] == "succeeded"
+        again = await worker.post(
+            f"/v1/runs/{run['id']}/complete",
+            json={"worker_id": "w1", "fence": run["fence"], "outcome": "succeeded"},
+        )
+        problem(again, 409, "fence")
+    detail = (await client.get(f"/v1/runs/{run['id']}")).json()
+    assert [(a["outcome"], a["worker_id"]) for a in detail["attempts"]] == [
+        ("succeeded", "default/w1")
+    ]
+
+
+async def test_a_stale_fence_or_another_worker_is_refused(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    await immediate(client)
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker)
+        run = claimed["run"]
+        url = f"/v1/runs/{run['id']}/complete"
+        stale = {"worker_id": "w1", "fence": run["fence"] - 1, "outcome": "succeeded"}
+        problem(await worker.post(url, json=stale), 409, "fence")
+        other = {"worker_id": "w2", "fence": run["fence"], "outcome": "succeeded"}
+        problem(await worker.post(url, json=other), 409, "fence")
+        lease = {"run_id": run["id"], "fence": run["fence"]}
+        beat = await worker.post(
+            "/v1/workers/heartbeat", json={"worker_id": "w2", "leases": [lease]}
+        )
+        assert beat.json()["lost"] == [run["id"]]
+        problem(await worker.post("/v1/runs/999999/complete", json=stale), 404)
+    assert (await client.get(f"/v1/runs/{run['id']}")).json()["state"] == "running"
+
+
+async def test_failures_retry_then_die(app: FastAPI, client: httpx.AsyncClient) -> None:
+    retry = {"max_attempts": 2, "backoff": "fixed", "initial_delay": 0}
+    await immediate(client, retry=retry)
+    async with await worker_client(app, client) as worker:
+        for expected in ("pending", "dead"):
+            [claimed] = await claim(worker)
+            run = claimed["run"]
+            failed = await worker.post(
+                f"/v1/runs/{run['id']}/complete",
+                json={
+                    "worker_id": "w1",
+                    "fence": run["fence"],
+                    "outcome": "failed",
+                    "error_class": "Boom",
+                    "error_message": "it broke",
+                },
+            )
+            assert failed.status_code == 200, failed.text
+            assert failed.json()["state"] == expected
+            assert failed.json()["last_error"] == "it broke"
+    dead = (await client.get("/v1/dead-letter")).json()["items"]
+    assert [r["id"] for r in dead] == [run["id"]]
+
+
+async def test_cancel_reaches_the_worker_at_its_heartbeat(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    await immediate(client)
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker)
+        run = claimed["run"]
+        assert (await client.post(f"/v1/runs/{run['id']}/cancel")).json()["cancel_requested"]
+        lease = {"run_id": run["id"], "fence": run["fence"]}
+        beat = await worker.post(
+            "/v1/workers/heartbeat",
+            json={"worker_id": "w1", "leases": [lease], "pools": ["remote"], "capacity": 4},
+        )
+        assert beat.json()["cancel_requested"] == [run["id"]]
+        done = await worker.post(
+            f"/v1/runs/{run['id']}/complete",
+            json={"worker_id": "w1", "fence": run["fence"], "outcome": "cancelled"},
+        )
+        assert done.json()["state"] == "cancelled"
+        [seen] = (await worker.get("/v1/workers")).json()["items"]
+        assert seen["capacity"] == 4
+
+
+async def test_bad_worker_bodies_are_422(app: FastAPI, client: httpx.AsyncClient) -> None:
+    async with await worker_client(app, client) as worker:
+        bad = {"worker_id": "w/1", "pools": ["remote"]}
+        problem(await worker.post("/v1/workers/claim", json=bad), 422, "worker_id")
+        problem(
+            await worker.post("/v1/workers/claim", json={"worker_id": "w", "pools": []}),
+            422,
+            "pools",
+        )
+        problem(
+            await worker.post(
+                "/v1/workers/claim", json={"worker_id": "w", "pools": ["p"], "capacity": 0}
+            ),
+            422,
+            "capacity",
+        )
+        lease = {"run_id": 1, "fence": 2**40}
+        problem(
+            await worker.post("/v1/workers/heartbeat", json={"worker_id": "w", "leases": [lease]}),
+            422,
+            "leases.0.fence",
+        )
+        outcome = {"worker_id": "w", "fence": 1, "outcome": "exploded"}
+        problem(await worker.post("/v1/runs/1/complete", json=outcome), 422, "outcome")
+
+
+async def test_claims_wait_for_tenant_scoping_in_the_store(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """The store claims by pool whatever the tenant; with a second tenant, a claim could
+    hand out another tenant's run, so the API refuses to serve it."""
+    await new_tenant(client, "acme")
+    async with await worker_client(app, client) as worker:
+        problem(
+            await worker.post("/v1/workers/claim", json={"worker_id": "w", "pools": ["remote"]}),
+            501,
+        )
