@@ -322,8 +322,10 @@ class Store(abc.ABC):
         now: datetime,
         prefetch_until: datetime,
         lease_seconds: float,
+        tenant_id: str | None = None,
     ) -> list[ClaimedRun]:
-        """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until``,
+        """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until`` (of
+        one tenant only, with ``tenant_id``: a remote worker acts for its tenant),
         ordered by priority then ``available_at``. Each claim bumps the run's fence and
         attempt, and leases it until ``max(available_at, now) + lease_seconds``. Two
         claimers never get the same run.

@@ -188,13 +188,13 @@ CALLS = [
         body=lambda m, t: {"run_ids": [int(m[0])]},
         other=lambda caller: 200,  # another tenant's run ids are simply not replayed
     ),
-    # With two tenants the store cannot scope a claim yet: see test_workers.py.
+    # A claim is scoped to the caller's tenant by the store: see test_workers.py.
     Call(
         "claim",
         "POST",
         "/v1/workers/claim",
         "work",
-        501,
+        200,
         body=lambda m, t: {"worker_id": "w", "pools": ["none"]},
         scoped=False,
     ),

@@ -167,14 +167,18 @@ async def test_bad_worker_bodies_are_422(app: FastAPI, client: httpx.AsyncClient
         problem(await worker.post("/v1/runs/1/complete", json=outcome), 422, "outcome")
 
 
-async def test_claims_wait_for_tenant_scoping_in_the_store(
+async def test_a_worker_claims_only_its_own_tenants_runs(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
-    """The store claims by pool whatever the tenant; with a second tenant, a claim could
-    hand out another tenant's run, so the API refuses to serve it."""
     await new_tenant(client, "acme")
-    async with await worker_client(app, client) as worker:
-        problem(
-            await worker.post("/v1/workers/claim", json={"worker_id": "w", "pools": ["remote"]}),
-            501,
-        )
+    theirs = await immediate(client)  # the default tenant's run, due first
+    acme_writer = connect(app, (await new_key(client, "write", "acme"))["token"])
+    async with acme_writer:
+        ours = await immediate(acme_writer)
+    acme_worker = connect(app, (await new_key(client, "worker", "acme"))["token"])
+    async with acme_worker:
+        claimed = await claim(acme_worker)
+    assert [c["run"]["job_id"] for c in claimed] == [ours]
+    assert claimed[0]["run"]["lease_owner"] == "acme/w1"
+    async with await worker_client(app, client) as default_worker:
+        assert [c["run"]["job_id"] for c in await claim(default_worker)] == [theirs]

@@ -122,3 +122,24 @@ async def test_lease_until_uses_now_for_overdue_runs(store: Store) -> None:
         "w", ["default"], limit=1, now=at(0), prefetch_until=at(0), lease_seconds=2.5
     )
     assert c.run.lease_expires_at == at(0) + timedelta(seconds=2.5)
+
+
+async def test_a_claim_for_one_tenant_takes_only_its_runs(store: Store) -> None:
+    await store.ensure_tenant("acme", "Acme", now=at(0))
+    ours, theirs = make_job(tenant_id="acme"), make_job()
+    await store.create_jobs([ours, theirs])
+    await store.materialize_runs([make_run(ours, at(0)), make_run(theirs, at(-1))], [])
+    claimed = await store.claim_runs(
+        "w",
+        ["default"],
+        limit=10,
+        now=at(0),
+        prefetch_until=at(0),
+        lease_seconds=5,
+        tenant_id="acme",
+    )
+    assert [c.run.job_id for c in claimed] == [ours.id]
+    rest = await store.claim_runs(
+        "w", ["default"], limit=10, now=at(0), prefetch_until=at(0), lease_seconds=5
+    )
+    assert [c.run.job_id for c in rest] == [theirs.id]

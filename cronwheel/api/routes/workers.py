@@ -19,7 +19,6 @@ from cronwheel.api.auth import Principal, WorkerKey, WorkerWatcher
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import INT64, ClaimIn, CompleteIn, HeartbeatIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.problems import ApiProblem
 from cronwheel.api.schemas import (
     ClaimedOut,
     ClaimOut,
@@ -47,31 +46,15 @@ def lease_owner(principal: Principal, worker_id: str) -> str:
     return f"{principal.tenant_id}/{worker_id}"
 
 
-async def _check_claims_scoped(state: ApiState, principal: Principal) -> None:
-    """The store claims due runs by pool, whatever their tenant. Until it can scope a
-    claim to one tenant, a claim is served only where that cannot matter: while the
-    caller's tenant is the only one (501 otherwise, rather than hand out runs, payloads
-    and attempts of another tenant)."""
-    tenants = await state.store.list_tenants()
-    if any(t.id != principal.tenant_id for t in tenants):
-        raise ApiProblem(
-            501,
-            "remote workers are not available in a deployment with several tenants yet:"
-            " the store cannot scope a claim to one tenant",
-        )
-
-
 @router.post(
     "/v1/workers/claim",
     response_model=ClaimOut,
-    responses=problems(501),
     summary="Claim due runs",
 )
 async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
     """Lease up to ``capacity`` due runs of ``pools``, by priority then due time. Each
     answer carries the run's ``fence``: send it with every heartbeat and the completion."""
     state = api_state(request)
-    await _check_claims_scoped(state, principal)
     now = state.clock.now()
     owner = lease_owner(principal, body.worker_id)
     claimed = await state.store.claim_runs(
@@ -81,6 +64,7 @@ async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
         now=now,
         prefetch_until=now,
         lease_seconds=body.lease_seconds,
+        tenant_id=principal.tenant_id,
     )
     worker = WorkerInfo(
         id=owner,

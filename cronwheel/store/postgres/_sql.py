@@ -290,7 +290,7 @@ _JOB_IS_RUNNING = """EXISTS (
 )"""
 
 # Params: $1 worker, $2 pools, $3 prefetch_until, $4 limit, $5 now, $6 lease seconds,
-# $7 the reason of runs skipped by their overlap policy.
+# $7 the reason of runs skipped by their overlap policy, $8 the tenant (NULL: any).
 #
 # Runs whose job allows overlap (nearly all) come from one index-ordered scan per pool
 # (runs_claimable: pool, priority, available_at), each stopping after ``limit`` rows: a
@@ -307,6 +307,7 @@ WITH skipped AS (
         SELECT s.id FROM runs AS s
         WHERE s.state = 'pending' AND s.overlap <> 'allow' AND s.overlap = 'skip'
           AND s.pool = ANY($2::text[]) AND s.available_at <= $5
+          AND ($8::text IS NULL OR s.tenant_id = $8)
           AND {_JOB_IS_RUNNING.format(run="s")}
         FOR UPDATE SKIP LOCKED
     ) AS s
@@ -317,6 +318,7 @@ allowed AS (
     CROSS JOIN LATERAL (
         SELECT id, job_id, overlap, priority, available_at FROM runs
         WHERE state = 'pending' AND pool = p.pool AND available_at <= $3 AND overlap = 'allow'
+          AND ($8::text IS NULL OR tenant_id = $8)
         ORDER BY priority, available_at
         LIMIT $4
         FOR UPDATE SKIP LOCKED
@@ -326,7 +328,7 @@ heads AS (
     SELECT DISTINCT ON (job_id) id, job_id, overlap
     FROM runs
     WHERE state = 'pending' AND overlap <> 'allow' AND pool = ANY($2::text[])
-      AND available_at <= $5
+      AND available_at <= $5 AND ($8::text IS NULL OR tenant_id = $8)
     ORDER BY job_id, scheduled_for
 ),
 policed AS (

@@ -431,13 +431,22 @@ class PostgresStore(Store):
         now: datetime,
         prefetch_until: datetime,
         lease_seconds: float,
+        tenant_id: str | None = None,
     ) -> list[ClaimedRun]:
         """One statement: apply overlap policies, lock with SKIP LOCKED, lease, and join
         each run's job."""
         if not pools or limit <= 0:
             return []
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
-        args = (unique_pools, prefetch_until, limit, now, lease_seconds, sql.REASON_OVERLAP_SKIP)
+        args = (
+            unique_pools,
+            prefetch_until,
+            limit,
+            now,
+            lease_seconds,
+            sql.REASON_OVERLAP_SKIP,
+            tenant_id,
+        )
         found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)
         return [rows.claimed(r) for r in found]
 

@@ -456,9 +456,16 @@ class SqliteStore(Store):
         now: datetime,
         prefetch_until: datetime,
         lease_seconds: float,
+        tenant_id: str | None = None,
     ) -> list[ClaimedRun]:
         now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
+        # The tenant filter is written into the text only when asked for, so the common
+        # claim keeps its plan: one index scan per pool.
         in_pools = f"pool IN ({_placeholders(len(pools))})"
+        tenant: tuple[str, ...] = ()
+        if tenant_id is not None:
+            in_pools += " AND tenant_id = ?"
+            tenant = (tenant_id,)
         sql = (
             "UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
             " lease_owner = ?, lease_expires_at = max(available_at, ?) + ?,"
@@ -467,7 +474,7 @@ class SqliteStore(Store):
             f" AND available_at <= ? AND (overlap = 'allow' OR ({_OVERLAP_CLAIMABLE}))"
             " ORDER BY priority, available_at, id LIMIT ?) RETURNING *"
         )
-        params = (worker_id, now_us, ttl_us, now_us, *pools, rows.us(prefetch_until))
+        params = (worker_id, now_us, ttl_us, now_us, *pools, *tenant, rows.us(prefetch_until))
         params += (now_us, now_us, limit)
 
         def fn(c: sqlite3.Connection) -> list[ClaimedRun]:
@@ -475,7 +482,7 @@ class SqliteStore(Store):
                 f"UPDATE runs SET state = 'skipped', reason = ?, finished_at = ? WHERE {in_pools}"
                 " AND state = 'pending' AND overlap = 'skip' AND available_at <= ? AND EXISTS"
                 " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')",
-                (REASON_OVERLAP_SKIP, now_us, *pools, now_us),
+                (REASON_OVERLAP_SKIP, now_us, *pools, *tenant, now_us),
             )
             claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
             claimed.sort(key=lambda r: (r.priority, r.available_at, r.id))
