@@ -12,7 +12,10 @@ import click
 from rich.console import Console
 
 from cronwheel.actions.handler import HandlerRegistry
+from cronwheel.api.auth import AuthConfig
+from cronwheel.api.server import ApiService
 from cronwheel.cli._common import db_option, run_async
+from cronwheel.cli.api import is_loopback
 from cronwheel.console import watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.maintenance import Maintenance
@@ -167,6 +170,14 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
 @pool_option
 @concurrency_option
 @click.option("--demo", is_flag=True, help="Create example jobs and watch them fire.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Where the API listens.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--admin-token",
+    envvar="CRONWHEEL_ADMIN_TOKEN",
+    default=None,
+    help="Required when --host is not a loopback address.",
+)
 @duration_option
 def dev(
     db_url: str,
@@ -174,9 +185,17 @@ def dev(
     pools: tuple[str, ...],
     concurrency: int,
     demo: bool,
+    host: str,
+    port: int,
+    admin_token: str | None,
     duration: float | None,
 ) -> None:
-    """Everything in one process on one store file: scheduler, worker, maintenance."""
+    """Everything in one process on one store file: API, scheduler, worker, maintenance."""
+    if not is_loopback(host) and admin_token is None:
+        raise click.UsageError(
+            f"--host {host} is reachable from other machines: give --admin-token"
+        )
+    auth = AuthConfig(admin_token=admin_token, disabled=admin_token is None)
     registry = demo_handlers() if demo else _registry(app)
     if demo and app is not None:
         registry.include(_registry(app))
@@ -190,6 +209,7 @@ def dev(
             stop = asyncio.Event()
             _stop_after(duration, stop)
             services: list[Service] = [
+                ApiService(store, host=host, port=port, auth=auth),
                 Scheduler(store),
                 Worker(store, config, handlers=registry),
                 Maintenance(store),
@@ -199,6 +219,8 @@ def dev(
                 f"[bold]cronwheel dev[/] on {db_url} (pid {os.getpid()}),"
                 f" pools {dict(config.pools)}"
             )
+            note = "no authentication: loopback only" if auth.disabled else "token required"
+            console.print(f"API on http://{host}:{port}/v1 ({note}); docs at /docs")
             with echo_server() as echo_url:
                 if demo:
                     created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)

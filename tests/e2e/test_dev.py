@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import subprocess
-import sys
+import socket
 from datetime import timedelta
 from pathlib import Path
+
+import httpx
 
 import cronwheel
 from cronwheel.maintenance import Maintenance
@@ -15,29 +16,38 @@ from cronwheel.model import RunState
 from cronwheel.runtime import serve
 from cronwheel.scheduler import Scheduler
 from cronwheel.worker import Worker, WorkerConfig
-from tests.e2e.procs import REPO
+from tests.e2e.procs import cronwheel as cronwheel_proc
+from tests.engine.helpers import eventually
 
 
-def test_dev_demo_shows_runs_succeeding_and_one_dead_lettered(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cronwheel",
-            "dev",
-            "--demo",
-            "--db",
-            f"sqlite:///{tmp_path / 'dev.db'}",
-            "--duration",
-            "12",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    out = result.stdout
-    assert result.returncode == 0, result.stderr
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def test_dev_demo_serves_the_api_and_shows_runs_succeeding_and_one_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    args = ["dev", "--demo", "--db", f"sqlite:///{tmp_path / 'dev.db'}", "--port", str(port)]
+    log = tmp_path / "dev.log"
+    with cronwheel_proc(*args, "--duration", "12", log=log) as proc:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as api:
+
+            async def jobs() -> list[str]:
+                try:
+                    response = await api.get("/v1/jobs")
+                except httpx.TransportError:
+                    return []
+                return sorted(j["name"] for j in response.json()["items"])
+
+            names = await eventually(jobs, timeout=60)
+        assert names == ["demo-every-5s", "demo-flaky", "demo-once", "demo-webhook"]
+        assert proc.wait(timeout=120) == 0
+    out = log.read_text()
+    assert "without authentication" in out or "no authentication" in out
     assert "demo: 4 example jobs created" in out
     for line in (
         "demo-once succeeded",
