@@ -187,4 +187,8 @@ def invalid_input(exc: ValidationError) -> InvalidInput:
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "body"
     message = str(first["msg"]).removeprefix("Value error, ")
+    if where == "schedule":  # "cron: minute: 61 is out of range" names a key of the schedule
+        key, sep, rest = message.partition(": ")
+        if sep and key.replace("_", "").isalnum():
+            where, message = f"schedule.{key}", rest
     return InvalidInput(where, message)

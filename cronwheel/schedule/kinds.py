@@ -19,6 +19,7 @@ from cronwheel.schedule.timezones import load_zone
 
 _MICROSECOND = timedelta(microseconds=1)
 MAX_SECONDS = 100 * 365 * 86400
+MIN_INTERVAL_SECONDS = 1
 
 
 def aware_utc(name: str, value: object) -> datetime:
@@ -27,7 +28,10 @@ def aware_utc(name: str, value: object) -> datetime:
         raise InvalidInput(name, f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(name, "must include a UTC offset (a naive datetime is ambiguous)")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-05:00 is past the last datetime
+        raise InvalidInput(name, "is out of range (after 9999-12-31 in UTC)") from None
 
 
 def positive_seconds(name: str, value: object) -> float:
@@ -134,6 +138,10 @@ class IntervalSchedule(_Bounded):
 
     def __post_init__(self) -> None:
         positive_seconds("every_seconds", self.every_seconds)
+        if self.every_seconds < MIN_INTERVAL_SECONDS:
+            # Below a second the scheduler would plan thousands of runs per tick per job;
+            # a timedelta would even round 1e-9 s to zero.
+            raise InvalidInput("every_seconds", f"must be at least {MIN_INTERVAL_SECONDS} second")
         if self.anchor is not None:
             object.__setattr__(self, "anchor", aware_utc("anchor", self.anchor))
         super().__post_init__()

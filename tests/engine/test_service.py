@@ -64,10 +64,10 @@ async def test_a_delay_is_pinned_at_creation(service: JobService) -> None:
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"schedule": {"kind": "cron", "cron": "61 * * * *"}}, "schedule"),
+        ({"schedule": {"kind": "cron", "cron": "61 * * * *"}}, "schedule.cron"),
         (
             {"schedule": {"kind": "cron", "cron": "* * * * *", "timezone": "Mars/Olympus"}},
-            "schedule",
+            "schedule.timezone",
         ),
         ({"schedule": {"kind": "once", "at": "2029-12-31T00:00:00+00:00"}}, "schedule.at"),
         ({"action": {"type": "webhook", "url": "ftp://example.com"}}, "action.webhook.url"),

@@ -132,8 +132,8 @@ class TestInterval:
         assert next_fire(every, NOW + timedelta(seconds=120)) is None
 
     def test_fractional_periods(self) -> None:
-        every = IntervalSchedule(0.5, NOW)
-        assert next_fire(every, NOW) == NOW + timedelta(milliseconds=500)
+        every = IntervalSchedule(1.5, NOW)
+        assert next_fire(every, NOW) == NOW + timedelta(milliseconds=1500)
 
     def test_unresolved_next_fire_counts_from_after(self) -> None:
         assert next_fire(IntervalSchedule(60), NOW) == NOW + timedelta(seconds=60)
@@ -191,3 +191,22 @@ class TestCron:
     def test_quartz(self) -> None:
         quartz = CronSchedule("0 0 12 ? * MON-FRI", dialect="quartz")
         assert next_fire(quartz, NOW) == at("2024-06-03T12:00:00+00:00")  # NOW is a Saturday
+
+
+def test_an_interval_under_a_second_is_refused() -> None:
+    from cronwheel.errors import InvalidInput
+    from cronwheel.schedule import schedule_from_dict
+
+    for tiny in (1e-9, 0.5):
+        with pytest.raises(InvalidInput) as err:
+            schedule_from_dict({"kind": "interval", "every_seconds": tiny})
+        assert err.value.field == "every_seconds"
+
+
+def test_an_instant_past_year_9999_in_utc_is_refused() -> None:
+    from cronwheel.errors import InvalidInput
+    from cronwheel.schedule import schedule_from_dict
+
+    with pytest.raises(InvalidInput) as err:
+        schedule_from_dict({"kind": "once", "at": "9999-12-31T23:59:59-05:00"})
+    assert err.value.field == "at"
