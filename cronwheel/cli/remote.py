@@ -395,10 +395,12 @@ def keys_create(
 @url_option
 @token_option
 @json_option
-def keys_list(url: str, token: str | None, as_json: bool) -> None:
+@click.option("--tenant", "tenant_id", default=None, help="Another tenant (system admins only).")
+def keys_list(url: str, token: str | None, as_json: bool, tenant_id: str | None) -> None:
     """List keys (never their tokens)."""
     with _client(url, token) as cw:
-        _show(cw.list_keys(), as_json, ("id", "tenant_id", "role", "name", "created_at"))
+        keys = cw.list_keys(tenant_id=tenant_id)
+        _show(keys, as_json, ("id", "tenant_id", "role", "name", "created_at", "revoked_at"))
 
 
 @keys.command("revoke")

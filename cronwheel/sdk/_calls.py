@@ -115,8 +115,9 @@ def create_key(role: str, name: str | None, tenant_id: str | None) -> Call[KeyIn
     return Call("POST", "/v1/keys", KeyInfo.model_validate, json=body)
 
 
-def list_keys() -> Call[list[KeyInfo]]:
-    return Call("GET", "/v1/keys", lambda b: [KeyInfo.model_validate(k) for k in b["items"]])
+def list_keys(tenant_id: str | None) -> Call[list[KeyInfo]]:
+    parse = lambda b: [KeyInfo.model_validate(k) for k in b["items"]]  # noqa: E731
+    return Call("GET", "/v1/keys", parse, params=_params(tenant_id=tenant_id))
 
 
 def revoke_key(key_id: str) -> Call[None]:

@@ -129,8 +129,8 @@ class Client:
     ) -> KeyInfo:
         return self._send(calls.create_key(role, name, tenant_id))
 
-    def list_keys(self) -> list[KeyInfo]:
-        return self._send(calls.list_keys())
+    def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
+        return self._send(calls.list_keys(tenant_id))
 
     def revoke_key(self, key_id: str) -> None:
         self._send(calls.revoke_key(key_id))
@@ -227,8 +227,8 @@ class AsyncClient:
     ) -> KeyInfo:
         return await self._send(calls.create_key(role, name, tenant_id))
 
-    async def list_keys(self) -> list[KeyInfo]:
-        return await self._send(calls.list_keys())
+    async def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
+        return await self._send(calls.list_keys(tenant_id))
 
     async def revoke_key(self, key_id: str) -> None:
         await self._send(calls.revoke_key(key_id))

@@ -1,0 +1,100 @@
+"""The Python SDK (cronwheel.AsyncClient) against the real API on each store; the sync
+Client shares every call description, and is exercised against a real process in
+tests/api/test_cli.py."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from cronwheel.sdk import AsyncClient
+from cronwheel.sdk.errors import (
+    ConflictError,
+    Forbidden,
+    NotFoundError,
+    StaleVersionError,
+    Unauthorized,
+    ValidationFailed,
+)
+from tests.api.helpers import ADMIN_TOKEN
+
+WEBHOOK = {"type": "webhook", "url": "https://example.com/hook"}
+EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "Europe/Paris"}
+
+
+def sdk(app: FastAPI, token: str | None = ADMIN_TOKEN) -> AsyncClient:
+    return AsyncClient("http://test", token, transport=httpx.ASGITransport(app=app))
+
+
+async def test_the_lifecycle_of_a_job_through_the_sdk(app: FastAPI) -> None:
+    async with sdk(app) as cw:
+        job = await cw.create_job({"name": "report", "schedule": EVERY_MINUTE, "action": WEBHOOK})
+        assert (job.state, job.version, job.schedule["timezone"]) == ("active", 1, "Europe/Paris")
+        assert (await cw.get_job(job.id)).id == job.id
+        page = await cw.list_jobs(limit=10)
+        assert [j.name for j in page.items] == ["report"] and page.next_cursor is None
+        changed = await cw.update_job(job.id, job.version, payload={"day": "monday"})
+        assert (changed.version, changed.payload) == (2, {"day": "monday"})
+        with pytest.raises(StaleVersionError):
+            await cw.update_job(job.id, 1, payload={})
+        paused = await cw.pause_job(job.id)
+        assert paused.state == "paused"
+        assert (await cw.resume_job(job.id)).state == "active"
+        run = await cw.trigger_job(job.id)
+        assert (run.state, run.job_id) == ("pending", job.id)
+        assert [r.id for r in (await cw.job_runs(job.id)).items] == [run.id]
+        detail = await cw.get_run(run.id)
+        assert detail.attempts == []
+        assert (await cw.cancel_run(run.id)).state == "cancelled"
+        assert (await cw.cancel_job(job.id)).state == "cancelled"
+        assert (await cw.dead_letter()).items == []
+        assert await cw.replay_dead([run.id]) == []
+
+
+async def test_errors_are_exceptions_carrying_the_problem(app: FastAPI) -> None:
+    async with sdk(app) as cw:
+        with pytest.raises(ValidationFailed) as invalid:
+            await cw.create_job(
+                {"name": "x", "schedule": {"kind": "cron", "cron": "61 * * * *"}, "action": WEBHOOK}
+            )
+        assert invalid.value.status == 422 and invalid.value.field == "schedule.cron"
+        assert "61" in invalid.value.detail and invalid.value.problem["type"].endswith(
+            "invalid-input"
+        )
+        await cw.create_job({"name": "dup", "schedule": EVERY_MINUTE, "action": WEBHOOK})
+        with pytest.raises(ConflictError):
+            await cw.create_job({"name": "dup", "schedule": EVERY_MINUTE, "action": WEBHOOK})
+        with pytest.raises(NotFoundError):
+            await cw.get_job("01a1ff91-f97e-7000-8a6d-746a4710197a")
+    async with sdk(app, token="cw_nope_nope") as stranger:
+        with pytest.raises(Unauthorized):
+            await stranger.list_jobs()
+
+
+async def test_tenants_and_keys_through_the_sdk(app: FastAPI) -> None:
+    async with sdk(app) as admin:
+        tenant = await admin.create_tenant("acme", "Acme Corp", max_jobs=5)
+        assert (tenant.id, tenant.max_jobs) == ("acme", 5)
+        assert "acme" in [t.id for t in await admin.list_tenants()]
+        key = await admin.create_key("read", name="dashboards", tenant_id="acme")
+        assert key.token and key.token.startswith("cw_")
+    async with sdk(app, token=key.token) as reader:
+        assert (await reader.list_jobs()).items == []
+        with pytest.raises(Forbidden):
+            await reader.create_job({"name": "nope", "schedule": EVERY_MINUTE, "action": WEBHOOK})
+    async with sdk(app) as admin:
+        await admin.revoke_key(key.id)
+    async with sdk(app, token=key.token) as revoked:
+        with pytest.raises(Unauthorized):
+            await revoked.list_jobs()
+
+
+async def test_idempotency_key_through_the_sdk(app: FastAPI) -> None:
+    spec = {"name": "once", "schedule": {"kind": "immediate"}, "action": WEBHOOK}
+    async with sdk(app) as cw:
+        first = await cw.create_job(spec, idempotency_key="abc-123")
+        again = await cw.create_job(spec, idempotency_key="abc-123")
+        assert first.id == again.id
+        with pytest.raises(ConflictError):
+            await cw.create_job({**spec, "name": "other"}, idempotency_key="abc-123")

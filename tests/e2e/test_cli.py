@@ -1,0 +1,150 @@
+"""The CLI and the sync SDK against `cronwheel api` as a real process, on each store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cronwheel.sdk import Client
+from tests.e2e.procs import REPO
+from tests.e2e.procs import cronwheel as cronwheel_proc
+from tests.e2e.test_dev import free_port
+
+TOKEN = "admin-token-for-the-cli-tests"
+
+
+@pytest.fixture
+def api_url(store_url: str, tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    args = ["api", "--db", store_url, "--port", str(port), "--admin-token", TOKEN]
+    with cronwheel_proc(*args, log=tmp_path / "api.log"):
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):  # up to a minute for the process to listen
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            subprocess.run(["sleep", "0.1"], check=True)
+        else:
+            raise AssertionError((tmp_path / "api.log").read_text())
+        yield url
+
+
+def cli(url: str, *args: str, token: str = TOKEN) -> subprocess.CompletedProcess[str]:
+    env = {"CRONWHEEL_URL": url, "CRONWHEEL_TOKEN": token, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "cronwheel", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_jobs_from_the_terminal(api_url: str) -> None:
+    created = cli(
+        api_url,
+        "jobs",
+        "create",
+        "--name",
+        "ping",
+        "--every",
+        "60",
+        "--webhook",
+        "https://example.com/ping",
+        "--payload",
+        '{"a": 1}',
+        "--json",
+    )
+    assert created.returncode == 0, created.stderr
+    job = json.loads(created.stdout)
+    assert (job["name"], job["schedule"]["every_seconds"], job["payload"]) == ("ping", 60, {"a": 1})
+    listed = cli(api_url, "jobs", "list")
+    assert listed.returncode == 0 and "ping" in listed.stdout  # a human table
+    paused = json.loads(cli(api_url, "jobs", "pause", job["id"], "--json").stdout)
+    assert paused["state"] == "paused"
+    updated = cli(
+        api_url,
+        "jobs",
+        "update",
+        job["id"],
+        "--version",
+        str(paused["version"]),
+        "--set",
+        'payload={"a": 2}',
+        "--json",
+    )
+    assert json.loads(updated.stdout)["payload"] == {"a": 2}
+    stale = cli(api_url, "jobs", "update", job["id"], "--version", "1", "--set", "payload=3")
+    assert stale.returncode == 4 and "version" in stale.stderr
+    resumed = json.loads(cli(api_url, "jobs", "resume", job["id"], "--json").stdout)
+    assert resumed["state"] == "active"
+    run = json.loads(cli(api_url, "jobs", "trigger", job["id"], "--json").stdout)
+    runs = json.loads(cli(api_url, "jobs", "runs", job["id"], "--json").stdout)
+    assert [r["id"] for r in runs["items"]] == [run["id"]]
+    got = json.loads(cli(api_url, "runs", "get", str(run["id"]), "--json").stdout)
+    assert got["attempts"] == []
+    assert (
+        json.loads(cli(api_url, "runs", "cancel", str(run["id"]), "--json").stdout)["state"]
+        == "cancelled"
+    )
+    assert json.loads(cli(api_url, "dlq", "list", "--json").stdout)["items"] == []
+    assert (
+        json.loads(cli(api_url, "jobs", "cancel", job["id"], "--json").stdout)["state"]
+        == "cancelled"
+    )
+
+
+def test_exit_codes_scripts_can_rely_on(api_url: str) -> None:
+    bad = cli(api_url, "jobs", "create", "--name", "bad", "--cron", "61 * * * *", "--handler", "h")
+    assert bad.returncode == 2 and "schedule.cron" in bad.stderr and "Traceback" not in bad.stderr
+    usage = cli(api_url, "jobs", "create", "--name", "nothing")
+    assert usage.returncode == 2
+    missing = cli(api_url, "jobs", "get", "01a1ff91-f97e-7000-8a6d-746a4710197a")
+    assert missing.returncode == 3
+    assert (
+        cli(api_url, "jobs", "create", "--name", "twice", "--now", "--handler", "h").returncode == 0
+    )
+    conflict = cli(api_url, "jobs", "create", "--name", "twice", "--now", "--handler", "h")
+    assert conflict.returncode == 4 and "name" in conflict.stderr
+    assert cli(api_url, "jobs", "list", token="cw_wrong_token").returncode == 5
+    assert cli("http://127.0.0.1:9", "jobs", "list").returncode == 6
+
+
+def test_tenants_and_keys_from_the_terminal(api_url: str) -> None:
+    assert cli(api_url, "tenants", "create", "acme", "--max-jobs", "10").returncode == 0
+    assert "acme" in cli(api_url, "tenants", "list").stdout
+    key = json.loads(
+        cli(api_url, "keys", "create", "--role", "read", "--tenant", "acme", "--json").stdout
+    )
+    assert cli(api_url, "jobs", "list", token=key["token"]).returncode == 0
+    denied = cli(
+        api_url, "jobs", "create", "--name", "x", "--now", "--handler", "h", token=key["token"]
+    )
+    assert denied.returncode == 5
+    listed = json.loads(cli(api_url, "keys", "list", "--tenant", "acme", "--json").stdout)
+    assert [k["id"] for k in listed] == [key["id"]] and listed[0].get("token") is None
+    assert cli(api_url, "keys", "revoke", key["id"]).returncode == 0
+    assert cli(api_url, "jobs", "list", token=key["token"]).returncode == 5
+
+
+def test_the_sync_sdk_against_a_real_server(api_url: str) -> None:
+    with Client(api_url, TOKEN) as cw:
+        job = cw.create_job(
+            {
+                "name": "sdk",
+                "schedule": {"kind": "immediate"},
+                "action": {"type": "webhook", "url": "https://example.com"},
+            }
+        )
+        [run] = cw.job_runs(job.id).items
+        assert (run.job_id, run.state) == (job.id, "pending")
+        assert cw.get_run(run.id).attempts == []
