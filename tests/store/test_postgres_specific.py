@@ -321,7 +321,7 @@ async def test_batched_writes_stay_linear_whatever_the_statistics_say(
     leases = sorted((c.run.id, c.run.fence) for c in claimed)
     heartbeat = (sql.HEARTBEAT, "w", [i for i, _ in leases], [f for _, f in leases], at(1), 60.0)
     assert await _work(store, *heartbeat) < linear
-    claim = (sql.CLAIM_RUNS, "w2", ["default"], at(1), batch, at(1), 60.0, "skip")
+    claim = (sql.CLAIM_RUNS, "w2", ["default"], at(1), batch, at(1), 60.0, "skip", None)
     assert await _work(store, *claim) < linear
     done = [
         Completion(

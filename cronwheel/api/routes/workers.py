@@ -49,6 +49,7 @@ def lease_owner(principal: Principal, worker_id: str) -> str:
 @router.post(
     "/v1/workers/claim",
     response_model=ClaimOut,
+    responses=problems(),
     summary="Claim due runs",
 )
 async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
