@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
-from cronwheel.clock import Clock, SystemClock
+from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import new_id
 from cronwheel.store.base import Store
 
@@ -25,6 +25,7 @@ log = logging.getLogger("cronwheel.maintenance")
 
 MAINTENANCE_LEASE = -1
 """The shard-lease row whose holder is the one process doing maintenance."""
+CLOCK_SYNC_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,15 @@ class Maintenance:
             result.deleted = await self.store.delete_history(
                 before=before, limit=self.config.retention_batch
             )
+        if result.retried or result.cancelled:
+            # A lease expires only when its worker died, froze or lost the store: worth a
+            # line, and rare enough for one per pass.
+            log.info(
+                "rescued %d runs whose lease expired (%d claimable again, %d cancelled)",
+                len(result.retried) + len(result.cancelled),
+                len(result.retried),
+                len(result.cancelled),
+            )
         for run_id in result.dead:
             log.warning(
                 "run %s: lease expired on its last attempt; moved to the dead-letter queue", run_id
@@ -85,10 +95,27 @@ class Maintenance:
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``interval_seconds`` while this process holds the maintenance
         lease: many processes run the service, one at a time does the work, and another
-        takes over within the lease TTL when it dies."""
+        takes over within the lease TTL when it dies.
+
+        The lease is short (three passes): while its holder is dead or frozen nobody
+        rescues, and a worker's runs must be claimable again about one worker lease TTL
+        after it died, also when it held this lease (with a 10 s maintenance lease, a
+        frozen worker's 3 s leases were rescued after 10.7 s). A pass that outlives the
+        lease lets a second process in, which is harmless: each run is rescued once, and
+        retention skips the rows another pass has locked.
+
+        Its clock follows the store's, like the scheduler's and the worker's: ``now``
+        decides which leases have expired, and a node whose clock runs ahead must not
+        rescue runs whose worker is alive and heartbeating by the store's clock."""
         outage = Outage(log, "maintenance")
-        ttl = max(3 * self.config.interval_seconds, 10.0)
+        ttl = 3 * self.config.interval_seconds
+        synced_at = float("-inf")
+        loop = asyncio.get_running_loop()
         while not stop.is_set():
+            if loop.time() - synced_at > CLOCK_SYNC_SECONDS:
+                with contextlib.suppress(Exception):  # a failed sync keeps the last offset
+                    await sync_to(self.clock, self.store.now)
+                    synced_at = loop.time()
             try:
                 if await self.store.acquire_shards(
                     self.holder, [MAINTENANCE_LEASE], now=self.clock.now(), ttl_seconds=ttl

@@ -62,6 +62,16 @@ async def _store(url: str) -> AsyncIterator[Store]:
         await store.close()
 
 
+def _log_to_stderr() -> None:
+    """Timestamped lines on stderr (journald, honcho and the like collect them): warnings
+    (an outage and its end, a lost lease, a refused completion) and the few info lines
+    of the cluster's life (shards changing hands, expired leases rescued)."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("cronwheel").setLevel(logging.INFO)  # not httpx's line per request
+
+
 def _stop_after(seconds: float | None, stop: asyncio.Event) -> None:
     if seconds is not None:
         asyncio.get_running_loop().call_later(seconds, stop.set)
@@ -115,6 +125,8 @@ def worker(
         grace_seconds=grace_seconds,
     )
 
+    _log_to_stderr()
+
     async def main() -> None:
         async with _store(db_url) as store:
             stop = asyncio.Event()
@@ -151,6 +163,8 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
         sharding = ShardingConfig(shard_count, shard_lease, min(2.0, shard_lease / 3))
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
+
+    _log_to_stderr()
 
     async def main() -> None:
         async with _store(db_url) as store:

@@ -60,8 +60,15 @@ if TYPE_CHECKING:
 # How many times save_response inserts before giving up (see there): twice in practice.
 _SAVE_RESPONSE_TRIES: Final = 3
 
-# Every connection reports instants in UTC and names itself in pg_stat_activity.
-_SERVER_SETTINGS: Final = {"timezone": "UTC", "application_name": "cronwheel"}
+# Every connection reports instants in UTC and names itself in pg_stat_activity. A
+# transaction whose client froze or was cut off mid-way is ended by the server after 5 s:
+# its row locks (a shard or maintenance lease being renewed) would otherwise stop every
+# other process from taking those leases over until the client came back, if ever.
+_SERVER_SETTINGS: Final = {
+    "timezone": "UTC",
+    "application_name": "cronwheel",
+    "idle_in_transaction_session_timeout": "5s",
+}
 
 
 async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
