@@ -1,0 +1,162 @@
+"""cronwheel under the workloads: ``python -m cw.adapter --system cronwheel-pg|-sqlite``.
+
+Shapes, as the README documents them: on SQLite the embedded shape (one process runs
+scheduler, worker and maintenance: SQLite wake-ups are in-process); on PostgreSQL the
+cluster shape, a ``cronwheel worker`` process and a ``cronwheel scheduler`` process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from importlib.metadata import version
+from typing import Any
+
+import cronwheel
+from cronwheel.scheduler import Scheduler
+
+from lib import adapter, flows
+from lib.adapter import Args, Result
+
+CONCURRENCY = int(os.environ.get("CWBENCH_CW_CONCURRENCY", "2500"))
+"""Runs at once in the worker's pool (``--concurrency``, default 10); it holds up to 4x
+this many claimed runs (prefetch)."""
+BATCH = 5_000
+"""Jobs per create_many call: the bulk path."""
+NOOP = {"type": "handler", "name": "noop"}
+
+
+class Cronwheel:
+    def __init__(self, args: Args) -> None:
+        self.args = args
+        self.pg = args.system == "cronwheel-pg"
+        self.url = args.pg_dsn if self.pg else f"sqlite:///{args.workdir / 'cw.db'}"
+        self.runner = asyncio.Runner()  # one loop, one connection pool for every call
+        self.cw: cronwheel.JobService = self.runner.run(cronwheel.connect(self.url))
+        self.probes = 0
+
+    def close(self) -> None:
+        self.runner.run(self.cw.close())
+        self.runner.close()
+
+    def enqueue(self, items: list[flows.Item]) -> None:
+        specs = [self._spec(key, at) for key, at in items]
+        for i in range(0, len(specs), BATCH):
+            self.runner.run(self.cw.create_many(specs[i : i + BATCH]))
+
+    def _spec(self, key: str, at: float | None) -> dict[str, Any]:
+        if key == "probe":  # job names are unique: each probe gets its own
+            self.probes += 1
+            key = f"probe-{self.probes}"
+        if at is None:
+            schedule: dict[str, Any] = {"kind": "immediate"}
+        else:
+            schedule = {"kind": "once", "at": datetime.fromtimestamp(at, UTC).isoformat()}
+        return {"name": key, "schedule": schedule, "action": NOOP}
+
+    def processes(self, workload: str) -> list[list[str]]:
+        py = sys.executable
+        if not self.pg:
+            return [[py, "-m", "cw.serve", "--db", self.url, "--concurrency", str(CONCURRENCY)]]
+        worker = [py, "-m", "cronwheel", "worker", "--app", "cw.app:worker", "--db", self.url]
+        worker += ["--concurrency", str(CONCURRENCY)]
+        if workload == "W1":  # immediate runs need no scheduler: only the one worker
+            return [worker]
+        return [worker, [py, "-m", "cronwheel", "scheduler", "--db", self.url]]
+
+    def system(self) -> flows.System:
+        shape = "cluster: worker + scheduler processes" if self.pg else "embedded: one process"
+        settings = {"shape": shape, "concurrency": CONCURRENCY, "create_many_batch": BATCH}
+        return flows.System(self.enqueue, self.processes, self.args.workdir, settings=settings)
+
+
+def run(args: Args, body: Any) -> Result:
+    cw = Cronwheel(args)
+    try:
+        result: Result = body(cw)
+        return result | {"settings": cw.system().settings}
+    finally:
+        cw.close()
+
+
+def w1(args: Args) -> Result:
+    return run(args, lambda cw: flows.throughput(cw.system(), args.params["n"]))
+
+
+def w2(args: Args) -> Result:
+    items = flows.w2_items(args.params["n"])
+    return run(args, lambda cw: flows.at_instants(cw.system(), "W2", items, args.params["lead"]))
+
+
+def w3(args: Args) -> Result:
+    p = args.params
+    items = flows.w3_items(p["n"], p["span"])
+    return run(args, lambda cw: flows.at_instants(cw.system(), "W3", items, p["lead"]))
+
+
+def w4(args: Args) -> Result:
+    jobs = [f"w4-{i:04d}" for i in range(args.params["jobs"])]
+
+    def body(cw: Cronwheel) -> Result:
+        every_second = {"kind": "cron", "cron": "* * * * * *", "timezone": "UTC"}
+        specs = [{"name": j, "schedule": every_second, "action": NOOP} for j in jobs]
+        cw.runner.run(cw.cw.create_many(specs))
+        return flows.cron(cw.system(), jobs, args.params["seconds"], args.params["settle"])
+
+    return run(args, body)
+
+
+def w5(args: Args) -> Result:
+    p = args.params
+    return run(args, lambda cw: cw.runner.run(_at_rest(cw.cw, p)))
+
+
+async def _at_rest(cw: cronwheel.JobService, p: dict[str, Any]) -> Result:
+    """Bulk-create jobs that stay at rest (yearly cron), timing the scheduler's tick with
+    ``small`` of them and again with all of them."""
+    yearly = {"kind": "cron", "cron": "0 0 1 1 *", "timezone": "UTC"}
+    created, create_s, ticks = 0, 0.0, {}
+    for target in (p["small"], p["jobs"]):
+        while created < target:
+            size = min(p["batch"], target - created)
+            specs = [
+                {"name": f"w5-{created + i:07d}", "schedule": yearly, "action": NOOP}
+                for i in range(size)
+            ]
+            t0 = time.perf_counter()
+            await cw.create_many(specs)
+            create_s += time.perf_counter() - t0
+            created += size
+        ticks[target] = await _tick_ms(cw, p["ticks"])
+    small, large = ticks[p["small"]], ticks[p["jobs"]]
+    return {
+        "jobs": p["jobs"],
+        "create_s": round(create_s, 2),
+        "jobs_per_s": round(p["jobs"] / create_s),
+        "tick_ms": {str(k): v for k, v in ticks.items()},
+        "tick_ratio": round(large["median"] / small["median"], 2),
+        "small": p["small"],
+    }
+
+
+async def _tick_ms(cw: cronwheel.JobService, n: int) -> dict[str, float]:
+    scheduler = Scheduler(cw.store)
+    await scheduler.run_once()  # warm: connections, plans, caches
+    durations = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await scheduler.run_once()
+        durations.append((time.perf_counter() - t0) * 1000)
+    return {"median": round(statistics.median(durations), 3), "max": round(max(durations), 3)}
+
+
+def info() -> Result:
+    return {"versions": {"cronwheel": version("cronwheel"), "python": sys.version.split()[0]}}
+
+
+if __name__ == "__main__":
+    adapter.main({"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5}, info)

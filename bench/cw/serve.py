@@ -1,0 +1,39 @@
+"""The embedded shape without its terminal view: scheduler, worker and maintenance in one
+process, as ``cronwheel dev`` runs them. ``cronwheel dev`` prints every run, which would
+be part of what is measured; this runs the same services and prints nothing."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from cronwheel.maintenance import Maintenance
+from cronwheel.runtime import Service, serve
+from cronwheel.scheduler import Scheduler
+from cronwheel.store import open_store
+from cronwheel.worker import Worker, WorkerConfig
+
+from cw.app import worker as app
+
+
+async def main(db: str, concurrency: int) -> None:
+    store = await open_store(db)
+    try:
+        await store.migrate()
+        config = WorkerConfig(pools={"default": concurrency})
+        services: list[Service] = [
+            Scheduler(store),
+            Worker(store, config, handlers=app.handlers),
+            Maintenance(store),
+        ]
+        await serve(services)
+    finally:
+        await store.close()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--db", required=True)
+    p.add_argument("--concurrency", type=int, default=100)
+    a = p.parse_args()
+    asyncio.run(main(a.db, a.concurrency))
