@@ -105,6 +105,8 @@ class Worker:
         )
         self._completions: asyncio.Queue[Completion] = asyncio.Queue()
         self._completion_outage = Outage(log, "writing completions")
+        self._room = asyncio.Event()
+        """Set when runs leave the in-flight set: a full worker claims again at once."""
         self._started_at: datetime | None = None
         self.completed = 0
 
@@ -195,7 +197,13 @@ class Worker:
                 await sleep_or_stop(stop, outage.failed(exc))
                 continue
             outage.ok()
-            if claimed == 0 or self._full():
+            if self._full():
+                # Full: the next claim is worth making as soon as a run is done.
+                self._room.clear()
+                await first_of(
+                    self._room.wait(), stop.wait(), asyncio.sleep(self.config.poll_seconds)
+                )
+            elif claimed == 0:
                 await first_of(
                     self.store.wait(topics, timeout=self.config.poll_seconds), stop.wait()
                 )
@@ -365,6 +373,7 @@ class Worker:
                 log.warning("run %s: completion refused (fenced out)", done.run_id)
             self._inflight.pop(done.run_id, None)
         self.completed += len(accepted)
+        self._room.set()
 
     async def _flush_all(self) -> None:
         batch = []

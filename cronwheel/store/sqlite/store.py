@@ -525,7 +525,8 @@ class SqliteStore(Store):
                     extended.append(run_id)
                     if row[0]:
                         cancel.append(run_id)
-            lost = [run_id for run_id, _ in leases if run_id not in set(extended)]
+            held = set(extended)
+            lost = [run_id for run_id, _ in leases if run_id not in held]
             return HeartbeatResult(extended=extended, lost=lost, cancel_requested=cancel)
 
         return await self._db.write(fn)
