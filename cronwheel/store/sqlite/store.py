@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
+from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.model import (
     ApiKey,
     Attempt,
-    AttemptOutcome,
     AuditEntry,
     ClaimedRun,
-    Delivery,
     Job,
     JobState,
     NewRun,
     Overlap,
-    RetryPolicy,
     Run,
     RunState,
     ShardGuard,
@@ -30,7 +26,6 @@ from cronwheel.model import (
     Tenant,
     WorkerInfo,
 )
-from cronwheel.store import migrate as migrations
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Capabilities,
@@ -42,77 +37,12 @@ from cronwheel.store.base import (
     Store,
 )
 from cronwheel.store.sqlite import _admin as admin
+from cronwheel.store.sqlite import _migrate as schema
+from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
 from cronwheel.store.sqlite import _shards
 from cronwheel.store.sqlite._conn import Connection
 from cronwheel.store.sqlite._wakeups import Wakeups
-
-_JOB_INSERT = (
-    "INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,"
-    " timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery, state,"
-    " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at) VALUES (:id,"
-    " :tenant_id, :name, :schedule, :action, :pool, :payload, :priority, :retry,"
-    " :timeout_seconds, :misfire, :overlap, :jitter_seconds, :catchup_seconds, :delivery,"
-    " :state, :version, :next_fire_at, :last_fire_at, :shard_key, :created_at, :updated_at)"
-)
-
-_RUN_INSERT = (
-    "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,"
-    " max_attempts, job_version, reason, created_at, finished_at, overlap)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
-)
-
-_AUDIT_INSERT = (
-    "INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-def _placeholders(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def _audit(
-    conn: sqlite3.Connection,
-    tenant_id: str,
-    entity: str,
-    entity_id: object,
-    action: str,
-    actor: str,
-    at: int,
-    details: dict[str, Any] | None = None,
-) -> None:
-    payload = None if details is None else rows.dumps(details)
-    conn.execute(_AUDIT_INSERT, (tenant_id, entity, str(entity_id), action, actor, at, payload))
-
-
-def _insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> list[str]:
-    """Insert runs if absent; return the pools that got new pending runs."""
-    pools = []
-    for r in runs:
-        finished = now if r.state.finished else None
-        cursor = conn.execute(
-            _RUN_INSERT,
-            (
-                r.tenant_id,
-                r.job_id,
-                rows.us(r.scheduled_for),
-                rows.us(r.available_at),
-                r.state.value,
-                r.pool,
-                int(r.priority),
-                r.max_attempts,
-                r.job_version,
-                r.reason,
-                now,
-                finished,
-                r.overlap.value,
-            ),
-        )
-        if cursor.rowcount and r.state is RunState.PENDING:
-            pools.append(r.pool)
-    return pools
 
 
 class SqliteStore(Store):
@@ -136,10 +66,10 @@ class SqliteStore(Store):
 
     # -- setup ---------------------------------------------------------------------
     async def migrate(self, *, target: int | None = None) -> list[int]:
-        return await self._db.write(lambda c: _migrate(c, target))
+        return await self._db.write(lambda c: schema.migrate(c, target))
 
     async def schema_version(self) -> int:
-        return await self._db.read(_schema_version)
+        return await self._db.read(schema.schema_version)
 
     async def close(self) -> None:
         await self._db.close()
@@ -242,16 +172,16 @@ class SqliteStore(Store):
     ) -> None:
         def fn(c: sqlite3.Connection) -> list[str]:
             try:
-                c.executemany(_JOB_INSERT, [rows.job_params(j) for j in jobs])
+                c.executemany(ops.JOB_INSERT, [rows.job_params(j) for j in jobs])
             except sqlite3.IntegrityError as exc:
-                raise _name_conflict(c, jobs) from exc
+                raise ops.name_conflict(c, jobs) from exc
             for j in jobs:
                 details = {"version": j.version, "name": j.name}
-                _audit(
+                ops.audit(
                     c, j.tenant_id, "job", j.id, "created", actor, rows.us(j.created_at), details
                 )
             now = rows.us(jobs[0].created_at) if jobs else 0
-            return _insert_runs(c, runs, now)
+            return ops.insert_runs(c, runs, now)
 
         pools = await self._db.write(fn)
         self._wakeups.notify_pools(pools)
@@ -309,19 +239,21 @@ class SqliteStore(Store):
                 raise NotFound("job", job.id)
             if current["version"] != expected_version:
                 raise StaleVersion(expected_version, current["version"])
-            sets = ", ".join(f"{k} = :{k}" for k in params if k not in _IMMUTABLE_JOB_COLUMNS)
+            sets = ", ".join(f"{k} = :{k}" for k in params if k not in ops.IMMUTABLE_JOB_COLUMNS)
             try:
                 c.execute(f"UPDATE jobs SET {sets} WHERE id = :id AND version = :expected", params)
             except sqlite3.IntegrityError as exc:
-                raise _name_conflict(c, [job]) from exc
+                raise ops.name_conflict(c, [job]) from exc
             if replan:
                 c.execute(
                     "UPDATE runs SET state = 'cancelled', finished_at = ?, reason = ?"
                     " WHERE job_id = ? AND state = 'pending' AND attempt = 0 AND job_version < ?",
-                    (params["updated_at"], REASON_REPLANNED, job.id, expected_version + 1),
+                    (params["updated_at"], ops.REASON_REPLANNED, job.id, expected_version + 1),
                 )
             details = {"version": expected_version + 1}
-            _audit(c, job.tenant_id, "job", job.id, "updated", actor, params["updated_at"], details)
+            ops.audit(
+                c, job.tenant_id, "job", job.id, "updated", actor, params["updated_at"], details
+            )
             return rows.job(c.execute("SELECT * FROM jobs WHERE id = ?", (job.id,)).fetchone())
 
         return await self._db.write(fn)
@@ -359,10 +291,10 @@ class SqliteStore(Store):
                     " reason = 'job cancelled' WHERE job_id = ? AND state = 'pending'",
                     (at, job_id),
                 )
-            _insert_runs(c, runs, at)
-            action = _state_action(before, state)
+            ops.insert_runs(c, runs, at)
+            action = ops.state_action(before, state)
             details = {"from": before.value, "to": state.value}
-            _audit(c, tenant_id, "job", job_id, action, actor, at, details)
+            ops.audit(c, tenant_id, "job", job_id, action, actor, at, details)
             return rows.job(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
         return await self._db.write(fn)
@@ -379,7 +311,7 @@ class SqliteStore(Store):
         where = "state = 'active' AND next_fire_at <= ?"
         params: list[Any] = [rows.us(until)]
         if shards is not None:
-            where += f" AND shard_key % ? IN ({_placeholders(len(shards))})"
+            where += f" AND shard_key % ? IN ({ops.placeholders(len(shards))})"
             params.extend([shard_count, *shards])
         # Round robin over tenants: each tenant's earliest job, then each one's second…
         sql = (
@@ -398,7 +330,7 @@ class SqliteStore(Store):
         guard: ShardGuard | None = None,
     ) -> MaterializeResult:
         def fn(c: sqlite3.Connection) -> tuple[MaterializeResult, list[str]]:
-            now = _now_us(c)
+            now = ops.now_us(c)
             advanced: set[str] = set()
             stale: list[str] = []
             todo_runs, todo_advances = runs, advances
@@ -419,10 +351,10 @@ class SqliteStore(Store):
                 )
                 (advanced.add if cursor.rowcount else stale.append)(a.job_id)
             unadvanced = {r.job_id for r in todo_runs} - {a.job_id for a in advances}
-            live = _active_jobs(c, unadvanced) | advanced
+            live = ops.active_jobs(c, unadvanced) | advanced
             mine = [r for r in todo_runs if r.job_id in live]
             before = c.total_changes
-            pools = _insert_runs(c, mine, now)
+            pools = ops.insert_runs(c, mine, now)
             inserted = c.total_changes - before
             return MaterializeResult(inserted, len(advanced), stale), pools
 
@@ -461,7 +393,7 @@ class SqliteStore(Store):
         now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
         # The tenant filter is written into the text only when asked for, so the common
         # claim keeps its plan: one index scan per pool.
-        in_pools = f"pool IN ({_placeholders(len(pools))})"
+        in_pools = f"pool IN ({ops.placeholders(len(pools))})"
         tenant: tuple[str, ...] = ()
         if tenant_id is not None:
             in_pools += " AND tenant_id = ?"
@@ -471,7 +403,7 @@ class SqliteStore(Store):
             " lease_owner = ?, lease_expires_at = max(available_at, ?) + ?,"
             " started_at = max(available_at, ?), cancel_requested = 0"
             f" WHERE id IN (SELECT id FROM runs r WHERE state = 'pending' AND {in_pools}"
-            f" AND available_at <= ? AND (overlap = 'allow' OR ({_OVERLAP_CLAIMABLE}))"
+            f" AND available_at <= ? AND (overlap = 'allow' OR ({ops.OVERLAP_CLAIMABLE}))"
             " ORDER BY priority, available_at, id LIMIT ?) RETURNING *"
         )
         params = (worker_id, now_us, ttl_us, now_us, *pools, *tenant, rows.us(prefetch_until))
@@ -482,21 +414,21 @@ class SqliteStore(Store):
                 f"UPDATE runs SET state = 'skipped', reason = ?, finished_at = ? WHERE {in_pools}"
                 " AND state = 'pending' AND overlap = 'skip' AND available_at <= ? AND EXISTS"
                 " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')",
-                (REASON_OVERLAP_SKIP, now_us, *pools, *tenant, now_us),
+                (ops.REASON_OVERLAP_SKIP, now_us, *pools, *tenant, now_us),
             )
             claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
             claimed.sort(key=lambda r: (r.priority, r.available_at, r.id))
-            _replace_running(c, [r for r in claimed if r.overlap is Overlap.REPLACE])
+            ops.replace_running(c, [r for r in claimed if r.overlap is Overlap.REPLACE])
             job_ids = {r.job_id for r in claimed}
             jobs = {
                 j["id"]: j
                 for j in c.execute(
                     "SELECT id, name, action, payload, retry, timeout_seconds, delivery FROM jobs"
-                    f" WHERE id IN ({_placeholders(len(job_ids))})",
+                    f" WHERE id IN ({ops.placeholders(len(job_ids))})",
                     tuple(job_ids),
                 )
             }
-            return [_claimed(r, jobs[r.job_id]) for r in claimed]
+            return [ops.claimed(r, jobs[r.job_id]) for r in claimed]
 
         if not pools or limit <= 0:
             return []
@@ -535,7 +467,7 @@ class SqliteStore(Store):
         def fn(c: sqlite3.Connection) -> tuple[list[int], list[str]]:
             accepted, pools = [], []
             for done in completions:
-                row = _complete_one(c, done)
+                row = ops.complete_one(c, done)
                 if row is not None:
                     accepted.append(done.run_id)
                     if done.state is RunState.PENDING:
@@ -559,10 +491,10 @@ class SqliteStore(Store):
             result = RescueResult(retried=[], dead=[], cancelled=[])
             pools = []
             for row in expired:
-                state = _rescue_one(c, row, at)
+                state = ops.rescue_one(c, row, at)
                 if state is RunState.PENDING:
                     pools.append(row["pool"])
-                _RESCUED[state](result).append(row["id"])
+                ops.RESCUED[state](result).append(row["id"])
             return result, pools
 
         result, pools = await self._db.write(fn)
@@ -595,10 +527,10 @@ class SqliteStore(Store):
                     "UPDATE runs SET state = 'cancelled', finished_at = ?, reason = ? WHERE id = ?",
                     (at, f"cancelled by {actor}", run_id),
                 )
-                _audit(c, tenant_id, "run", run_id, "cancelled", actor, at)
+                ops.audit(c, tenant_id, "run", run_id, "cancelled", actor, at)
             elif row["state"] == RunState.RUNNING:
                 c.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
-                _audit(c, tenant_id, "run", run_id, "cancel_requested", actor, at)
+                ops.audit(c, tenant_id, "run", run_id, "cancel_requested", actor, at)
             return rows.run(c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
 
         return await self._db.write(fn)
@@ -627,7 +559,7 @@ class SqliteStore(Store):
                 if row is not None:
                     replayed.append(run_id)
                     pools.append(row["pool"])
-                    _audit(c, tenant_id, "run", run_id, "replayed", actor, at)
+                    ops.audit(c, tenant_id, "run", run_id, "replayed", actor, at)
             return replayed, pools
 
         replayed, pools = await self._db.write(fn)
@@ -694,214 +626,6 @@ class SqliteStore(Store):
 
     async def wait(self, topics: Sequence[str], timeout: float) -> bool:
         return await self._wakeups.wait(topics, timeout)
-
-
-REASON_REPLANNED = "replanned: the job's schedule changed"
-# A run of a job with an overlap policy is claimable once due, when no earlier due run
-# of its job waits before it, and (for queue) while none of its job's runs is running.
-_OVERLAP_CLAIMABLE = (
-    "r.available_at <= ? AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.job_id = r.job_id"
-    " AND e.state = 'pending' AND e.available_at <= ? AND e.scheduled_for < r.scheduled_for)"
-    " AND (r.overlap <> 'queue' OR NOT EXISTS (SELECT 1 FROM runs o"
-    " WHERE o.job_id = r.job_id AND o.state = 'running'))"
-)
-REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
-
-_IMMUTABLE_JOB_COLUMNS = frozenset({"id", "tenant_id", "created_at", "shard_key", "expected"})
-
-
-def _now_us(c: sqlite3.Connection) -> int:
-    value: int = c.execute(
-        "SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
-    ).fetchone()[0]
-    return value
-
-
-def _migrate(c: sqlite3.Connection, target: int | None) -> list[int]:
-    c.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations"
-        " (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
-    )
-    done = {r[0] for r in c.execute("SELECT version FROM schema_migrations")}
-    steps = migrations.migrations("sqlite")
-    latest = steps[-1].version
-    if target is not None and not 0 <= target <= latest:
-        raise InvalidInput("target", f"migration {target} does not exist (latest is {latest})")
-    steps = [m for m in steps if target is None or m.version <= target]
-    now = _now_us(c)
-    if not done and (target is None or target == latest):
-        _executescript(c, migrations.fresh_schema("sqlite"))
-        todo = [m.version for m in steps]
-    else:
-        todo = [m.version for m in steps if m.version not in done]
-        for m in steps:
-            if m.version in todo:
-                _executescript(c, m.sql)
-    c.executemany(
-        "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-        [(v, now) for v in todo],
-    )
-    return todo
-
-
-def _executescript(c: sqlite3.Connection, script: str) -> None:
-    # sqlite3.executescript would COMMIT our transaction first; run statement by statement
-    # so a migration is all or nothing.
-    for statement in _split_sql(script):
-        c.execute(statement)
-
-
-def _split_sql(script: str) -> list[str]:
-    statements, current = [], []
-    for line in script.splitlines():
-        if line.strip().startswith("--"):
-            continue
-        current.append(line)
-        if sqlite3.complete_statement("\n".join(current)):
-            statements.append("\n".join(current).strip())
-            current = []
-    return [s for s in statements if s]
-
-
-def _schema_version(c: sqlite3.Connection) -> int:
-    exists = c.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ).fetchone()
-    if exists is None:
-        return 0
-    value: int | None = c.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
-    return value or 0
-
-
-def _name_conflict(c: sqlite3.Connection, jobs: Sequence[Job]) -> Conflict:
-    for j in jobs:
-        taken = c.execute(
-            "SELECT 1 FROM jobs WHERE tenant_id = ? AND name = ? AND state <> 'cancelled'"
-            " AND id <> ?",
-            (j.tenant_id, j.name, j.id),
-        ).fetchone()
-        if taken is not None:
-            return Conflict("name", f"a live job named {j.name!r} already exists for this tenant")
-    names = [j.name for j in jobs]
-    if len(set(names)) != len(names):
-        return Conflict("name", "the same name appears twice in one batch")
-    return Conflict("id", "a job with this id already exists")
-
-
-def _state_action(before: JobState, after: JobState) -> str:
-    if before is JobState.PAUSED and after is JobState.ACTIVE:
-        return "resumed"
-    return after.value
-
-
-def _active_jobs(c: sqlite3.Connection, job_ids: set[str]) -> set[str]:
-    if not job_ids:
-        return set()
-    found = c.execute(
-        f"SELECT id FROM jobs WHERE state = 'active' AND id IN ({_placeholders(len(job_ids))})",
-        tuple(job_ids),
-    )
-    return {r[0] for r in found}
-
-
-def _replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
-    """Overlap ``replace``: the runs just claimed displace their jobs' running ones."""
-    for run in claimed:
-        c.execute(
-            "UPDATE runs SET cancel_requested = 1"
-            " WHERE job_id = ? AND state = 'running' AND id <> ?",
-            (run.job_id, run.id),
-        )
-
-
-def _claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
-    return ClaimedRun(
-        run=run,
-        job_name=job["name"],
-        action=json.loads(job["action"]),
-        payload=json.loads(job["payload"]),
-        retry=RetryPolicy.from_dict(json.loads(job["retry"])),
-        timeout_seconds=job["timeout_seconds"],
-        delivery=Delivery(job["delivery"]),
-    )
-
-
-def _complete_one(c: sqlite3.Connection, done: Completion) -> sqlite3.Row | None:
-    finished = rows.us(done.finished_at)
-    final = done.state.finished
-    row: sqlite3.Row | None = c.execute(
-        "UPDATE runs SET state = ?, finished_at = ?, available_at = coalesce(?, available_at),"
-        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
-        " last_error = ? WHERE id = ? AND fence = ? AND state = 'running'"
-        " RETURNING tenant_id, job_id, attempt, pool",
-        (
-            done.state.value,
-            finished if final else None,
-            rows.us_or_none(done.available_at),
-            done.error_message,
-            done.run_id,
-            done.fence,
-        ),
-    ).fetchone()
-    if row is None:
-        return None
-    _insert_attempt(
-        c,
-        (row["tenant_id"], done.run_id, row["job_id"], row["attempt"], done.worker_id),
-        done.fence,
-        (rows.us_or_none(done.started_at), finished, done.lag_seconds),
-        (done.outcome, done.error_class, done.error_message),
-    )
-    return row
-
-
-def _insert_attempt(
-    c: sqlite3.Connection,
-    who: tuple[str, int, str, int, str | None],
-    fence: int,
-    when: tuple[int | None, int, float | None],
-    what: tuple[AttemptOutcome, str | None, str | None],
-) -> None:
-    outcome, error_class, error_message = what
-    c.execute(
-        "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
-        " started_at, finished_at, lag_seconds, outcome, error_class, error_message)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*who, fence, *when, outcome.value, error_class, error_message),
-    )
-
-
-def _rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
-    expiry = rows.dt(row["lease_expires_at"]).isoformat()
-    message = f"worker {row['lease_owner']} did not report before its lease expired at {expiry}"
-    _insert_attempt(
-        c,
-        (row["tenant_id"], row["id"], row["job_id"], row["attempt"], row["lease_owner"]),
-        row["fence"],
-        (row["started_at"], at, None),
-        (AttemptOutcome.LOST, "LeaseExpired", message),
-    )
-    if row["cancel_requested"]:
-        state = RunState.CANCELLED
-    elif row["attempt"] >= row["max_attempts"]:
-        state = RunState.DEAD
-    else:
-        state = RunState.PENDING
-    final = state.finished
-    c.execute(
-        "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN available_at ELSE ? END,"
-        " finished_at = CASE WHEN ? THEN ? END, lease_owner = NULL, lease_expires_at = NULL,"
-        " cancel_requested = 0, last_error = ? WHERE id = ?",
-        (state.value, final, at, final, at, message, row["id"]),
-    )
-    return state
-
-
-_RESCUED = {
-    RunState.PENDING: lambda r: r.retried,
-    RunState.DEAD: lambda r: r.dead,
-    RunState.CANCELLED: lambda r: r.cancelled,
-}
 
 
 __all__ = ["SqliteStore"]

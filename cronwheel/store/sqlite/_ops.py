@@ -1,0 +1,248 @@
+"""The SQL behind the SQLite store's verbs: each function runs inside the caller's
+transaction on the connection's thread."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cronwheel.errors import Conflict
+from cronwheel.model import (
+    AttemptOutcome,
+    ClaimedRun,
+    Delivery,
+    Job,
+    JobState,
+    NewRun,
+    RetryPolicy,
+    Run,
+    RunState,
+)
+from cronwheel.store.base import Completion
+from cronwheel.store.sqlite import _rows as rows
+
+JOB_INSERT = (
+    "INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,"
+    " timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery, state,"
+    " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at) VALUES (:id,"
+    " :tenant_id, :name, :schedule, :action, :pool, :payload, :priority, :retry,"
+    " :timeout_seconds, :misfire, :overlap, :jitter_seconds, :catchup_seconds, :delivery,"
+    " :state, :version, :next_fire_at, :last_fire_at, :shard_key, :created_at, :updated_at)"
+)
+
+RUN_INSERT = (
+    "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,"
+    " max_attempts, job_version, reason, created_at, finished_at, overlap)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
+)
+
+AUDIT_INSERT = (
+    "INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def audit(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    entity: str,
+    entity_id: object,
+    action: str,
+    actor: str,
+    at: int,
+    details: dict[str, Any] | None = None,
+) -> None:
+    payload = None if details is None else rows.dumps(details)
+    conn.execute(AUDIT_INSERT, (tenant_id, entity, str(entity_id), action, actor, at, payload))
+
+
+def insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> list[str]:
+    """Insert runs if absent; return the pools that got new pending runs."""
+    pools = []
+    for r in runs:
+        finished = now if r.state.finished else None
+        cursor = conn.execute(
+            RUN_INSERT,
+            (
+                r.tenant_id,
+                r.job_id,
+                rows.us(r.scheduled_for),
+                rows.us(r.available_at),
+                r.state.value,
+                r.pool,
+                int(r.priority),
+                r.max_attempts,
+                r.job_version,
+                r.reason,
+                now,
+                finished,
+                r.overlap.value,
+            ),
+        )
+        if cursor.rowcount and r.state is RunState.PENDING:
+            pools.append(r.pool)
+    return pools
+
+
+REASON_REPLANNED = "replanned: the job's schedule changed"
+# A run of a job with an overlap policy is claimable once due, when no earlier due run
+# of its job waits before it, and (for queue) while none of its job's runs is running.
+
+
+OVERLAP_CLAIMABLE = (
+    "r.available_at <= ? AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.job_id = r.job_id"
+    " AND e.state = 'pending' AND e.available_at <= ? AND e.scheduled_for < r.scheduled_for)"
+    " AND (r.overlap <> 'queue' OR NOT EXISTS (SELECT 1 FROM runs o"
+    " WHERE o.job_id = r.job_id AND o.state = 'running'))"
+)
+
+
+REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
+
+
+IMMUTABLE_JOB_COLUMNS = frozenset({"id", "tenant_id", "created_at", "shard_key", "expected"})
+
+
+def now_us(c: sqlite3.Connection) -> int:
+    value: int = c.execute(
+        "SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+    ).fetchone()[0]
+    return value
+
+
+def name_conflict(c: sqlite3.Connection, jobs: Sequence[Job]) -> Conflict:
+    for j in jobs:
+        taken = c.execute(
+            "SELECT 1 FROM jobs WHERE tenant_id = ? AND name = ? AND state <> 'cancelled'"
+            " AND id <> ?",
+            (j.tenant_id, j.name, j.id),
+        ).fetchone()
+        if taken is not None:
+            return Conflict("name", f"a live job named {j.name!r} already exists for this tenant")
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        return Conflict("name", "the same name appears twice in one batch")
+    return Conflict("id", "a job with this id already exists")
+
+
+def state_action(before: JobState, after: JobState) -> str:
+    if before is JobState.PAUSED and after is JobState.ACTIVE:
+        return "resumed"
+    return after.value
+
+
+def active_jobs(c: sqlite3.Connection, job_ids: set[str]) -> set[str]:
+    if not job_ids:
+        return set()
+    found = c.execute(
+        f"SELECT id FROM jobs WHERE state = 'active' AND id IN ({placeholders(len(job_ids))})",
+        tuple(job_ids),
+    )
+    return {r[0] for r in found}
+
+
+def replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
+    """Overlap ``replace``: the runs just claimed displace their jobs' running ones."""
+    for run in claimed:
+        c.execute(
+            "UPDATE runs SET cancel_requested = 1"
+            " WHERE job_id = ? AND state = 'running' AND id <> ?",
+            (run.job_id, run.id),
+        )
+
+
+def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
+    return ClaimedRun(
+        run=run,
+        job_name=job["name"],
+        action=json.loads(job["action"]),
+        payload=json.loads(job["payload"]),
+        retry=RetryPolicy.from_dict(json.loads(job["retry"])),
+        timeout_seconds=job["timeout_seconds"],
+        delivery=Delivery(job["delivery"]),
+    )
+
+
+def complete_one(c: sqlite3.Connection, done: Completion) -> sqlite3.Row | None:
+    finished = rows.us(done.finished_at)
+    final = done.state.finished
+    row: sqlite3.Row | None = c.execute(
+        "UPDATE runs SET state = ?, finished_at = ?, available_at = coalesce(?, available_at),"
+        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
+        " last_error = ? WHERE id = ? AND fence = ? AND state = 'running'"
+        " RETURNING tenant_id, job_id, attempt, pool",
+        (
+            done.state.value,
+            finished if final else None,
+            rows.us_or_none(done.available_at),
+            done.error_message,
+            done.run_id,
+            done.fence,
+        ),
+    ).fetchone()
+    if row is None:
+        return None
+    insert_attempt(
+        c,
+        (row["tenant_id"], done.run_id, row["job_id"], row["attempt"], done.worker_id),
+        done.fence,
+        (rows.us_or_none(done.started_at), finished, done.lag_seconds),
+        (done.outcome, done.error_class, done.error_message),
+    )
+    return row
+
+
+def insert_attempt(
+    c: sqlite3.Connection,
+    who: tuple[str, int, str, int, str | None],
+    fence: int,
+    when: tuple[int | None, int, float | None],
+    what: tuple[AttemptOutcome, str | None, str | None],
+) -> None:
+    outcome, error_class, error_message = what
+    c.execute(
+        "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
+        " started_at, finished_at, lag_seconds, outcome, error_class, error_message)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*who, fence, *when, outcome.value, error_class, error_message),
+    )
+
+
+def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
+    expiry = rows.dt(row["lease_expires_at"]).isoformat()
+    message = f"worker {row['lease_owner']} did not report before its lease expired at {expiry}"
+    insert_attempt(
+        c,
+        (row["tenant_id"], row["id"], row["job_id"], row["attempt"], row["lease_owner"]),
+        row["fence"],
+        (row["started_at"], at, None),
+        (AttemptOutcome.LOST, "LeaseExpired", message),
+    )
+    if row["cancel_requested"]:
+        state = RunState.CANCELLED
+    elif row["attempt"] >= row["max_attempts"]:
+        state = RunState.DEAD
+    else:
+        state = RunState.PENDING
+    final = state.finished
+    c.execute(
+        "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN available_at ELSE ? END,"
+        " finished_at = CASE WHEN ? THEN ? END, lease_owner = NULL, lease_expires_at = NULL,"
+        " cancel_requested = 0, last_error = ? WHERE id = ?",
+        (state.value, final, at, final, at, message, row["id"]),
+    )
+    return state
+
+
+RESCUED = {
+    RunState.PENDING: lambda r: r.retried,
+    RunState.DEAD: lambda r: r.dead,
+    RunState.CANCELLED: lambda r: r.cancelled,
+}
