@@ -21,6 +21,13 @@ JSON = Any
 """A value that survives ``json.dumps``/``json.loads`` unchanged."""
 
 DEFAULT_TENANT = "default"
+
+# Why a run did not run as planned: the ``reason`` of a skipped or cancelled run. One
+# place for both stores and the planner, so the API shows the same words whoever wrote it.
+REASON_MISFIRE = "misfire"
+REASON_PAUSED = "paused"
+REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
+REASON_REPLANNED = "replanned: the job's schedule changed"
 DEFAULT_POOL = "default"
 
 

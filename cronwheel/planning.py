@@ -11,17 +11,21 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwheel.model import Delivery, Job, JobState, MisfireMode, NewRun, RunState
+from cronwheel.model import (
+    REASON_MISFIRE,
+    Delivery,
+    Job,
+    JobState,
+    MisfireMode,
+    NewRun,
+    RunState,
+)
 from cronwheel.schedule import Schedule, next_fire, schedule_from_dict
 from cronwheel.store.base import JobAdvance
 
 MAX_OCCURRENCES_PER_PLAN = 1000
 """How many occurrences one plan enumerates; a longer backlog continues at the next tick,
 so a job that was down for a year cannot stall a tick, and is still fully recorded."""
-
-REASON_MISFIRE = "misfire"
-REASON_PAUSED = "paused"
-REASON_OVERLAP = "overlap"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,17 @@ from typing import Any
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.jobspec import JobSpec, spec_of
-from cronwheel.model import DEFAULT_TENANT, Attempt, Job, JobState, NewRun, Run, RunState
-from cronwheel.planning import REASON_PAUSED, max_attempts
+from cronwheel.model import (
+    DEFAULT_TENANT,
+    REASON_PAUSED,
+    Attempt,
+    Job,
+    JobState,
+    NewRun,
+    Run,
+    RunState,
+)
+from cronwheel.planning import max_attempts
 from cronwheel.schedule import first_fire, next_fire, schedule_from_dict
 from cronwheel.scheduler import JOBS_TOPIC
 from cronwheel.store import open_store

@@ -189,7 +189,6 @@ GET_JOB = "SELECT * FROM jobs WHERE tenant_id = $1 AND id = $2"
 
 LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
 
-REASON_REPLANNED = "replanned: the job's schedule changed"
 
 # Params: $1 id, $2-$18 the definition, $19 the new version, $20 the actor, $21 replan,
 # $22 the replanned runs' reason.
@@ -280,7 +279,6 @@ SELECT (SELECT count(*) FROM inserted) AS inserted,
 
 # -- workers -------------------------------------------------------------------------
 
-REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
 
 # Whether the job of the row aliased ``{run}`` has a running run: a probe of
 # runs_running_by_job per row (OFFSET 0 keeps it a correlated lookup; turned into a join,

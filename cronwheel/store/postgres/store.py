@@ -19,6 +19,8 @@ import asyncpg
 
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.model import (
+    REASON_OVERLAP_SKIP,
+    REASON_REPLANNED,
     ApiKey,
     Attempt,
     AuditEntry,
@@ -324,7 +326,7 @@ class PostgresStore(Store):
             if current["version"] != expected_version:
                 raise StaleVersion(expected_version, current["version"])
             definition = rows.job_definition(job)
-            args = (job.id, *definition, expected_version + 1, actor, replan, sql.REASON_REPLANNED)
+            args = (job.id, *definition, expected_version + 1, actor, replan, REASON_REPLANNED)
             try:
                 row = await conn.fetchrow(sql.UPDATE_JOB, *args)
             except asyncpg.UniqueViolationError as exc:
@@ -451,7 +453,7 @@ class PostgresStore(Store):
             limit,
             now,
             lease_seconds,
-            sql.REASON_OVERLAP_SKIP,
+            REASON_OVERLAP_SKIP,
             tenant_id,
         )
         found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)

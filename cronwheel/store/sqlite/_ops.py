@@ -91,7 +91,6 @@ def insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> l
     return pools
 
 
-REASON_REPLANNED = "replanned: the job's schedule changed"
 # A run of a job with an overlap policy is claimable once due, when no earlier due run
 # of its job waits before it, and (for queue) while none of its job's runs is running.
 
@@ -102,9 +101,6 @@ OVERLAP_CLAIMABLE = (
     " AND (r.overlap <> 'queue' OR NOT EXISTS (SELECT 1 FROM runs o"
     " WHERE o.job_id = r.job_id AND o.state = 'running'))"
 )
-
-
-REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
 
 
 IMMUTABLE_JOB_COLUMNS = frozenset({"id", "tenant_id", "created_at", "shard_key", "expected"})

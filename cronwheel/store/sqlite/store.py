@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -10,6 +11,8 @@ from typing import Any
 
 from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.model import (
+    REASON_OVERLAP_SKIP,
+    REASON_REPLANNED,
     ApiKey,
     Attempt,
     AuditEntry,
@@ -248,7 +251,7 @@ class SqliteStore(Store):
                 c.execute(
                     "UPDATE runs SET state = 'cancelled', finished_at = ?, reason = ?"
                     " WHERE job_id = ? AND state = 'pending' AND attempt = 0 AND job_version < ?",
-                    (params["updated_at"], ops.REASON_REPLANNED, job.id, expected_version + 1),
+                    (params["updated_at"], REASON_REPLANNED, job.id, expected_version + 1),
                 )
             details = {"version": expected_version + 1}
             ops.audit(
@@ -414,7 +417,7 @@ class SqliteStore(Store):
                 f"UPDATE runs SET state = 'skipped', reason = ?, finished_at = ? WHERE {in_pools}"
                 " AND state = 'pending' AND overlap = 'skip' AND available_at <= ? AND EXISTS"
                 " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')",
-                (ops.REASON_OVERLAP_SKIP, now_us, *pools, *tenant, now_us),
+                (REASON_OVERLAP_SKIP, now_us, *pools, *tenant, now_us),
             )
             claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
             claimed.sort(key=lambda r: (r.priority, r.available_at, r.id))
@@ -444,22 +447,22 @@ class SqliteStore(Store):
     ) -> HeartbeatResult:
         until = rows.us(now) + round(lease_seconds * 1_000_000)
 
+        # One statement for every lease: the (id, fence) pairs travel as one JSON array.
+        pairs = json.dumps([[run_id, fence] for run_id, fence in leases])
+        sql = (
+            "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?)"
+            " WHERE lease_owner = ? AND state = 'running' AND (id, fence) IN"
+            " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+            " FROM json_each(?)) RETURNING id, cancel_requested"
+        )
+
         def fn(c: sqlite3.Connection) -> HeartbeatResult:
-            extended, cancel = [], []
-            for run_id, fence in leases:
-                row = c.execute(
-                    "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?)"
-                    " WHERE id = ? AND fence = ? AND lease_owner = ? AND state = 'running'"
-                    " RETURNING cancel_requested",
-                    (until, run_id, fence, worker_id),
-                ).fetchone()
-                if row is not None:
-                    extended.append(run_id)
-                    if row[0]:
-                        cancel.append(run_id)
-            held = set(extended)
-            lost = [run_id for run_id, _ in leases if run_id not in held]
-            return HeartbeatResult(extended=extended, lost=lost, cancel_requested=cancel)
+            found = {r[0]: bool(r[1]) for r in c.execute(sql, (until, worker_id, pairs))}
+            return HeartbeatResult(
+                extended=[run_id for run_id, _ in leases if run_id in found],
+                lost=[run_id for run_id, _ in leases if run_id not in found],
+                cancel_requested=[run_id for run_id, _ in leases if found.get(run_id)],
+            )
 
         return await self._db.write(fn)
 
