@@ -8,8 +8,9 @@ the same message everywhere: :class:`~cronwheel.errors.InvalidInput` naming the 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -28,10 +29,12 @@ from cronwheel.model import (
     Priority,
     RetryPolicy,
     new_id,
+    new_ids,
 )
 from cronwheel.schedule import (
     ImmediateSchedule,
     OnceSchedule,
+    Schedule,
     first_fire,
     resolve,
     schedule_from_dict,
@@ -121,7 +124,7 @@ class JobSpec(BaseModel):
     @field_validator("payload")
     @classmethod
     def _small_payload(cls, payload: JSON) -> JSON:
-        size = len(json.dumps(payload).encode())
+        size = _payload_size(payload)
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} (256 KiB)")
         return payload
@@ -136,15 +139,12 @@ class JobSpec(BaseModel):
 
     def to_job(self, *, tenant_id: str, now: datetime, job_id: str | None = None) -> Job:
         """A new job at version 1, its schedule pinned (delays, interval anchors) at ``now``."""
-        schedule = resolve(schedule_from_dict(self.schedule), now)
-        if isinstance(schedule, OnceSchedule) and schedule.at < now - PAST_TOLERANCE:
-            raise InvalidInput("schedule.at", f"{schedule.at.isoformat()} is in the past")
-        immediate = isinstance(schedule, ImmediateSchedule)
+        schedule, state, next_fire_at, last_fire_at = _plan(schedule_from_dict(self.schedule), now)
         return Job(
             id=job_id or new_id(),
             tenant_id=tenant_id,
             name=self.name,
-            schedule=schedule_to_dict(schedule),
+            schedule=schedule,
             action=self.action.model_dump(),
             created_at=now,
             updated_at=now,
@@ -158,10 +158,229 @@ class JobSpec(BaseModel):
             jitter_seconds=self.jitter_seconds,
             catchup_seconds=self.catchup_seconds,
             delivery=self.delivery,
-            state=JobState.COMPLETED if immediate else JobState.ACTIVE,
-            next_fire_at=None if immediate else first_fire(schedule, now),
-            last_fire_at=now if immediate else None,
+            state=state,
+            next_fire_at=next_fire_at,
+            last_fire_at=last_fire_at,
         )
+
+
+_Plan = tuple[Mapping[str, Any], JobState, datetime | None, datetime | None]
+
+
+def _plan(parsed: Schedule, now: datetime) -> _Plan:
+    """A new job's schedule pinned at ``now``, its state, next and last fire times."""
+    schedule = resolve(parsed, now)
+    if isinstance(schedule, OnceSchedule) and schedule.at < now - PAST_TOLERANCE:
+        raise InvalidInput("schedule.at", f"{schedule.at.isoformat()} is in the past")
+    if isinstance(schedule, ImmediateSchedule):
+        return schedule_to_dict(schedule), JobState.COMPLETED, None, now
+    return schedule_to_dict(schedule), JobState.ACTIVE, first_fire(schedule, now), None
+
+
+def build_jobs(specs: Sequence[Any], *, tenant_id: str, now: datetime) -> list[Job]:
+    """The jobs ``[JobSpec.parse(s).to_job(tenant_id=…, now=now) for s in specs]`` makes,
+    the same errors included, without validating and planning the same thing again and
+    again: a batch of 10,000 jobs mostly repeats a few schedules and one action.
+
+    What a spec holds besides its name and schedule is validated once per distinct value
+    (by ``JobSpec`` itself: the first spec with it takes the full path), and each distinct
+    schedule is validated and planned once. JobSpec's fields are validated independently
+    of each other, so a spec whose name, schedule and rest each passed is valid as a
+    whole; anything the shortcut does not recognise, or rejects, takes the full path,
+    which raises the error the spec deserves. Jobs built from equal values share their
+    (read-only) ``schedule`` and ``action`` mappings; ``payload`` is each spec's own.
+    """
+    batch = _Batch(tenant_id, now)
+    return [
+        batch.job(spec, job_id) for spec, job_id in zip(specs, new_ids(len(specs)), strict=True)
+    ]
+
+
+class _Uncacheable(Exception):
+    """A value the batch does not key (not plain JSON): its spec takes the full path."""
+
+
+# What a job takes from its spec besides its name, schedule and payload (see _Batch.job).
+_Rest = tuple[
+    Mapping[str, Any],
+    str,
+    Priority,
+    RetryPolicy,
+    float,
+    MisfirePolicy,
+    Overlap,
+    float,
+    float,
+    Delivery,
+]
+_NOT_REST = ("name", "schedule", "payload")
+_MAX_NAME = 200  # as Name says
+
+
+class _Batch:
+    """The caches of one :func:`build_jobs` call. They are sound only there: ``now`` is
+    fixed, and no spec can change while the call (which never awaits) reads them."""
+
+    def __init__(self, tenant_id: str, now: datetime) -> None:
+        self.tenant_id = tenant_id
+        self.now = now
+        self.rests: dict[Hashable, _Rest] = {}
+        self.plans: dict[Hashable, _Plan] = {}
+        # id(container) -> (container, its key): a value shared by many specs is keyed
+        # once. Holding the container keeps its id from being reused within the call.
+        self.keys: dict[int, tuple[object, Hashable]] = {}
+        self.same: dict[tuple[tuple[Any, int], ...], tuple[object, _Rest, _Plan]] = {}
+
+    def job(self, spec: Any, job_id: str) -> Job:
+        job = self._shortcut(spec, job_id)
+        if job is None:
+            job = JobSpec.parse(spec).to_job(tenant_id=self.tenant_id, now=self.now, job_id=job_id)
+            self._learn(spec, job)
+        return job
+
+    def _shortcut(self, spec: Any, job_id: str) -> Job | None:
+        """The job, if every part of ``spec`` was seen valid before (the schedule may be
+        new: it is checked here); None sends the spec down the full path."""
+        if type(spec) is not dict:
+            return None
+        name = spec.get("name")
+        if type(name) is not str or not 0 < len(name) <= _MAX_NAME:
+            return None
+        if not name.isascii() and not _utf8(name):
+            return None
+        # Most specs of a batch hold the very same objects (one schedule dict, one action
+        # dict…) but their name and payload: look those objects up by identity first.
+        same = tuple([(k, id(v)) for k, v in spec.items() if k != "name" and k != "payload"])
+        found = self.same.get(same)
+        if found is None:
+            try:
+                rest = self.rests.get(self._rest_key(spec))
+                if rest is None:
+                    return None
+                plan = self._schedule_plan(spec.get("schedule"))
+            except Exception:  # the full path names the error, or finds there is none
+                return None
+            if plan is None:
+                return None
+            # Holding the spec keeps the objects its ids name alive for the whole call.
+            found = self.same[same] = (spec, rest, plan)
+        _, rest, plan = found
+        payload = spec.get("payload")
+        if payload is not None and not _small(payload):
+            return None
+        schedule, state, next_fire_at, last_fire_at = plan
+        action, pool, priority, retry, timeout, misfire, overlap, jitter, catchup, delivery = rest
+        return Job(
+            id=job_id,
+            tenant_id=self.tenant_id,
+            name=name,
+            schedule=schedule,
+            action=action,
+            created_at=self.now,
+            updated_at=self.now,
+            pool=pool,
+            payload=payload,
+            priority=priority,
+            retry=retry,
+            timeout_seconds=timeout,
+            misfire=misfire,
+            overlap=overlap,
+            jitter_seconds=jitter,
+            catchup_seconds=catchup,
+            delivery=delivery,
+            state=state,
+            next_fire_at=next_fire_at,
+            last_fire_at=last_fire_at,
+        )
+
+    def _schedule_plan(self, schedule: object) -> _Plan | None:
+        """The plan of a schedule that passes ``JobSpec``'s validator, or None."""
+        if type(schedule) is not dict:
+            return None
+        key = self._key(schedule)
+        plan = self.plans.get(key)
+        if plan is None:
+            # As JobSpec._valid_schedule then to_job would, minus reading back the dict
+            # the first produces: a schedule's dict form reads back as the same schedule.
+            parsed = schedule_from_dict(schedule)
+            schedule_to_dict(parsed)
+            plan = self.plans[key] = _plan(parsed, self.now)
+        return plan
+
+    def _learn(self, spec: Any, job: Job) -> None:
+        """Remember what the full path made of a valid spec, for the specs like it."""
+        try:
+            rest_key = self._rest_key(spec)
+            schedule_key = self._key(spec["schedule"])
+        except Exception:  # not plain JSON (or not a dict at all): nothing to remember
+            return
+        self.rests[rest_key] = (
+            job.action,
+            job.pool,
+            job.priority,
+            job.retry,
+            job.timeout_seconds,
+            job.misfire,
+            job.overlap,
+            job.jitter_seconds,
+            job.catchup_seconds,
+            job.delivery,
+        )
+        self.plans[schedule_key] = (job.schedule, job.state, job.next_fire_at, job.last_fire_at)
+
+    def _rest_key(self, spec: dict[str, Any]) -> Hashable:
+        key = self._key
+        return tuple([(k, key(v)) for k, v in spec.items() if k not in _NOT_REST])
+
+    def _key(self, value: object) -> Hashable:
+        """A key equal for two values only if JobSpec makes the same of both: JSON values
+        with their types (``1``, ``1.0`` and ``True`` differ, and so do ``0.0`` and
+        ``-0.0``). Anything else raises _Uncacheable."""
+        kind = type(value)
+        if kind is dict or kind is list:
+            known = self.keys.get(id(value))
+            return self._container_key(value) if known is None else known[1]
+        if kind is str or kind is int or kind is bool or value is None:
+            return (kind, value)
+        if kind is float:
+            return (kind, cast(float, value).hex())
+        raise _Uncacheable
+
+    def _container_key(self, value: object) -> Hashable:
+        key: Hashable
+        if isinstance(value, dict):
+            items = []
+            for k, v in value.items():
+                if type(k) is not str:
+                    raise _Uncacheable
+                items.append((k, self._key(v)))
+            key = (dict, tuple(items))
+        else:
+            assert isinstance(value, list)
+            key = (list, tuple([self._key(v) for v in value]))
+        self.keys[id(value)] = (value, key)
+        return key
+
+
+def _payload_size(payload: JSON) -> int:
+    return len(json.dumps(payload).encode())
+
+
+def _small(payload: JSON) -> bool:
+    """Whether JobSpec._small_payload passes ``payload`` (an error: the full path says)."""
+    try:
+        return _payload_size(payload) <= MAX_PAYLOAD_BYTES
+    except Exception:
+        return False
+
+
+def _utf8(text: str) -> bool:
+    """Whether pydantic takes ``text`` as a string (a lone surrogate it does not)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def spec_of(job: Job) -> dict[str, Any]:

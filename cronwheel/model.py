@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 JSON = Any
 """A value that survives ``json.dumps``/``json.loads`` unchanged."""
@@ -29,6 +28,19 @@ REASON_PAUSED = "paused"
 REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
 REASON_REPLANNED = "replanned: the job's schedule changed"
 DEFAULT_POOL = "default"
+
+
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True)
+def hot_record(cls: type[_T]) -> type[_T]:
+    """A dataclass that the type checker treats as frozen but Python builds as a plain
+    slotted one: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, ten times slower for a run's 21 fields (3.9 µs against 0.4 µs,
+    measured), and workers build several of these per run. Instances are still hashable
+    and compared by value; nothing in cronwheel assigns to them."""
+    return dataclass(slots=True, unsafe_hash=True)(cls)
 
 
 class JobState(StrEnum):
@@ -155,7 +167,7 @@ class MisfirePolicy:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Job:
     """A job definition: what to run, when, and under which policies.
 
@@ -190,7 +202,7 @@ class Job:
         return shard_key(self.id)
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class NewRun:
     """A run to insert if absent: ``(job_id, scheduled_for)`` is unique."""
 
@@ -209,7 +221,7 @@ class NewRun:
     """The job's overlap policy, copied so that a claim can apply it without a join."""
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Run:
     """One occurrence of a job. It carries the lease and the fence."""
 
@@ -242,7 +254,7 @@ class Run:
         return idempotency_key(self.job_id, self.scheduled_for)
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class ClaimedRun:
     """A run a worker holds under lease, with what it needs from its job to execute it."""
 
@@ -255,7 +267,7 @@ class ClaimedRun:
     delivery: Delivery
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Attempt:
     """One execution try of a run: the unit of history."""
 
@@ -301,25 +313,36 @@ def new_id() -> str:
     """A UUIDv7 string: unguessable, and time-ordered so that a cursor over ids is a
     stable cursor over creation order. Within one millisecond a 12-bit counter keeps ids
     from one process strictly increasing (RFC 9562, method 1)."""
-    global _last_ms, _counter
+    return new_ids(1)[0]
+
+
+def new_ids(count: int) -> list[str]:
+    """``count`` ids as :func:`new_id` makes them, strictly increasing, for the price of
+    one lock and one read of the OS's randomness: a bulk create needs thousands at once."""
+    global _last_seq
+    # The millisecond and the counter read as one number (ms << 12 | counter), so that the
+    # counter's overflow carries into the next millisecond by itself.
     with _id_lock:
-        ms = time.time_ns() // 1_000_000
-        if ms <= _last_ms:
-            ms, _counter = _last_ms, _counter + 1
-            if _counter > 0xFFF:
-                ms, _counter = ms + 1, 0
-        else:
-            _counter = 0
-        _last_ms = ms
-        counter = _counter
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand
-    return str(uuid.UUID(int=value))
+        seq = max(time.time_ns() // 1_000_000 << 12, _last_seq + 1)
+        _last_seq = seq + count - 1
+    randomness = os.urandom(8 * count).hex()
+    ids = []
+    prefix_ms, prefix = -1, ""
+    for i in range(count):
+        ms, counter = divmod(seq + i, 1 << 12)
+        if ms != prefix_ms:
+            stamp = f"{ms & _MS_MASK:012x}"
+            prefix_ms, prefix = ms, f"{stamp[:8]}-{stamp[8:]}-7"
+        rand = randomness[16 * i : 16 * i + 16]
+        # The variant (0b10) takes the top two bits of the 62 random ones' first digit.
+        ids.append(f"{prefix}{counter:03x}-{_VARIANT[rand[0]]}{rand[1:4]}-{rand[4:]}")
+    return ids
 
 
 _id_lock = threading.Lock()
-_last_ms = 0
-_counter = 0
+_last_seq = 0
+_MS_MASK = (1 << 48) - 1
+_VARIANT = {digit: "89ab"[int(digit, 16) & 0b11] for digit in "0123456789abcdef"}
 
 
 class Role(StrEnum):

@@ -13,7 +13,7 @@ from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.jobspec import JobSpec, spec_of
+from cronwheel.jobspec import JobSpec, build_jobs, spec_of
 from cronwheel.model import (
     DEFAULT_TENANT,
     REASON_PAUSED,
@@ -64,7 +64,7 @@ class JobService:
     ) -> list[Job]:
         """Create jobs all or nothing; an immediate job's run is inserted with it."""
         now = self.clock.now()
-        jobs = [JobSpec.parse(s).to_job(tenant_id=tenant_id, now=now) for s in specs]
+        jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
         runs = [_immediate_run(j, now) for j in jobs if j.schedule["kind"] == "immediate"]
         await self.store.create_jobs(jobs, runs, actor=self.actor)
         await self.store.notify(JOBS_TOPIC)

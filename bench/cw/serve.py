@@ -8,7 +8,7 @@ import argparse
 import asyncio
 
 from cronwheel.maintenance import Maintenance
-from cronwheel.runtime import Service, serve
+from cronwheel.runtime import Service, serve, tune_process
 from cronwheel.scheduler import Scheduler
 from cronwheel.store import open_store
 from cronwheel.worker import Worker, WorkerConfig
@@ -26,6 +26,7 @@ async def main(db: str, concurrency: int) -> None:
             Worker(store, config, handlers=app.handlers),
             Maintenance(store),
         ]
+        tune_process()  # as the CLI's service commands do
         await serve(services)
     finally:
         await store.close()

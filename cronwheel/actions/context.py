@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.errors import CronwheelError
-from cronwheel.model import JSON
+from cronwheel.model import JSON, idempotency_key
 
 
 class RunCancelled(CronwheelError):
@@ -58,13 +58,19 @@ class RunContext:
     scheduled_for: datetime
     attempt: int
     fence: int
-    idempotency_key: str
     payload: JSON
     cancelled: CancelFlag = field(default_factory=CancelFlag)
     """Set when the run is cancelled, times out or loses its lease: a handler that loops
     checks it (sync handlers run in threads, so it is a thread-safe event)."""
     progress_value: float | None = None
     progress_message: str | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<job id>:<scheduled_for>``: the same for every attempt and replay of a run.
+        Computed when asked: most handlers never do, and a worker starts thousands of
+        runs a second."""
+        return idempotency_key(self.job_id, self.scheduled_for)
 
     def heartbeat(self) -> None:
         """A checkpoint: raises :class:`RunCancelled` if the handler should stop. Leases are

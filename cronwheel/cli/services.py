@@ -19,7 +19,7 @@ from cronwheel.cli.api import is_loopback
 from cronwheel.console import watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.maintenance import Maintenance
-from cronwheel.runtime import Service, load_handlers, serve
+from cronwheel.runtime import Service, load_handlers, serve, tune_process
 from cronwheel.scheduler import Scheduler
 from cronwheel.service import JobService
 from cronwheel.shards import ShardingConfig
@@ -133,6 +133,7 @@ def worker(
             _stop_after(duration, stop)
             w = Worker(store, config, handlers=registry)
             click.echo(f"worker {w.id} serving {dict(config.pools)} on {db_url}", err=True)
+            tune_process()
             await serve([w, Maintenance(store)], stop=stop)
 
     run_async(main)
@@ -173,6 +174,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
             service = Scheduler(store, sharding=sharding)
             holder = service.owner.holder if service.owner else "?"
             click.echo(f"scheduler {holder} on {db_url}, {shard_count} shards", err=True)
+            tune_process()
             await serve([service, Maintenance(store)], stop=stop)
 
     run_async(main)
@@ -239,6 +241,7 @@ def dev(
                 if demo:
                     created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)
                     console.print(f"demo: {created} example jobs created; watch them fire")
+                tune_process()
                 await serve(
                     services, stop=stop, extra=[lambda s: watch_runs(store, s, console=console)]
                 )

@@ -43,6 +43,7 @@ from cronwheel.model import (
     StoredResponse,
     Tenant,
     WorkerInfo,
+    hot_record,
 )
 
 
@@ -81,7 +82,7 @@ class MaterializeResult:
     """Jobs that changed since they were read: nothing was written for them."""
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record
 class Completion:
     """What a worker reports about one attempt; one store call turns it into history.
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from cronwheel.actions import PermanentError, RunContext
 from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
+from tests.store.factories import make_job, make_run
 
 FAST = WorkerConfig(
     pools={"default": 4},
@@ -99,6 +101,97 @@ async def test_a_run_that_outlives_its_timeout_is_timed_out(store: Store) -> Non
     run = await one_run(store, job.id)
     [attempt] = await store.list_attempts("default", run.id)
     assert (run.state, attempt.outcome) == (RunState.DEAD, AttemptOutcome.TIMED_OUT)
+
+
+async def test_a_sync_handler_past_its_timeout_is_told_to_stop(store: Store) -> None:
+    worker = Worker(store, FAST)
+    told = threading.Event()
+
+    @worker.handler("noop")
+    def slow(ctx: RunContext) -> None:
+        if ctx.cancelled.wait(10):
+            told.set()
+
+    job, _ = await job_with_run(store, timeout_seconds=0.2, retry=RetryPolicy(max_attempts=1))
+    assert await worker.run_once() == 1
+    run = await one_run(store, job.id)
+    [attempt] = await store.list_attempts("default", run.id)
+    assert (run.state, attempt.outcome) == (RunState.DEAD, AttemptOutcome.TIMED_OUT)
+    await eventually(lambda: _true(told.is_set()))
+
+
+async def test_a_handler_that_swallows_its_timeout_is_still_timed_out(store: Store) -> None:
+    worker = Worker(store, FAST)
+
+    @worker.handler("noop")
+    async def stubborn(ctx: RunContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return  # pretends it finished
+
+    job, _ = await job_with_run(store, timeout_seconds=0.2, retry=RetryPolicy(max_attempts=1))
+    assert await worker.run_once() == 1
+    [attempt] = await store.list_attempts("default", (await one_run(store, job.id)).id)
+    assert attempt.outcome is AttemptOutcome.TIMED_OUT
+
+
+async def test_a_handlers_own_timeout_error_is_a_failure_not_a_timeout(store: Store) -> None:
+    worker = Worker(store, FAST)
+
+    @worker.handler("noop")
+    async def gives_up(ctx: RunContext) -> None:
+        await asyncio.wait_for(asyncio.sleep(30), timeout=0.01)
+
+    job, _ = await job_with_run(store, retry=RetryPolicy(max_attempts=1))
+    assert await worker.run_once() == 1
+    [attempt] = await store.list_attempts("default", (await one_run(store, job.id)).id)
+    assert (attempt.outcome, attempt.error_class) == (AttemptOutcome.FAILED, "TimeoutError")
+
+
+async def test_a_short_timeout_is_kept_while_a_long_one_runs(store: Store) -> None:
+    # The watchdog sleeps until the soonest deadline: a run that starts later with a
+    # sooner deadline must wake it early.
+    worker = Worker(store, FAST)
+    started = threading.Event()
+
+    @worker.handler("long")
+    async def long(ctx: RunContext) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    @worker.handler("noop")
+    async def short(ctx: RunContext) -> None:
+        await asyncio.sleep(60)
+
+    long_job, _ = await job_with_run(store, action={"type": "handler", "name": "long"})
+    async with running(worker):
+        await eventually(lambda: _true(started.is_set()))
+        t0 = time.monotonic()
+        job, _ = await job_with_run(store, timeout_seconds=0.3, retry=RetryPolicy(max_attempts=1))
+        await eventually(lambda: _state_is(store, job.id, "dead"))
+        assert time.monotonic() - t0 < 10  # not after the long run's 300 s
+        assert await run_states(store, long_job.id) == ["running"]
+    [attempt] = await store.list_attempts("default", (await one_run(store, job.id)).id)
+    assert attempt.outcome is AttemptOutcome.TIMED_OUT
+
+
+async def test_runs_due_at_one_instant_all_start_at_it(store: Store) -> None:
+    worker = Worker(store, replace(FAST, pools={"default": 50}))
+    starts: dict[int, float] = {}
+
+    @worker.handler("noop")
+    async def record(ctx: RunContext) -> None:
+        starts[ctx.run_id] = time.time()
+
+    due = datetime.now(UTC) + timedelta(seconds=0.4)
+    jobs = [make_job(action={"type": "handler", "name": "noop"}) for _ in range(40)]
+    runs = [make_run(j, due) for j in jobs]
+    await store.create_jobs(jobs, runs)
+    async with running(worker):
+        await eventually(lambda: _true(len(starts) == 40))
+    lags = [t - due.timestamp() for t in starts.values()]
+    assert min(lags) >= -0.002 and max(lags) < 1.0, (min(lags), max(lags))
 
 
 async def test_an_unknown_handler_fails_with_a_clear_error(store: Store) -> None:

@@ -144,6 +144,19 @@ async def test_completions_are_applied_in_one_batch(store: Store) -> None:
     assert states == [RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED, RunState.RUNNING]
 
 
+async def test_a_run_reported_twice_in_one_batch_is_completed_once(store: Store) -> None:
+    claimed = await _claimed(store, n=2)
+    twice = _done(claimed[0])
+    batch = [twice, _done(claimed[1], RunState.PENDING, available_at=at(30)), twice]
+    assert sorted(await store.complete_runs(batch)) == sorted(c.run.id for c in claimed)
+    assert len(await store.list_attempts("default", claimed[0].run.id)) == 1
+    retried = await store.get_run("default", claimed[1].run.id)
+    assert retried is not None and (retried.state, retried.available_at) == (
+        RunState.PENDING,
+        at(30),
+    )
+
+
 async def test_a_lease_is_claimable_again_exactly_when_it_expires(store: Store) -> None:
     [c] = await _claimed(store, ttl=30)
     expiry = at(30)

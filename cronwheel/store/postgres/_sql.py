@@ -137,39 +137,50 @@ woken AS (
     FROM (SELECT DISTINCT pool FROM {{source}} WHERE state = 'pending') AS p
 )""".format(channel=_CHANNEL.format(t="'runs:' || pool"))
 
-# Params: $1-$11 the runs (see _NEW_RUNS), $12-$33 the jobs' columns, $34 the actor,
-# $35 the runs' created_at.
+# Params: $1-$11 the runs (see _NEW_RUNS); the jobs (see _rows.job_columns): $12-$16 one
+# element per job, $17-$34 one per template, the columns the jobs share; $35 the actor,
+# $36 the runs' created_at. The templates are a materialised CTE so that their JSON is
+# parsed once per template, not once per job. The ids come as text: the uuid codec is a
+# Python call per element, text[] is encoded without one.
 CREATE_JOBS = f"""
 WITH candidate AS ({_NEW_RUNS}
+),
+template AS MATERIALIZED (
+    SELECT k, tenant_id, schedule::jsonb AS schedule, action::jsonb AS action, pool, priority,
+           retry::jsonb AS retry, timeout_seconds, misfire::jsonb AS misfire, overlap,
+           jitter_seconds, catchup_seconds, delivery, state, version, next_fire_at,
+           last_fire_at, created_at, updated_at
+    FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::int[], $22::text[],
+                $23::float8[], $24::text[], $25::text[], $26::float8[], $27::float8[],
+                $28::text[], $29::text[], $30::int[], $31::timestamptz[], $32::timestamptz[],
+                $33::timestamptz[], $34::timestamptz[])
+        WITH ORDINALITY
+        AS t(tenant_id, schedule, action, pool, priority, retry, timeout_seconds, misfire,
+             overlap, jitter_seconds, catchup_seconds, delivery, state, version, next_fire_at,
+             last_fire_at, created_at, updated_at, k)
 ),
 new_jobs AS (
     INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,
                       timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds,
                       delivery, state, version, next_fire_at, last_fire_at, shard_key,
                       created_at, updated_at)
-    SELECT id, tenant_id, name, schedule::jsonb, action::jsonb, pool, payload::jsonb,
-           priority, retry::jsonb, timeout_seconds, misfire::jsonb, overlap, jitter_seconds,
-           catchup_seconds, delivery, state, version, next_fire_at, last_fire_at, shard_key,
-           created_at, updated_at
-    FROM unnest($12::uuid[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
-                $18::text[], $19::int[], $20::text[], $21::float8[], $22::text[], $23::text[],
-                $24::float8[], $25::float8[], $26::text[], $27::text[], $28::int[],
-                $29::timestamptz[], $30::timestamptz[], $31::int[], $32::timestamptz[],
-                $33::timestamptz[])
-        WITH ORDINALITY
-        AS j(id, tenant_id, name, schedule, action, pool, payload, priority, retry,
-             timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery,
-             state, version, next_fire_at, last_fire_at, shard_key, created_at, updated_at, n)
-    ORDER BY n
+    SELECT j.id::uuid, t.tenant_id, j.name, t.schedule, t.action, t.pool, j.payload::jsonb,
+           t.priority, t.retry, t.timeout_seconds, t.misfire, t.overlap, t.jitter_seconds,
+           t.catchup_seconds, t.delivery, t.state, t.version, t.next_fire_at, t.last_fire_at,
+           j.shard_key, t.created_at, t.updated_at
+    FROM unnest($12::text[], $13::text[], $14::text[], $15::int[], $16::int[])
+        WITH ORDINALITY AS j(id, name, payload, shard_key, template, n)
+    JOIN template AS t ON t.k = j.template + 1
+    ORDER BY j.n
     RETURNING id, tenant_id, name, version, created_at
 ),
 audited AS (
     INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)
-    SELECT tenant_id, 'job', id::text, 'created', $34, created_at,
+    SELECT tenant_id, 'job', id::text, 'created', $35, created_at,
            jsonb_build_object('version', version, 'name', name)
     FROM new_jobs
 ),
-inserted AS ({_INSERT_RUNS.format(now="coalesce($35::timestamptz, now())")}
+inserted AS ({_INSERT_RUNS.format(now="coalesce($36::timestamptz, now())")}
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING pool, state
 ),{_WAKE_POOLS.format(source="inserted")}
@@ -364,7 +375,7 @@ claimed AS (
     WHERE r.id = picked.id
     RETURNING r.*
 )
-SELECT c.*, j.name AS job_name, j.action AS job_action, j.payload AS job_payload,
+SELECT c.*, j.name AS job_name, j.action::text AS job_action, j.payload AS job_payload,
        j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
        j.delivery AS job_delivery
 FROM claimed AS c

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 
     # What queries run on: a pooled connection's proxy, or a connection of our own.
     Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+
+# A bulk create's jobs go in parts of this size, pipelined, each one statement.
+_JOBS_PER_STATEMENT: Final = 1000
 
 # How many times save_response inserts before giving up (see there): twice in practice.
 _SAVE_RESPONSE_TRIES: Final = 3
@@ -275,9 +278,20 @@ class PostgresStore(Store):
         if not jobs and not runs:
             return
         created_at = jobs[0].created_at if jobs else None
-        args = [*rows.new_run_columns(runs), *rows.job_columns(jobs), actor, created_at]
+        last = max(len(jobs) - 1, 0) // _JOBS_PER_STATEMENT * _JOBS_PER_STATEMENT
+
+        def statements() -> Iterator[list[Any]]:
+            # Built as asyncpg sends them: the server inserts one part while the next is
+            # encoded. The runs go with the last part, once all of their jobs are in.
+            for start in range(0, last + 1, _JOBS_PER_STATEMENT):
+                part = jobs[start : start + _JOBS_PER_STATEMENT]
+                new_runs = rows.new_run_columns(runs if start == last else ())
+                yield [*new_runs, *rows.job_columns(part), actor, created_at]
+
         try:
-            await self._one(sql.CREATE_JOBS, *args)
+            async with self._connection() as conn:
+                # One implicit transaction: all parts or none (see asyncpg's executemany).
+                await conn.executemany(sql.CREATE_JOBS, statements())
         except asyncpg.UniqueViolationError as exc:
             raise unique_conflict(exc, jobs) from exc
         except asyncpg.ForeignKeyViolationError as exc:

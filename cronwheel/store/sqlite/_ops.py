@@ -3,9 +3,12 @@ transaction on the connection's thread."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from itertools import chain
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from cronwheel.errors import Conflict
@@ -20,6 +23,7 @@ from cronwheel.model import (
     Run,
     RunState,
 )
+from cronwheel.store._batch import by_identity
 from cronwheel.store.base import Completion
 from cronwheel.store.sqlite import _rows as rows
 
@@ -43,6 +47,59 @@ AUDIT_INSERT = (
     "INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+# A bulk create's statements insert this many rows each at most (fewer if SQLite allows
+# fewer bound values): past a hundred, longer statements gain little.
+ROWS_PER_INSERT = 100
+
+
+def insert_jobs(c: sqlite3.Connection, jobs: Sequence[Job], actor: str) -> None:
+    """Insert new jobs and their ``created`` audit entries: a few multi-row statements,
+    not one statement per job and another per entry."""
+    c.execute("SAVEPOINT insert_jobs")
+    try:
+        insert_rows(c, "jobs", rows.JOB_ROW_COLUMNS, rows.job_rows(jobs))
+    except sqlite3.IntegrityError:
+        # A statement that fails undoes all of its rows. Insert one job at a time, as
+        # before, so that the conflict is found (and named) after the same jobs are in.
+        c.execute("ROLLBACK TO insert_jobs")
+        try:
+            c.executemany(JOB_INSERT, [rows.job_params(j) for j in jobs])
+        except sqlite3.IntegrityError as exc:
+            raise name_conflict(c, jobs) from exc
+    c.execute("RELEASE insert_jobs")
+    details = _created_details
+    entries = by_identity([j.created_at for j in jobs], rows.us)
+    insert_rows(
+        c,
+        "audit_log",
+        ("tenant_id", "entity", "entity_id", "action", "actor", "at", "details"),
+        [
+            (j.tenant_id, "job", j.id, "created", actor, at, details(j.version, j.name))
+            for j, at in zip(jobs, entries, strict=True)
+        ],
+    )
+
+
+def _created_details(version: int, name: str) -> str:
+    # The text rows.dumps({"version": version, "name": name}) makes, without building
+    # a dict and a JSON encoder per job.
+    return f'{{"version":{int.__repr__(version)},"name":{encode_basestring_ascii(name)}}}'
+
+
+def insert_rows(
+    c: sqlite3.Connection, table: str, columns: Sequence[str], values: Sequence[tuple[Any, ...]]
+) -> None:
+    """``INSERT INTO table (columns) VALUES (...), (...), ...``: as many rows per statement
+    as :data:`ROWS_PER_INSERT` and SQLite's limit on bound values allow."""
+    width = len(columns)
+    per = max(1, min(ROWS_PER_INSERT, c.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+    one = f"({placeholders(width)})"
+    for start in range(0, len(values), per):
+        chunk = values[start : start + per]
+        c.execute(head + ",".join([one] * len(chunk)), list(chain.from_iterable(chunk)))
 
 
 def placeholders(n: int) -> str:
@@ -154,45 +211,95 @@ def replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
         )
 
 
+@functools.lru_cache(maxsize=1024)
+def _action(text: str) -> dict[str, Any]:
+    # Runs of one job share its action and policy: decode each distinct one once. The
+    # worker only reads them; the payload, which a handler may change, is decoded per run.
+    action: dict[str, Any] = json.loads(text)
+    return action
+
+
+@functools.lru_cache(maxsize=1024)
+def _retry(text: str) -> RetryPolicy:
+    return RetryPolicy.from_dict(json.loads(text))
+
+
 def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
     return ClaimedRun(
-        run=run,
-        job_name=job["name"],
-        action=json.loads(job["action"]),
-        payload=json.loads(job["payload"]),
-        retry=RetryPolicy.from_dict(json.loads(job["retry"])),
-        timeout_seconds=job["timeout_seconds"],
-        delivery=Delivery(job["delivery"]),
+        run,
+        job["name"],
+        _action(job["action"]),
+        json.loads(job["payload"]),
+        _retry(job["retry"]),
+        job["timeout_seconds"],
+        Delivery(job["delivery"]),
     )
 
 
-def complete_one(c: sqlite3.Connection, done: Completion) -> sqlite3.Row | None:
-    finished = rows.us(done.finished_at)
-    final = done.state.finished
-    row: sqlite3.Row | None = c.execute(
-        "UPDATE runs SET state = ?, finished_at = ?, available_at = coalesce(?, available_at),"
-        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
-        " last_error = ? WHERE id = ? AND fence = ? AND state = 'running'"
-        " RETURNING tenant_id, job_id, attempt, pool",
-        (
-            done.state.value,
-            finished if final else None,
-            rows.us_or_none(done.available_at),
-            done.error_message,
-            done.run_id,
-            done.fence,
-        ),
-    ).fetchone()
-    if row is None:
-        return None
-    insert_attempt(
-        c,
-        (row["tenant_id"], done.run_id, row["job_id"], row["attempt"], done.worker_id),
-        done.fence,
-        (rows.us_or_none(done.started_at), finished, done.lag_seconds),
-        (done.outcome, done.error_class, done.error_message),
+COMPLETE_RUNS = (
+    "UPDATE runs SET state = json_extract(d.value, '$[2]'),"
+    " finished_at = json_extract(d.value, '$[3]'),"
+    " available_at = coalesce(json_extract(d.value, '$[4]'), available_at),"
+    " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
+    " last_error = json_extract(d.value, '$[5]')"
+    " FROM json_each(?) AS d"
+    " WHERE runs.id = json_extract(d.value, '$[0]')"
+    " AND runs.fence = json_extract(d.value, '$[1]') AND runs.state = 'running'"
+    " RETURNING runs.id, runs.tenant_id, runs.job_id, runs.attempt, runs.pool"
+)
+
+
+def complete_many(
+    c: sqlite3.Connection, completions: Sequence[Completion]
+) -> list[tuple[Completion, str]]:
+    """Fenced completions: one UPDATE for the batch (its rows as a JSON array) and one
+    ``executemany`` for their attempts. Returns the accepted ones with their pools."""
+    batch = json.dumps(
+        [
+            (
+                d.run_id,
+                d.fence,
+                d.state.value,
+                rows.us(d.finished_at) if d.state.finished else None,
+                rows.us_or_none(d.available_at),
+                d.error_message,
+            )
+            for d in completions
+        ]
     )
-    return row
+    updated = {r[0]: r for r in c.execute(COMPLETE_RUNS, (batch,))}
+    accepted: list[tuple[Completion, str]] = []
+    attempts = []
+    for d in completions:
+        row = updated.pop(d.run_id, None)  # popped: a run completed twice counts once
+        if row is None:
+            continue
+        accepted.append((d, row[4]))
+        attempts.append(
+            (
+                row[1],
+                d.run_id,
+                row[2],
+                row[3],
+                d.worker_id,
+                d.fence,
+                rows.us_or_none(d.started_at),
+                rows.us(d.finished_at),
+                d.lag_seconds,
+                d.outcome.value,
+                d.error_class,
+                d.error_message,
+            )
+        )
+    c.executemany(INSERT_ATTEMPT, attempts)
+    return accepted
+
+
+INSERT_ATTEMPT = (
+    "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
+    " started_at, finished_at, lag_seconds, outcome, error_class, error_message)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def insert_attempt(
@@ -203,12 +310,7 @@ def insert_attempt(
     what: tuple[AttemptOutcome, str | None, str | None],
 ) -> None:
     outcome, error_class, error_message = what
-    c.execute(
-        "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
-        " started_at, finished_at, lag_seconds, outcome, error_class, error_message)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*who, fence, *when, outcome.value, error_class, error_message),
-    )
+    c.execute(INSERT_ATTEMPT, (*who, fence, *when, outcome.value, error_class, error_message))
 
 
 def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:

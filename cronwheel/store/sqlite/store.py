@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +78,11 @@ class SqliteStore(Store):
         await self._db.close()
 
     async def now(self) -> datetime:
-        return await self._db.read(
-            lambda c: rows.dt(
-                c.execute(
-                    "SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
-                ).fetchone()[0]
-            )
-        )
+        """This machine's clock, at full resolution. A SQLite store is always local (WAL
+        needs shared memory, so every process on the file runs here), so its clock is
+        ours; SQLite's own ``julianday('now')`` has only millisecond resolution, and a
+        worker that set its offset from it fired runs up to a millisecond early."""
+        return datetime.now(UTC)
 
     async def truncate_all_for_tests(self) -> None:
         """Empty every table but the migrations, keeping the default tenant (as the
@@ -174,15 +172,7 @@ class SqliteStore(Store):
         self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
     ) -> None:
         def fn(c: sqlite3.Connection) -> list[str]:
-            try:
-                c.executemany(ops.JOB_INSERT, [rows.job_params(j) for j in jobs])
-            except sqlite3.IntegrityError as exc:
-                raise ops.name_conflict(c, jobs) from exc
-            for j in jobs:
-                details = {"version": j.version, "name": j.name}
-                ops.audit(
-                    c, j.tenant_id, "job", j.id, "created", actor, rows.us(j.created_at), details
-                )
+            ops.insert_jobs(c, jobs, actor)
             now = rows.us(jobs[0].created_at) if jobs else 0
             return ops.insert_runs(c, runs, now)
 
@@ -468,14 +458,9 @@ class SqliteStore(Store):
 
     async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
         def fn(c: sqlite3.Connection) -> tuple[list[int], list[str]]:
-            accepted, pools = [], []
-            for done in completions:
-                row = ops.complete_one(c, done)
-                if row is not None:
-                    accepted.append(done.run_id)
-                    if done.state is RunState.PENDING:
-                        pools.append(row["pool"])
-            return accepted, pools
+            done = ops.complete_many(c, completions) if completions else []
+            pools = [pool for d, pool in done if d.state is RunState.PENDING]
+            return [d.run_id for d, _ in done], pools
 
         accepted, pools = await self._db.write(fn)
         self._wakeups.notify_pools(pools)

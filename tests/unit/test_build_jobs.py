@@ -1,0 +1,194 @@
+"""build_jobs, create_many's bulk path: the jobs and errors of JobSpec.parse(s).to_job(...)
+one spec at a time, whatever it caches within a call."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cronwheel.errors import InvalidInput
+from cronwheel.jobspec import JobSpec, build_jobs
+from cronwheel.model import Job, JobState
+
+NOW = datetime(2030, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+HANDLER = {"type": "handler", "name": "noop"}
+WEBHOOK = {
+    "type": "webhook",
+    "url": "https://example.com/hook",
+    "headers": {"X-Key": "k"},
+    "body": {"nested": [1, 2.5, None, True]},
+}
+SCHEDULES: list[dict[str, Any]] = [
+    {"kind": "cron", "cron": "0 0 1 1 *", "timezone": "UTC"},
+    {"kind": "cron", "cron": "*/5 * * * *", "timezone": "Europe/Paris", "dialect": "standard"},
+    {"kind": "immediate"},
+    {"kind": "immediate", "start_at": "2030-03-02T00:00:00+00:00"},
+    {"kind": "once", "at": "2030-03-01T14:00:00+01:00"},
+    {"kind": "once", "at": datetime(2030, 3, 1, 14, tzinfo=UTC)},
+    {"kind": "delay", "seconds": 30},
+    {"kind": "delay", "seconds": 30.0},
+    {"kind": "interval", "every_seconds": 60},
+    {"kind": "interval", "every_seconds": 3600, "start_at": "2030-03-01T11:00:00Z"},
+]
+
+
+def one_at_a_time(specs: list[Any], jobs: list[Job]) -> list[Job]:
+    """What JobSpec makes of each spec, under the id build_jobs gave it."""
+    return [
+        JobSpec.parse(s).to_job(tenant_id="t", now=NOW, job_id=j.id)
+        for s, j in zip(specs, jobs, strict=True)
+    ]
+
+
+def as_json(job: Job) -> str:
+    # Equal jobs may still differ in what they store: 30 and 30.0, 0.0 and -0.0.
+    fields = (job.schedule, job.action, job.payload, job.timeout_seconds, job.jitter_seconds)
+    return json.dumps([*fields, math.copysign(1, job.jitter_seconds)])
+
+
+def mixed_specs(n: int) -> list[dict[str, Any]]:
+    specs = []
+    for i in range(n):
+        schedule = SCHEDULES[i % len(SCHEDULES)]
+        spec: dict[str, Any] = {
+            "name": f"job-{i}",
+            # Shared objects (as a caller's loop makes them) and fresh copies (as JSON does).
+            "schedule": schedule if i % 3 else copy.deepcopy(schedule),
+            "action": HANDLER if i % 4 else copy.deepcopy(WEBHOOK),
+        }
+        if i % 5 == 0:
+            spec["payload"] = {"i": i}
+        if i % 7 == 0:
+            spec["retry"] = {"max_attempts": 5, "backoff": "fixed"}
+        if i % 11 == 0:
+            spec["jitter_seconds"] = 1 if i % 2 else 1.0
+        if i % 13 == 0:
+            spec["priority"] = "high"
+        specs.append(spec)
+    return specs
+
+
+def test_a_mixed_batch_builds_what_one_spec_at_a_time_builds() -> None:
+    specs = mixed_specs(500)
+    jobs = build_jobs(specs, tenant_id="t", now=NOW)
+    expected = one_at_a_time(specs, jobs)
+    assert jobs == expected
+    assert [as_json(j) for j in jobs] == [as_json(j) for j in expected]
+    for spec, job in zip(specs, jobs, strict=True):
+        assert job.payload is spec.get("payload")  # the caller's object, as pydantic keeps it
+    ids = [j.id for j in jobs]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_each_job_is_planned_from_its_own_schedule() -> None:
+    specs = [{"name": f"j{i}", "schedule": s, "action": HANDLER} for i, s in enumerate(SCHEDULES)]
+    jobs = build_jobs(specs, tenant_id="t", now=NOW)
+    plans = [(j.schedule["kind"], j.state, j.next_fire_at, j.last_fire_at) for j in jobs]
+    hour = datetime(2030, 3, 1, 13, tzinfo=UTC)
+    assert plans == [
+        ("cron", JobState.ACTIVE, datetime(2031, 1, 1, tzinfo=UTC), None),
+        ("cron", JobState.ACTIVE, datetime(2030, 3, 1, 12, 5, tzinfo=UTC), None),
+        ("immediate", JobState.COMPLETED, None, NOW),
+        ("immediate", JobState.COMPLETED, None, NOW),
+        ("once", JobState.ACTIVE, hour, None),
+        ("once", JobState.ACTIVE, hour + timedelta(hours=1), None),
+        ("once", JobState.ACTIVE, NOW + timedelta(seconds=30), None),  # a delay, pinned
+        ("once", JobState.ACTIVE, NOW + timedelta(seconds=30), None),
+        ("interval", JobState.ACTIVE, NOW + timedelta(seconds=60), None),
+        ("interval", JobState.ACTIVE, hour, None),
+    ]
+    assert jobs[6].schedule == {"kind": "once", "at": (NOW + timedelta(seconds=30)).isoformat()}
+    assert jobs[8].schedule["anchor"] == NOW.isoformat()
+
+
+def test_equal_values_of_other_types_are_kept_apart() -> None:
+    specs = [
+        {"name": "int", "schedule": {"kind": "delay", "seconds": 30}, "action": HANDLER},
+        {"name": "float", "schedule": {"kind": "delay", "seconds": 30.0}, "action": HANDLER},
+        {"name": "zero", "schedule": SCHEDULES[0], "action": HANDLER, "jitter_seconds": 0.0},
+        {"name": "minus", "schedule": SCHEDULES[0], "action": HANDLER, "jitter_seconds": -0.0},
+        {"name": "one", "schedule": SCHEDULES[0], "action": HANDLER, "timeout_seconds": 1},
+        {"name": "true", "schedule": SCHEDULES[0], "action": HANDLER, "timeout_seconds": True},
+    ]
+    jobs = build_jobs(specs, tenant_id="t", now=NOW)
+    expected = one_at_a_time(specs, jobs)
+    assert [as_json(j) for j in jobs] == [as_json(j) for j in expected]
+    assert math.copysign(1, jobs[3].jitter_seconds) == -1
+
+
+BAD_SPECS: list[tuple[Any, str]] = [
+    ({"name": "", "schedule": SCHEDULES[0], "action": HANDLER}, "name"),
+    ({"name": "x" * 201, "schedule": SCHEDULES[0], "action": HANDLER}, "name"),
+    ({"name": 7, "schedule": SCHEDULES[0], "action": HANDLER}, "name"),
+    ({"name": "lone \udc80", "schedule": SCHEDULES[0], "action": HANDLER}, "name"),
+    ({"schedule": SCHEDULES[0], "action": HANDLER}, "name"),
+    ({"name": "s", "schedule": {"kind": "cron", "cron": "61 * * * *"}, "action": HANDLER}, ""),
+    (
+        {
+            "name": "s",
+            "schedule": {"kind": "once", "at": "2000-01-01T00:00:00Z"},
+            "action": HANDLER,
+        },
+        "",
+    ),
+    ({"name": "s", "schedule": {"kind": "interval", "every_seconds": 0.5}, "action": HANDLER}, ""),
+    ({"name": "s", "schedule": {"kind": "delay", "seconds": True}, "action": HANDLER}, ""),
+    ({"name": "s", "schedule": "hourly", "action": HANDLER}, ""),
+    ({"name": "s", "action": HANDLER}, ""),
+    ({"name": "a", "schedule": SCHEDULES[0], "action": {"type": "handler"}}, ""),
+    ({"name": "a", "schedule": SCHEDULES[0], "action": HANDLER, "colour": "blue"}, ""),
+    ({"name": "a", "schedule": SCHEDULES[0], "action": HANDLER, "payload": "x" * 300_000}, ""),
+    ({"name": "a", "schedule": SCHEDULES[0], "action": HANDLER, "jitter_seconds": -1}, ""),
+    ({"name": "a", "schedule": SCHEDULES[0], "action": HANDLER, "retry": {"max_attempts": 0}}, ""),
+    (["not", "a", "spec"], ""),
+]
+
+
+def _error(specs: list[Any]) -> tuple[str, str]:
+    with pytest.raises(InvalidInput) as err:
+        build_jobs(specs, tenant_id="t", now=NOW)
+    return err.value.field, err.value.reason
+
+
+@pytest.mark.parametrize("position", [0, 5, 10])
+@pytest.mark.parametrize(("bad", "field"), BAD_SPECS, ids=[str(i) for i in range(len(BAD_SPECS))])
+def test_a_bad_spec_anywhere_raises_what_it_raises_alone(
+    bad: Any, field: str, position: int
+) -> None:
+    with pytest.raises(InvalidInput) as alone:
+        JobSpec.parse(bad).to_job(tenant_id="t", now=NOW)
+    # The good specs around it fill the caches the bad one must not slip through.
+    good = [{"name": f"g{i}", "schedule": SCHEDULES[0], "action": HANDLER} for i in range(10)]
+    batch = [*good[:position], bad, *good[position:]]
+    assert _error(batch) == (alone.value.field, alone.value.reason)
+    if field:
+        assert alone.value.field == field
+
+
+def test_an_error_that_is_not_invalid_input_is_raised_as_before() -> None:
+    bad = {"name": "a", "schedule": SCHEDULES[0], "action": HANDLER, "payload": {1, 2}}
+    good = {"name": "b", "schedule": SCHEDULES[0], "action": HANDLER}
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        build_jobs([good, bad], tenant_id="t", now=NOW)
+
+
+def test_nothing_is_remembered_from_one_call_to_the_next() -> None:
+    schedule: dict[str, Any] = {"kind": "delay", "seconds": 30}
+    spec = {"name": "later", "schedule": schedule, "action": HANDLER}
+    [first] = build_jobs([spec], tenant_id="t", now=NOW)
+    [second] = build_jobs([spec], tenant_id="t", now=NOW + timedelta(seconds=5))
+    assert (first.next_fire_at, second.next_fire_at) == (
+        NOW + timedelta(seconds=30),
+        NOW + timedelta(seconds=35),
+    )
+    schedule["seconds"] = 90  # the caller reuses its dict for the next batch
+    [third] = build_jobs([spec], tenant_id="t", now=NOW)
+    assert third.next_fire_at == NOW + timedelta(seconds=90)
+    spec["payload"] = "x" * 300_000
+    with pytest.raises(InvalidInput, match="payload"):
+        build_jobs([spec], tenant_id="t", now=NOW)
