@@ -204,9 +204,11 @@ class Worker:
                 prefetch_until=until,
                 lease_seconds=self.config.lease_seconds,
             )
-            started = self.clock.now()  # after the round trip: timers count from here
+            # One reading of both clocks: every timer of the batch is set on the loop's
+            # clock from it, so the time spent starting the batch does not delay them.
+            origin = (self.clock.now(), asyncio.get_running_loop().time())
             for c in claimed:
-                self._start(c, started)
+                self._start(c, origin)
             total += len(claimed)
         return total
 
@@ -292,7 +294,7 @@ class Worker:
             last_seen_at=now,
         )
 
-    def _start(self, claimed: ClaimedRun, now: datetime) -> None:
+    def _start(self, claimed: ClaimedRun, origin: tuple[datetime, float]) -> None:
         run = claimed.run
         ctx = RunContext(
             run_id=run.id,
@@ -306,14 +308,16 @@ class Worker:
         flight = _InFlight(claimed, ctx)
         self._inflight[run.id] = flight
         self._held[run.pool] += 1
-        delay = (run.available_at - now).total_seconds()
-        if delay <= 0:
-            flight.task = asyncio.get_running_loop().create_task(self._fire(flight))
+        loop = asyncio.get_running_loop()
+        now, loop_now = origin
+        when = loop_now + (run.available_at - now).total_seconds()
+        if when <= loop.time():
+            flight.task = loop.create_task(self._fire(flight))
             return
         waiting = self._instants.get(run.available_at)
         if waiting is None:
             waiting = self._instants[run.available_at] = []
-            asyncio.get_running_loop().call_later(delay, self._arrive, run.available_at)
+            loop.call_at(when, self._arrive, run.available_at)
         waiting.append(flight)
 
     def _arrive(self, instant: datetime) -> None:
