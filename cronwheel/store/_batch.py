@@ -37,9 +37,10 @@ _shared = operator.attrgetter(*SHARED_FIELDS)
 T = TypeVar("T")
 
 
-def templates(jobs: Sequence[Job]) -> tuple[list[tuple[Any, ...]], list[int]]:
-    """The distinct tuples of :data:`SHARED_FIELDS`' values among ``jobs``, and for each
-    job the index of its own.
+def templates(jobs: Sequence[Job]) -> tuple[list[Job], list[int]]:
+    """One job per distinct tuple of :data:`SHARED_FIELDS`' values among ``jobs`` (the
+    first that has it: a store encodes its shared columns for all), and for each job the
+    index of its template.
 
     Jobs share a template when they hold the very same objects, as the jobs that
     ``create_many`` builds from equal specs do: nothing is compared or hashed but the
@@ -47,7 +48,7 @@ def templates(jobs: Sequence[Job]) -> tuple[list[tuple[Any, ...]], list[int]]:
     Equal values held in distinct objects merely make distinct templates.
     """
     index: dict[tuple[int, ...], int] = {}
-    found: list[tuple[Any, ...]] = []
+    found: list[Job] = []
     picks: list[int] = []
     last: tuple[Any, ...] = ()
     pick = -1
@@ -62,7 +63,7 @@ def templates(jobs: Sequence[Job]) -> tuple[list[tuple[Any, ...]], list[int]]:
         known = index.get(key)
         if known is None:
             known = index[key] = len(found)
-            found.append(fields)
+            found.append(job)
         pick, last = known, fields
         picks.append(pick)
     return found, picks

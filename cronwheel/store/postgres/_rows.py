@@ -7,11 +7,9 @@ enums, policies, and splitting batches into the parallel arrays ``unnest`` reads
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from asyncpg import Record
@@ -32,12 +30,12 @@ from cronwheel.model import (
     RetryPolicy,
     Role,
     Run,
-    RunState,
     StoredResponse,
     Tenant,
     WorkerInfo,
     shard_key,
 )
+from cronwheel.store import _decode as decode
 from cronwheel.store._batch import SHARED_FIELDS, by_identity, templates
 from cronwheel.store.base import Completion, JobAdvance
 
@@ -48,12 +46,6 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 def dumps(value: Any) -> str:
     return _encode(value)
-
-
-@functools.lru_cache(maxsize=256)
-def _policy_json(policy: RetryPolicy | MisfirePolicy) -> str:
-    # Policies are frozen values, and the jobs of one batch mostly share a few of them.
-    return dumps(policy.to_dict())
 
 
 def is_uuid(value: str) -> bool:
@@ -90,7 +82,7 @@ def job_columns(jobs: Sequence[Job]) -> list[list[Any]]:
         by_identity([j.payload for j in jobs], _dumps_or_none),
         [shard_key(j.id) for j in jobs],
         picks,
-        *_columns([_template_row(*fields) for fields in shared], len(SHARED_FIELDS)),
+        *_columns([_template_row(template) for template in shared], len(SHARED_FIELDS)),
     ]
 
 
@@ -98,46 +90,28 @@ def _dumps_or_none(value: Any) -> str | None:
     return None if value is None else dumps(value)
 
 
-def _template_row(
-    tenant_id: str,
-    schedule: Any,
-    action: Any,
-    pool: str,
-    priority: Priority,
-    retry: RetryPolicy,
-    timeout_seconds: float,
-    misfire: MisfirePolicy,
-    overlap: Overlap,
-    jitter_seconds: float,
-    catchup_seconds: float,
-    delivery: Delivery,
-    state: JobState,
-    version: int,
-    next_fire_at: datetime | None,
-    last_fire_at: datetime | None,
-    created_at: datetime,
-    updated_at: datetime,
-) -> tuple[Any, ...]:
-    """A template's columns ($17-$34): JSON as text, enums as their values."""
+def _template_row(job: Job) -> tuple[Any, ...]:
+    """A template's columns ($17-$34), read off one of its jobs: JSON as text, enums as
+    their values."""
     return (
-        tenant_id,
-        dumps(schedule),
-        dumps(action),
-        pool,
-        int(priority),
-        _policy_json(retry),
-        timeout_seconds,
-        _policy_json(misfire),
-        overlap.value,
-        jitter_seconds,
-        catchup_seconds,
-        delivery.value,
-        state.value,
-        version,
-        next_fire_at,
-        last_fire_at,
-        created_at,
-        updated_at,
+        job.tenant_id,
+        dumps(job.schedule),
+        dumps(job.action),
+        job.pool,
+        int(job.priority),
+        dumps(job.retry.to_dict()),
+        job.timeout_seconds,
+        dumps(job.misfire.to_dict()),
+        job.overlap.value,
+        job.jitter_seconds,
+        job.catchup_seconds,
+        job.delivery.value,
+        job.state.value,
+        job.version,
+        job.next_fire_at,
+        job.last_fire_at,
+        job.created_at,
+        job.updated_at,
     )
 
 
@@ -246,14 +220,6 @@ def job(row: Record) -> Job:
     )
 
 
-# Enum members by value: a dict lookup is ten times cheaper than ``RunState(value)``, and
-# a worker decodes three per claimed run.
-_RUN_STATES = {m.value: m for m in RunState}
-_PRIORITIES = {m.value: m for m in Priority}
-_OVERLAPS = {m.value: m for m in Overlap}
-_DELIVERIES = {m.value: m for m in Delivery}
-
-
 def run(row: Record) -> Run:
     return Run(
         row["id"],
@@ -261,9 +227,9 @@ def run(row: Record) -> Run:
         row["job_id"],
         row["scheduled_for"],
         row["available_at"],
-        _RUN_STATES[row["state"]],
+        decode.RUN_STATES[row["state"]],
         row["pool"],
-        _PRIORITIES[row["priority"]],
+        decode.PRIORITIES[row["priority"]],
         row["attempt"],
         row["max_attempts"],
         row["fence"],
@@ -276,22 +242,8 @@ def run(row: Record) -> Run:
         row["finished_at"],
         row["reason"],
         row["last_error"],
-        _OVERLAPS[row["overlap"]],
+        decode.OVERLAPS[row["overlap"]],
     )
-
-
-@functools.lru_cache(maxsize=1024)
-def _retry_policy(text: str) -> RetryPolicy:
-    # Claimed runs mostly share a few policies: decode each distinct one once.
-    return RetryPolicy.from_dict(json.loads(text))
-
-
-@functools.lru_cache(maxsize=1024)
-def _action(text: str) -> dict[str, Any]:
-    # Runs of one job share its action: decode it once. The worker only reads actions;
-    # the payload, which a handler may change, is decoded afresh for every run.
-    action: dict[str, Any] = json.loads(text)
-    return action
 
 
 def claimed(row: Record) -> ClaimedRun:
@@ -300,11 +252,11 @@ def claimed(row: Record) -> ClaimedRun:
     return ClaimedRun(
         run(row),
         row["job_name"],
-        _action(row["job_action"]),
+        decode.action(row["job_action"]),
         row["job_payload"],
-        _retry_policy(row["job_retry"]),
+        decode.retry_policy(row["job_retry"]),
         row["job_timeout_seconds"],
-        _DELIVERIES[row["job_delivery"]],
+        decode.DELIVERIES[row["job_delivery"]],
     )
 
 

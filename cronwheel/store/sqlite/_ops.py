@@ -3,7 +3,6 @@ transaction on the connection's thread."""
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -15,14 +14,13 @@ from cronwheel.errors import Conflict
 from cronwheel.model import (
     AttemptOutcome,
     ClaimedRun,
-    Delivery,
     Job,
     JobState,
     NewRun,
-    RetryPolicy,
     Run,
     RunState,
 )
+from cronwheel.store import _decode as decode
 from cronwheel.store._batch import by_identity
 from cronwheel.store.base import Completion
 from cronwheel.store.sqlite import _rows as rows
@@ -211,28 +209,15 @@ def replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
         )
 
 
-@functools.lru_cache(maxsize=1024)
-def _action(text: str) -> dict[str, Any]:
-    # Runs of one job share its action and policy: decode each distinct one once. The
-    # worker only reads them; the payload, which a handler may change, is decoded per run.
-    action: dict[str, Any] = json.loads(text)
-    return action
-
-
-@functools.lru_cache(maxsize=1024)
-def _retry(text: str) -> RetryPolicy:
-    return RetryPolicy.from_dict(json.loads(text))
-
-
 def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
     return ClaimedRun(
         run,
         job["name"],
-        _action(job["action"]),
+        decode.action(job["action"]),
         json.loads(job["payload"]),
-        _retry(job["retry"]),
+        decode.retry_policy(job["retry"]),
         job["timeout_seconds"],
-        Delivery(job["delivery"]),
+        decode.DELIVERIES[job["delivery"]],
     )
 
 

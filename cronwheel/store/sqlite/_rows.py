@@ -22,12 +22,12 @@ from cronwheel.model import (
     RetryPolicy,
     Role,
     Run,
-    RunState,
     StoredResponse,
     Tenant,
     WorkerInfo,
     shard_key,
 )
+from cronwheel.store import _decode as decode
 from cronwheel.store._batch import SHARED_FIELDS, by_identity, templates
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -93,7 +93,7 @@ def job_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
     """The jobs' values in :data:`JOB_ROW_COLUMNS`' order, as :func:`job_params` has them.
     What jobs share is encoded once per template, and each payload once per object."""
     shared, picks = templates(jobs)
-    encoded = [_shared_values(*fields) for fields in shared]
+    encoded = [_shared_values(template) for template in shared]
     payloads = by_identity([j.payload for j in jobs], dumps)
     return [
         (j.id, j.name, payload, shard_key(j.id)) + encoded[pick]
@@ -101,46 +101,9 @@ def job_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
     ]
 
 
-def _shared_values(
-    tenant_id: str,
-    schedule: Any,
-    action: Any,
-    pool: str,
-    priority: Priority,
-    retry: RetryPolicy,
-    timeout_seconds: float,
-    misfire: MisfirePolicy,
-    overlap: Overlap,
-    jitter_seconds: float,
-    catchup_seconds: float,
-    delivery: Delivery,
-    state: JobState,
-    version: int,
-    next_fire_at: datetime | None,
-    last_fire_at: datetime | None,
-    created_at: datetime,
-    updated_at: datetime,
-) -> tuple[Any, ...]:
-    return (
-        tenant_id,
-        dumps(schedule),
-        dumps(action),
-        pool,
-        int(priority),
-        dumps(retry.to_dict()),
-        timeout_seconds,
-        dumps(misfire.to_dict()),
-        overlap.value,
-        jitter_seconds,
-        catchup_seconds,
-        delivery.value,
-        state.value,
-        version,
-        us_or_none(next_fire_at),
-        us_or_none(last_fire_at),
-        us(created_at),
-        us(updated_at),
-    )
+def _shared_values(template: Job) -> tuple[Any, ...]:
+    params = job_params(template)
+    return tuple(params[column] for column in SHARED_FIELDS)
 
 
 def job(row: sqlite3.Row) -> Job:
@@ -169,13 +132,6 @@ def job(row: sqlite3.Row) -> Job:
     )
 
 
-# Enum members by value: a dict lookup is ten times cheaper than ``RunState(value)``, and
-# a worker decodes three per claimed run.
-_RUN_STATES = {m.value: m for m in RunState}
-_PRIORITIES = {m.value: m for m in Priority}
-_OVERLAPS = {m.value: m for m in Overlap}
-
-
 def run(row: sqlite3.Row) -> Run:
     return Run(
         row["id"],
@@ -183,9 +139,9 @@ def run(row: sqlite3.Row) -> Run:
         row["job_id"],
         dt(row["scheduled_for"]),
         dt(row["available_at"]),
-        _RUN_STATES[row["state"]],
+        decode.RUN_STATES[row["state"]],
         row["pool"],
-        _PRIORITIES[row["priority"]],
+        decode.PRIORITIES[row["priority"]],
         row["attempt"],
         row["max_attempts"],
         row["fence"],
@@ -198,7 +154,7 @@ def run(row: sqlite3.Row) -> Run:
         dt_or_none(row["finished_at"]),
         row["reason"],
         row["last_error"],
-        _OVERLAPS[row["overlap"]],
+        decode.OVERLAPS[row["overlap"]],
     )
 
 
