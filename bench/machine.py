@@ -7,6 +7,7 @@ import os
 import platform
 import socket
 import subprocess
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -101,3 +102,40 @@ def redis_info(redis_url: str, field: str) -> str | None:
         if line.startswith(field + ":"):
             return line.split(":", 1)[1].strip()
     return None
+
+
+QUIET_BUSY = 0.15
+"""Share of the machine's CPU time (all cores) above which it is not quiet enough to start
+measuring: the previous system's processes, PostgreSQL's clean-up after a dropped
+database, or anything else on the machine."""
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies since boot over every core, from /proc/stat (Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def wait_until_quiet(limit: float, window: float = 1.0) -> dict[str, float | None]:
+    """Wait until the machine's CPU was under ``QUIET_BUSY`` busy for one whole ``window``,
+    or ``limit`` seconds passed. Every system's every workload starts after this, so none
+    is measured on the tail of the one before. Returns the last window's busy share (None
+    where /proc/stat is missing) and the seconds waited."""
+    started = time.monotonic()
+    busy: float | None = None
+    while True:
+        before = _cpu_times()
+        time.sleep(window)
+        after = _cpu_times()
+        if before is None or after is None:
+            break
+        spent = after[1] - before[1]
+        busy = (after[0] - before[0]) / spent if spent else 0.0
+        if busy < QUIET_BUSY or time.monotonic() - started >= limit:
+            break
+    return {"cpu_busy_before": busy, "waited_quiet_s": round(time.monotonic() - started, 1)}

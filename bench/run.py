@@ -149,6 +149,7 @@ def run_one(a: argparse.Namespace, system: str, workload: str, root: Path) -> di
     if system in ON_PG:
         _admin_retrying(a.pg, f"CREATE DATABASE {db}")
     load = os.getloadavg()[0]
+    quiet = machine.wait_until_quiet(limit=5.0 if a.quick else 60.0)
     if system in ON_REDIS:
         machine.redis_command(a.redis, "FLUSHDB")
     if system in CRONWHEEL:
@@ -183,9 +184,10 @@ def run_one(a: argparse.Namespace, system: str, workload: str, root: Path) -> di
         result["logs"] = str(workdir)
     elapsed = round(time.monotonic() - started, 1)
     head = {"system": system, "workload": workload, "quick": a.quick}
-    # The 1-minute load average before the run: the machine is shared, and a busy one
-    # shows in latencies.
+    # The 1-minute load average and the CPU's busy share just before the run: the machine
+    # is shared, and a busy one shows in latencies.
     extra = {"params": _params(a, workload), "elapsed_s": elapsed, "load_before": load}
+    extra |= quiet
     return head | extra | result
 
 

@@ -5,8 +5,8 @@ be part of what is measured; this runs the same services and prints nothing."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 
+from cronwheel import eventloop
 from cronwheel.maintenance import Maintenance
 from cronwheel.runtime import Service, serve, tune_process
 from cronwheel.scheduler import Scheduler
@@ -37,4 +37,4 @@ if __name__ == "__main__":
     p.add_argument("--db", required=True)
     p.add_argument("--concurrency", type=int, default=100)
     a = p.parse_args()
-    asyncio.run(main(a.db, a.concurrency))
+    eventloop.run(main(a.db, a.concurrency))  # as the CLI's commands do

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import click
 
+from cronwheel import eventloop
 from cronwheel.errors import CronwheelError, InvalidInput
 from cronwheel.store import DEFAULT_URL
 
@@ -27,7 +27,7 @@ def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine for a command; cronwheel's own errors become a message and exit 2
     (bad input) or 1 (anything else it refused), never a traceback."""
     try:
-        return asyncio.run(main())
+        return eventloop.run(main())
     except InvalidInput as exc:
         raise click.UsageError(str(exc)) from exc
     except (CronwheelError, OSError) as exc:
