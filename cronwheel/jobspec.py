@@ -8,9 +8,9 @@ the same message everywhere: :class:`~cronwheel.errors.InvalidInput` naming the 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -197,7 +197,7 @@ def build_jobs(specs: Sequence[Any], *, tenant_id: str, now: datetime) -> list[J
 
 
 class _Uncacheable(Exception):
-    """A value the batch does not key (not plain JSON): its spec takes the full path."""
+    """A value the batch cannot key (its repr raised): its spec takes the full path."""
 
 
 # What a job takes from its spec besides its name, schedule and payload (see _Batch.job).
@@ -215,21 +215,25 @@ _Rest = tuple[
 ]
 _NOT_REST = ("name", "schedule", "payload")
 _MAX_NAME = 200  # as Name says
+_Items = list[tuple[str, Any]]
 
 
 class _Batch:
     """The caches of one :func:`build_jobs` call. They are sound only there: ``now`` is
-    fixed, and no spec can change while the call (which never awaits) reads them."""
+    fixed, and no spec can change while the call (which never awaits) reads them.
+
+    A value is looked up by its ``repr`` and then compared (``==``) with the value that
+    filled the entry: the text tells apart what equality does not (``1``, ``1.0`` and
+    ``True``; ``0.0`` and ``-0.0``), equality what a custom ``__repr__`` could blur. A
+    value equal to another in both ways is one that ``JobSpec`` makes the same of; and
+    whatever matches takes what ``JobSpec`` made of the value that filled the entry.
+    """
 
     def __init__(self, tenant_id: str, now: datetime) -> None:
         self.tenant_id = tenant_id
         self.now = now
-        self.rests: dict[Hashable, _Rest] = {}
-        self.plans: dict[Hashable, _Plan] = {}
-        # id(container) -> (container, its key): a value shared by many specs is keyed
-        # once. Holding the container keeps its id from being reused within the call.
-        self.keys: dict[int, tuple[object, Hashable]] = {}
-        self.same: dict[tuple[tuple[Any, int], ...], tuple[object, _Rest, _Plan]] = {}
+        self.rests: dict[str, tuple[_Items, _Rest]] = {}
+        self.plans: dict[str, tuple[object, _Plan]] = {}
 
     def job(self, spec: Any, job_id: str) -> Job:
         job = self._shortcut(spec, job_id)
@@ -248,23 +252,15 @@ class _Batch:
             return None
         if not name.isascii() and not _utf8(name):
             return None
-        # Most specs of a batch hold the very same objects (one schedule dict, one action
-        # dict…) but their name and payload: look those objects up by identity first.
-        same = tuple([(k, id(v)) for k, v in spec.items() if k != "name" and k != "payload"])
-        found = self.same.get(same)
-        if found is None:
-            try:
-                rest = self.rests.get(self._rest_key(spec))
-                if rest is None:
-                    return None
-                plan = self._schedule_plan(spec.get("schedule"))
-            except Exception:  # the full path names the error, or finds there is none
+        try:
+            rest = self._rest(spec)
+            if rest is None:
                 return None
-            if plan is None:
-                return None
-            # Holding the spec keeps the objects its ids name alive for the whole call.
-            found = self.same[same] = (spec, rest, plan)
-        _, rest, plan = found
+            plan = self._schedule_plan(spec.get("schedule"))
+        except Exception:  # the full path names the error, or finds there is none
+            return None
+        if plan is None:
+            return None
         payload = spec.get("payload")
         if payload is not None and not _small(payload):
             return None
@@ -293,28 +289,38 @@ class _Batch:
             last_fire_at=last_fire_at,
         )
 
+    def _rest(self, spec: dict[str, Any]) -> _Rest | None:
+        """What a spec with the same fields (but name, schedule and payload) made."""
+        items = _rest_items(spec)
+        found = self.rests.get(_text(items))
+        return found[1] if found is not None and found[0] == items else None
+
     def _schedule_plan(self, schedule: object) -> _Plan | None:
         """The plan of a schedule that passes ``JobSpec``'s validator, or None."""
         if type(schedule) is not dict:
             return None
-        key = self._key(schedule)
-        plan = self.plans.get(key)
-        if plan is None:
-            # As JobSpec._valid_schedule then to_job would, minus reading back the dict
-            # the first produces: a schedule's dict form reads back as the same schedule.
-            parsed = schedule_from_dict(schedule)
-            schedule_to_dict(parsed)
-            plan = self.plans[key] = _plan(parsed, self.now)
+        key = _text(schedule)
+        found = self.plans.get(key)
+        if found is not None and found[0] == schedule:
+            return found[1]
+        # As JobSpec._valid_schedule then to_job would, minus reading back the dict the
+        # first produces: a schedule's dict form reads back as the same schedule.
+        parsed = schedule_from_dict(schedule)
+        schedule_to_dict(parsed)
+        plan = _plan(parsed, self.now)
+        self.plans[key] = (schedule, plan)
         return plan
 
     def _learn(self, spec: Any, job: Job) -> None:
         """Remember what the full path made of a valid spec, for the specs like it."""
         try:
-            rest_key = self._rest_key(spec)
-            schedule_key = self._key(spec["schedule"])
+            items = _rest_items(spec)
+            rest_key = _text(items)
+            schedule = spec["schedule"]
+            schedule_key = _text(schedule)
         except Exception:  # not plain JSON (or not a dict at all): nothing to remember
             return
-        self.rests[rest_key] = (
+        rest = (
             job.action,
             job.pool,
             job.priority,
@@ -326,40 +332,21 @@ class _Batch:
             job.catchup_seconds,
             job.delivery,
         )
-        self.plans[schedule_key] = (job.schedule, job.state, job.next_fire_at, job.last_fire_at)
+        self.rests[rest_key] = (items, rest)
+        plan = (job.schedule, job.state, job.next_fire_at, job.last_fire_at)
+        self.plans[schedule_key] = (schedule, plan)
 
-    def _rest_key(self, spec: dict[str, Any]) -> Hashable:
-        key = self._key
-        return tuple([(k, key(v)) for k, v in spec.items() if k not in _NOT_REST])
 
-    def _key(self, value: object) -> Hashable:
-        """A key equal for two values only if JobSpec makes the same of both: JSON values
-        with their types (``1``, ``1.0`` and ``True`` differ, and so do ``0.0`` and
-        ``-0.0``). Anything else raises _Uncacheable."""
-        kind = type(value)
-        if kind is dict or kind is list:
-            known = self.keys.get(id(value))
-            return self._container_key(value) if known is None else known[1]
-        if kind is str or kind is int or kind is bool or value is None:
-            return (kind, value)
-        if kind is float:
-            return (kind, cast(float, value).hex())
-        raise _Uncacheable
+def _rest_items(spec: dict[str, Any]) -> _Items:
+    return [(k, v) for k, v in spec.items() if k not in _NOT_REST]
 
-    def _container_key(self, value: object) -> Hashable:
-        key: Hashable
-        if isinstance(value, dict):
-            items = []
-            for k, v in value.items():
-                if type(k) is not str:
-                    raise _Uncacheable
-                items.append((k, self._key(v)))
-            key = (dict, tuple(items))
-        else:
-            assert isinstance(value, list)
-            key = (list, tuple([self._key(v) for v in value]))
-        self.keys[id(value)] = (value, key)
-        return key
+
+def _text(value: object) -> str:
+    """Half of a value's cache key (see _Batch): its ``repr``, C-speed for plain JSON."""
+    try:
+        return repr(value)
+    except Exception as exc:  # a user object's __repr__, or nesting too deep
+        raise _Uncacheable from exc
 
 
 def _payload_size(payload: JSON) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cronwheel.errors import Conflict
+from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import Job, JobState, Overlap, Priority, RetryPolicy
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import _ops as sqlite_ops
@@ -79,6 +79,45 @@ async def test_a_conflict_anywhere_in_a_large_batch_writes_nothing(
     assert await store.list_jobs(taken.tenant_id) == [taken]
     assert await store.list_runs(taken.tenant_id) == []
     assert await store.list_audit(taken.tenant_id, jobs[0].id) == []
+
+
+@pytest.mark.parametrize("where", [0, 1500, N - 1])
+async def test_an_unknown_tenant_anywhere_in_a_large_batch_writes_nothing(
+    store: Store, where: int
+) -> None:
+    jobs = mixed_batch("orphan")
+    jobs[where] = replace(jobs[where], tenant_id="nobody")
+    runs = [make_run(j, T0) for j in jobs if j.schedule["kind"] == "immediate"]
+    with pytest.raises(NotFound) as err:
+        await store.create_jobs(jobs, runs)
+    assert (err.value.what, err.value.ident) == ("tenant", "nobody")
+    assert await store.list_jobs(jobs[0].tenant_id) == []
+    assert await store.list_runs(jobs[0].tenant_id) == []
+
+
+@pytest.mark.parametrize("where", [0, 1500, N - 1])
+async def test_a_run_of_an_unknown_job_in_a_large_batch_writes_nothing(
+    store: Store, where: int
+) -> None:
+    jobs = mixed_batch("ghostly")
+    runs = [make_run(j, T0) for j in jobs]
+    ghost = make_job("ghost")
+    runs[where] = make_run(ghost, T0)
+    with pytest.raises(NotFound) as err:
+        await store.create_jobs(jobs, runs)
+    assert (err.value.what, err.value.ident) == ("job", ghost.id)
+    assert await store.list_jobs(jobs[0].tenant_id) == []
+    assert await store.list_runs(jobs[0].tenant_id) == []
+
+
+async def test_runs_may_belong_to_jobs_created_before(store: Store) -> None:
+    earlier = make_job("earlier")
+    await store.create_jobs([earlier])
+    jobs = mixed_batch("later")
+    runs = [make_run(earlier, T0), *(make_run(j, T0) for j in reversed(jobs))]
+    await store.create_jobs(jobs, runs)
+    stored = await store.list_runs(earlier.tenant_id, limit=N + 2)
+    assert sorted(r.job_id for r in stored) == sorted(r.job_id for r in runs)
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,45 @@ def test_equal_values_of_other_types_are_kept_apart() -> None:
     assert math.copysign(1, jobs[3].jitter_seconds) == -1
 
 
+class _LooksLikeAString:
+    """Not a string, though its repr reads like one: JobSpec refuses it."""
+
+    def __repr__(self) -> str:
+        return "'k'"
+
+
+@pytest.mark.parametrize(
+    ("good", "bad"),
+    [
+        ({"1": "k"}, {1: "k"}),
+        ({"X-Key": "k"}, (("X-Key", "k"),)),
+        # The same repr, told apart by equality.
+        ({"X-Key": "k"}, {"X-Key": _LooksLikeAString()}),
+    ],
+    ids=["int-key", "tuple", "repr-look-alike"],
+)
+def test_a_look_alike_of_a_valid_value_is_validated_on_its_own(good: Any, bad: Any) -> None:
+    def spec(name: str, headers: Any) -> dict[str, Any]:
+        return {"name": name, "schedule": SCHEDULES[0], "action": {**WEBHOOK, "headers": headers}}
+
+    with pytest.raises(InvalidInput) as alone:
+        JobSpec.parse(spec("bad", bad)).to_job(tenant_id="t", now=NOW)
+    batch = [spec(f"good-{i}", copy.deepcopy(good)) for i in range(3)] + [spec("bad", bad)]
+    assert _error(batch) == (alone.value.field, alone.value.reason)
+
+
+def test_specs_as_json_makes_them_cost_what_shared_objects_cost() -> None:
+    # Every spec its own dicts, as a JSON body decodes them.
+    specs = json.loads(json.dumps(mixed_specs(60), default=str))
+    jobs = build_jobs(specs, tenant_id="t", now=NOW)
+    expected = one_at_a_time(specs, jobs)
+    assert [as_json(j) for j in jobs] == [as_json(j) for j in expected]
+    # The caches still apply: every job after the first takes what the first made.
+    same = [{"name": f"j{i}", "schedule": SCHEDULES[2], "action": WEBHOOK} for i in range(5)]
+    jobs = build_jobs(json.loads(json.dumps(same)), tenant_id="t", now=NOW)
+    assert len({id(j.schedule) for j in jobs}) == len({id(j.action) for j in jobs}) == 1
+
+
 BAD_SPECS: list[tuple[Any, str]] = [
     ({"name": "", "schedule": SCHEDULES[0], "action": HANDLER}, "name"),
     ({"name": "x" * 201, "schedule": SCHEDULES[0], "action": HANDLER}, "name"),

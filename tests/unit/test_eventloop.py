@@ -68,9 +68,7 @@ def test_commands_run_on_the_on_time_loop() -> None:
     async def selector_type() -> type:
         return type(asyncio.get_running_loop()._selector)  # type: ignore[attr-defined]
 
-    expected = (
-        eventloop.OnTimeEpollSelector if hasattr(selectors, "EpollSelector") else object
-    )
+    expected = eventloop.OnTimeEpollSelector if hasattr(selectors, "EpollSelector") else object
     assert issubclass(run_async(selector_type), expected)
 
 

@@ -146,7 +146,11 @@ CREATE_JOBS = f"""
 WITH candidate AS ({_NEW_RUNS}
 ),
 template AS MATERIALIZED (
-    SELECT k, tenant_id, schedule::jsonb AS schedule, action::jsonb AS action, pool, priority,
+    -- Each distinct tenant of the batch checked once (no foreign key: 0003).
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM tenants WHERE id = t.tenant_id) THEN k
+                WHEN cronwheel_not_present('jobs_tenant_id_fkey', 'tenant_id', t.tenant_id,
+                                           'tenants') THEN k END AS k,
+           tenant_id, schedule::jsonb AS schedule, action::jsonb AS action, pool, priority,
            retry::jsonb AS retry, timeout_seconds, misfire::jsonb AS misfire, overlap,
            jitter_seconds, catchup_seconds, delivery, state, version, next_fire_at,
            last_fire_at, created_at, updated_at
@@ -181,6 +185,13 @@ audited AS (
     FROM new_jobs
 ),
 inserted AS ({_INSERT_RUNS.format(now="coalesce($36::timestamptz, now())")}
+    -- A run's job is one of this statement's jobs (a hashed SubPlan), or else must exist
+    -- (no foreign key: 0003): a probe of jobs' primary key (OFFSET 0 keeps it one, not a
+    -- hash of every job). CASE keeps that order.
+    WHERE CASE WHEN r.job_id IN (SELECT id FROM new_jobs) THEN true
+               WHEN EXISTS (SELECT 1 FROM jobs WHERE id = r.job_id OFFSET 0) THEN true
+               ELSE cronwheel_not_present('runs_job_id_fkey', 'job_id', r.job_id::text, 'jobs')
+          END
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING pool, state
 ),{_WAKE_POOLS.format(source="inserted")}

@@ -278,14 +278,20 @@ class PostgresStore(Store):
         if not jobs and not runs:
             return
         created_at = jobs[0].created_at if jobs else None
-        last = max(len(jobs) - 1, 0) // _JOBS_PER_STATEMENT * _JOBS_PER_STATEMENT
+        parts = max(len(jobs) - 1, 0) // _JOBS_PER_STATEMENT + 1
+        # Each run goes with its job's part: checked against the jobs the statement
+        # inserts, not looked up (see CREATE_JOBS). A run of another job goes last.
+        part_of = {job.id: i // _JOBS_PER_STATEMENT for i, job in enumerate(jobs)}
+        runs_of: list[list[NewRun]] = [[] for _ in range(parts)]
+        for run in runs:
+            runs_of[part_of.get(run.job_id, parts - 1)].append(run)
 
         def statements() -> Iterator[list[Any]]:
             # Built as asyncpg sends them: the server inserts one part while the next is
-            # encoded. The runs go with the last part, once all of their jobs are in.
-            for start in range(0, last + 1, _JOBS_PER_STATEMENT):
-                part = jobs[start : start + _JOBS_PER_STATEMENT]
-                new_runs = rows.new_run_columns(runs if start == last else ())
+            # encoded.
+            for n in range(parts):
+                part = jobs[n * _JOBS_PER_STATEMENT : (n + 1) * _JOBS_PER_STATEMENT]
+                new_runs = rows.new_run_columns(runs_of[n])
                 yield [*new_runs, *rows.job_columns(part), actor, created_at]
 
         try:

@@ -10,7 +10,7 @@ from itertools import chain
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from cronwheel.errors import Conflict
+from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import (
     AttemptOutcome,
     ClaimedRun,
@@ -50,6 +50,18 @@ AUDIT_INSERT = (
 # A bulk create's statements insert this many rows each at most (fewer if SQLite allows
 # fewer bound values): past a hundred, longer statements gain little.
 ROWS_PER_INSERT = 100
+
+
+def check_parents(c: sqlite3.Connection, jobs: Sequence[Job], runs: Sequence[NewRun]) -> None:
+    """NotFound for the first job of an unknown tenant, or run of an unknown job: checked
+    before anything is written, as the foreign keys' IntegrityError names neither."""
+    for tenant_id in dict.fromkeys(j.tenant_id for j in jobs):
+        if c.execute("SELECT 1 FROM tenants WHERE id = ?", (tenant_id,)).fetchone() is None:
+            raise NotFound("tenant", tenant_id)
+    batch = {j.id for j in jobs}
+    for job_id in dict.fromkeys(r.job_id for r in runs if r.job_id not in batch):
+        if c.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+            raise NotFound("job", job_id)
 
 
 def insert_jobs(c: sqlite3.Connection, jobs: Sequence[Job], actor: str) -> None:

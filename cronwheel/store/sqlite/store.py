@@ -172,6 +172,7 @@ class SqliteStore(Store):
         self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
     ) -> None:
         def fn(c: sqlite3.Connection) -> list[str]:
+            ops.check_parents(c, jobs, runs)
             ops.insert_jobs(c, jobs, actor)
             now = rows.us(jobs[0].created_at) if jobs else 0
             return ops.insert_runs(c, runs, now)

@@ -1,7 +1,9 @@
 -- cronwheel PostgreSQL schema, fresh install: the result of every migration, kept in step
 -- by tests/store/test_postgres_specific.py.
 -- Same tables, columns, constraints and indexes as the SQLite schema, in PostgreSQL
--- types: instants are timestamptz, JSON values jsonb, job ids uuid (time-ordered v7).
+-- types: instants are timestamptz, JSON values jsonb, job ids uuid (time-ordered v7);
+-- but jobs.tenant_id and runs.job_id are checked once per statement, not by foreign keys
+-- (0003_statement_checks.sql).
 
 CREATE TABLE tenants (
     id                      text PRIMARY KEY,
@@ -15,7 +17,7 @@ INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now());
 
 CREATE TABLE jobs (
     id               uuid PRIMARY KEY,
-    tenant_id        text NOT NULL REFERENCES tenants (id),
+    tenant_id        text NOT NULL,  -- a tenant's id: checked by CREATE_JOBS (0003)
     name             text NOT NULL,
     schedule         jsonb NOT NULL,
     action           jsonb NOT NULL,
@@ -48,7 +50,7 @@ CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
 CREATE TABLE runs (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant_id         text NOT NULL,
-    job_id            uuid NOT NULL REFERENCES jobs (id),
+    job_id            uuid NOT NULL,  -- a job's id: checked where runs are inserted (0003)
     scheduled_for     timestamptz NOT NULL,
     available_at      timestamptz NOT NULL,
     state             text NOT NULL CHECK (state IN ('pending', 'running', 'succeeded', 'dead', 'cancelled', 'skipped')),
@@ -163,3 +165,14 @@ CREATE TABLE idempotency_keys (
 );
 
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+
+-- Raises what the dropped foreign key raised (SQLSTATE 23503, its constraint's name, its
+-- detail), so that callers tell a missing tenant from a missing job as before.
+CREATE FUNCTION cronwheel_not_present(constraint_name text, col text, val text, tbl text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'insert violates the check of "%"', constraint_name
+        USING ERRCODE = 'foreign_key_violation', CONSTRAINT = constraint_name,
+              DETAIL = format('Key (%s)=(%s) is not present in table "%s".', col, val, tbl);
+END
+$$;
