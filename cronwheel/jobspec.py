@@ -234,6 +234,9 @@ class _Batch:
         self.now = now
         self.rests: dict[str, tuple[_Items, _Rest]] = {}
         self.plans: dict[str, tuple[object, _Plan]] = {}
+        # The previous shortcut's objects (rest items, schedule) and what they made; the
+        # tuple holds them, so their ids cannot be reused within the call.
+        self.last: tuple[_Items, object, _Rest, _Plan] | None = None
 
     def job(self, spec: Any, job_id: str) -> Job:
         job = self._shortcut(spec, job_id)
@@ -252,15 +255,26 @@ class _Batch:
             return None
         if not name.isascii() and not _utf8(name):
             return None
-        try:
-            rest = self._rest(spec)
-            if rest is None:
+        items = _rest_items(spec)
+        schedule = spec.get("schedule")
+        last = self.last
+        if last is not None and schedule is last[1] and _same_objects(items, last[0]):
+            # The very objects of the spec before (a caller's loop sharing one schedule
+            # and one action): no key to make.
+            rest, plan = last[2], last[3]
+        else:
+            try:
+                found = self._rest(items)
+                if found is None:
+                    return None
+                rest = found
+                planned = self._schedule_plan(schedule)
+            except Exception:  # the full path names the error, or finds there is none
                 return None
-            plan = self._schedule_plan(spec.get("schedule"))
-        except Exception:  # the full path names the error, or finds there is none
-            return None
-        if plan is None:
-            return None
+            if planned is None:
+                return None
+            plan = planned
+            self.last = (items, schedule, rest, plan)
         payload = spec.get("payload")
         if payload is not None and not _small(payload):
             return None
@@ -289,9 +303,8 @@ class _Batch:
             last_fire_at=last_fire_at,
         )
 
-    def _rest(self, spec: dict[str, Any]) -> _Rest | None:
+    def _rest(self, items: _Items) -> _Rest | None:
         """What a spec with the same fields (but name, schedule and payload) made."""
-        items = _rest_items(spec)
         found = self.rests.get(_text(items))
         return found[1] if found is not None and found[0] == items else None
 
@@ -335,6 +348,16 @@ class _Batch:
         self.rests[rest_key] = (items, rest)
         plan = (job.schedule, job.state, job.next_fire_at, job.last_fire_at)
         self.plans[schedule_key] = (schedule, plan)
+
+
+def _same_objects(items: _Items, before: _Items) -> bool:
+    """Whether two specs' rest items are the same keys holding the very same objects."""
+    if len(items) != len(before):
+        return False
+    for (key, value), (key_before, value_before) in zip(items, before, strict=True):
+        if value is not value_before or key != key_before:
+            return False
+    return True
 
 
 def _rest_items(spec: dict[str, Any]) -> _Items:
