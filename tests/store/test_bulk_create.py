@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import Job, JobState, Overlap, Priority, RetryPolicy
+from cronwheel.model import Job, JobState, Overlap, Priority, RetryPolicy, RunState
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import _ops as sqlite_ops
 from cronwheel.store.sqlite import _rows as sqlite_rows
@@ -79,6 +79,33 @@ async def test_a_conflict_anywhere_in_a_large_batch_writes_nothing(
     assert await store.list_jobs(taken.tenant_id) == [taken]
     assert await store.list_runs(taken.tenant_id) == []
     assert await store.list_audit(taken.tenant_id, jobs[0].id) == []
+
+
+async def test_runs_of_a_large_batch_keep_every_column_of_their_own(store: Store) -> None:
+    jobs = mixed_batch("varied")
+    runs = [
+        make_run(
+            j,
+            at(i % 3),
+            available_at=at(i % 3 + i % 2),
+            pool=f"pool-{i % 4}",
+            priority=Priority(i % 4),
+            max_attempts=1 + i % 5,
+            job_version=1 + i % 2,
+            state=RunState.SKIPPED if i % 7 == 0 else RunState.PENDING,
+            reason=None if i % 6 else f"reason {i % 12}",
+            overlap=Overlap.QUEUE if i % 9 == 0 else Overlap.ALLOW,
+        )
+        for i, j in enumerate(jobs)
+    ]
+    await store.create_jobs(jobs, runs)
+    stored = {r.job_id: r for r in await store.list_runs(jobs[0].tenant_id, limit=N + 1)}
+    fields = ("scheduled_for", "available_at", "pool", "priority", "max_attempts")
+    fields += ("job_version", "state", "reason", "overlap", "tenant_id")
+    assert len(stored) == len(runs)
+    for run in runs:
+        got = stored[run.job_id]
+        assert [getattr(got, f) for f in fields] == [getattr(run, f) for f in fields]
 
 
 @pytest.mark.parametrize("where", [0, 1500, N - 1])

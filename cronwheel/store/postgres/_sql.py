@@ -137,13 +137,25 @@ woken AS (
     FROM (SELECT DISTINCT pool FROM {{source}} WHERE state = 'pending') AS p
 )""".format(channel=_CHANNEL.format(t="'runs:' || pool"))
 
-# Params: $1-$11 the runs (see _NEW_RUNS); the jobs (see _rows.job_columns): $12-$16 one
-# element per job, $17-$34 one per template, the columns the jobs share; $35 the actor,
-# $36 the runs' created_at. The templates are a materialised CTE so that their JSON is
-# parsed once per template, not once per job. The ids come as text: the uuid codec is a
-# Python call per element, text[] is encoded without one.
+# Params: $1-$12 the runs (see _rows.new_run_template_columns: $1-$10 one element per
+# template, $11-$12 one per run); the jobs (see _rows.job_columns): $13-$17 one element
+# per job, $18-$35 one per template, the columns the jobs share; $36 the actor, $37 the
+# runs' created_at. The templates are materialised CTEs so that their JSON is parsed once
+# per template, not once per job. The ids come as text: the uuid codec is a Python call
+# per element, text[] is encoded without one.
 CREATE_JOBS = f"""
-WITH candidate AS ({_NEW_RUNS}
+WITH run_template AS MATERIALIZED (
+    SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[],
+                         $5::text[], $6::int[], $7::int[], $8::int[], $9::text[], $10::text[])
+        WITH ORDINALITY
+        AS t(tenant_id, scheduled_for, available_at, state, pool, priority, max_attempts,
+             job_version, reason, overlap, k)
+),
+candidate AS (
+    SELECT t.tenant_id, r.job_id::uuid AS job_id, t.scheduled_for, t.available_at, t.state,
+           t.pool, t.priority, t.max_attempts, t.job_version, t.reason, t.overlap
+    FROM unnest($11::text[], $12::int[]) AS r(job_id, template)
+    JOIN run_template AS t ON t.k = r.template + 1
 ),
 template AS MATERIALIZED (
     -- Each distinct tenant of the batch checked once (no foreign key: 0003).
@@ -154,10 +166,10 @@ template AS MATERIALIZED (
            retry::jsonb AS retry, timeout_seconds, misfire::jsonb AS misfire, overlap,
            jitter_seconds, catchup_seconds, delivery, state, version, next_fire_at,
            last_fire_at, created_at, updated_at
-    FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::int[], $22::text[],
-                $23::float8[], $24::text[], $25::text[], $26::float8[], $27::float8[],
-                $28::text[], $29::text[], $30::int[], $31::timestamptz[], $32::timestamptz[],
-                $33::timestamptz[], $34::timestamptz[])
+    FROM unnest($18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::text[],
+                $24::float8[], $25::text[], $26::text[], $27::float8[], $28::float8[],
+                $29::text[], $30::text[], $31::int[], $32::timestamptz[], $33::timestamptz[],
+                $34::timestamptz[], $35::timestamptz[])
         WITH ORDINALITY
         AS t(tenant_id, schedule, action, pool, priority, retry, timeout_seconds, misfire,
              overlap, jitter_seconds, catchup_seconds, delivery, state, version, next_fire_at,
@@ -172,7 +184,7 @@ new_jobs AS (
            t.priority, t.retry, t.timeout_seconds, t.misfire, t.overlap, t.jitter_seconds,
            t.catchup_seconds, t.delivery, t.state, t.version, t.next_fire_at, t.last_fire_at,
            j.shard_key, t.created_at, t.updated_at
-    FROM unnest($12::text[], $13::text[], $14::text[], $15::int[], $16::int[])
+    FROM unnest($13::text[], $14::text[], $15::text[], $16::int[], $17::int[])
         WITH ORDINALITY AS j(id, name, payload, shard_key, template, n)
     JOIN template AS t ON t.k = j.template + 1
     ORDER BY j.n
@@ -180,11 +192,11 @@ new_jobs AS (
 ),
 audited AS (
     INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)
-    SELECT tenant_id, 'job', id::text, 'created', $35, created_at,
+    SELECT tenant_id, 'job', id::text, 'created', $36, created_at,
            jsonb_build_object('version', version, 'name', name)
     FROM new_jobs
 ),
-inserted AS ({_INSERT_RUNS.format(now="coalesce($36::timestamptz, now())")}
+inserted AS ({_INSERT_RUNS.format(now="coalesce($37::timestamptz, now())")}
     -- A run's job is one of this statement's jobs (a hashed SubPlan), or else must exist
     -- (no foreign key: 0003): a probe of jobs' primary key (OFFSET 0 keeps it one, not a
     -- hash of every job). CASE keeps that order.

@@ -291,7 +291,7 @@ class PostgresStore(Store):
             # encoded.
             for n in range(parts):
                 part = jobs[n * _JOBS_PER_STATEMENT : (n + 1) * _JOBS_PER_STATEMENT]
-                new_runs = rows.new_run_columns(runs_of[n])
+                new_runs = rows.new_run_template_columns(runs_of[n])
                 yield [*new_runs, *rows.job_columns(part), actor, created_at]
 
         try:
