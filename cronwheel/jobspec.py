@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -216,6 +216,7 @@ _Rest = tuple[
 _NOT_REST = ("name", "schedule", "payload")
 _MAX_NAME = 200  # as Name says
 _Items = list[tuple[str, Any]]
+_T = TypeVar("_T")
 
 
 class _Batch:
@@ -305,17 +306,16 @@ class _Batch:
 
     def _rest(self, items: _Items) -> _Rest | None:
         """What a spec with the same fields (but name, schedule and payload) made."""
-        found = self.rests.get(_text(items))
-        return found[1] if found is not None and found[0] == items else None
+        return _hit(self.rests, _text(items), items)
 
     def _schedule_plan(self, schedule: object) -> _Plan | None:
         """The plan of a schedule that passes ``JobSpec``'s validator, or None."""
         if type(schedule) is not dict:
             return None
         key = _text(schedule)
-        found = self.plans.get(key)
-        if found is not None and found[0] == schedule:
-            return found[1]
+        known = _hit(self.plans, key, schedule)
+        if known is not None:
+            return known
         # As JobSpec._valid_schedule then to_job would, minus reading back the dict the
         # first produces: a schedule's dict form reads back as the same schedule.
         parsed = schedule_from_dict(schedule)
@@ -348,6 +348,13 @@ class _Batch:
         self.rests[rest_key] = (items, rest)
         plan = (job.schedule, job.state, job.next_fire_at, job.last_fire_at)
         self.plans[schedule_key] = (schedule, plan)
+
+
+def _hit(cache: dict[str, tuple[Any, _T]], key: str, value: object) -> _T | None:
+    """What the value that filled ``cache[key]`` made, if ``value`` equals it (see
+    _Batch: the key alone does not tell apart what equality does)."""
+    found = cache.get(key)
+    return found[1] if found is not None and found[0] == value else None
 
 
 def _same_objects(items: _Items, before: _Items) -> bool:

@@ -138,25 +138,26 @@ def job_definition(job: Job) -> tuple[Any, ...]:
     )
 
 
+def _run_shared(r: NewRun) -> tuple[Any, ...]:
+    """A new run's columns but its job, in the order of the statements' arrays."""
+    return (
+        r.tenant_id,
+        r.scheduled_for,
+        r.available_at,
+        r.state.value,
+        r.pool,
+        int(r.priority),
+        r.max_attempts,
+        r.job_version,
+        r.reason,
+        r.overlap.value,
+    )
+
+
 def new_run_columns(runs: Sequence[NewRun]) -> list[list[Any]]:
-    """The 11 arrays of a batch of new runs ($1-$11 of INSERT_RUNS and MATERIALIZE_RUNS)."""
-    rows = [
-        (
-            r.tenant_id,
-            r.job_id,
-            r.scheduled_for,
-            r.available_at,
-            r.state.value,
-            r.pool,
-            int(r.priority),
-            r.max_attempts,
-            r.job_version,
-            r.reason,
-            r.overlap.value,
-        )
-        for r in runs
-    ]
-    return _columns(rows, 11)
+    """The 11 arrays of a batch of new runs ($1-$11 of INSERT_RUNS and MATERIALIZE_RUNS):
+    the job, then :func:`_run_shared`'s columns."""
+    return _columns([(r.job_id, *_run_shared(r)) for r in runs], 11)
 
 
 def new_run_template_columns(runs: Sequence[NewRun]) -> list[list[Any]]:
@@ -165,21 +166,7 @@ def new_run_template_columns(runs: Sequence[NewRun]) -> list[list[Any]]:
     share everything but their job (same instant, pool, policy...): each run costs two
     array elements to encode instead of eleven."""
     index: dict[tuple[Any, ...], int] = {}
-    picks = []
-    for r in runs:
-        key = (
-            r.tenant_id,
-            r.scheduled_for,
-            r.available_at,
-            r.state.value,
-            r.pool,
-            int(r.priority),
-            r.max_attempts,
-            r.job_version,
-            r.reason,
-            r.overlap.value,
-        )
-        picks.append(index.setdefault(key, len(index)))
+    picks = [index.setdefault(_run_shared(r), len(index)) for r in runs]
     return [*_columns(list(index), 10), [r.job_id for r in runs], picks]
 
 

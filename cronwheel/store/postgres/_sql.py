@@ -112,10 +112,10 @@ REMOVE_WORKER = "DELETE FROM workers WHERE id = $1"
 # -- jobs ----------------------------------------------------------------------------
 
 _NEW_RUNS = """
-    SELECT * FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::timestamptz[],
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
                          $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::text[],
                          $11::text[])
-        AS r(tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
+        AS r(job_id, tenant_id, scheduled_for, available_at, state, pool, priority,
              max_attempts, job_version, reason, overlap)"""
 
 _INSERT_RUNS = f"""

@@ -281,10 +281,11 @@ class PostgresStore(Store):
         parts = max(len(jobs) - 1, 0) // _JOBS_PER_STATEMENT + 1
         # Each run goes with its job's part: checked against the jobs the statement
         # inserts, not looked up (see CREATE_JOBS). A run of another job goes last.
-        part_of = {job.id: i // _JOBS_PER_STATEMENT for i, job in enumerate(jobs)}
         runs_of: list[list[NewRun]] = [[] for _ in range(parts)]
-        for run in runs:
-            runs_of[part_of.get(run.job_id, parts - 1)].append(run)
+        if runs:
+            part_of = {job.id: i // _JOBS_PER_STATEMENT for i, job in enumerate(jobs)}
+            for run in runs:
+                runs_of[part_of.get(run.job_id, parts - 1)].append(run)
 
         def statements() -> Iterator[list[Any]]:
             # Built as asyncpg sends them: the server inserts one part while the next is
