@@ -379,6 +379,24 @@ def _text(value: object) -> str:
         raise _Uncacheable from exc
 
 
+_encode_strict = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def encode_payload(field: str, payload: JSON) -> str | None:
+    """A run's own payload as the JSON text the store keeps (None stays None: the job's
+    payload); InvalidInput naming ``field`` if it is not JSON or is over the limit."""
+    if payload is None:
+        return None
+    try:
+        text = _encode_strict(payload)
+    except (TypeError, ValueError) as exc:  # an object, NaN, infinity, a cycle
+        raise InvalidInput(field, f"is not JSON: {exc}") from None
+    size = len(text.encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidInput(field, f"is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} (256 KiB)")
+    return text
+
+
 def _payload_size(payload: JSON) -> int:
     return len(json.dumps(payload).encode())
 

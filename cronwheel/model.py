@@ -248,6 +248,8 @@ class Run:
     reason: str | None = None
     last_error: str | None = None
     overlap: Overlap = Overlap.ALLOW
+    payload: JSON = None
+    """The run's own payload (given when it was enqueued); None: its job's payload."""
 
     @property
     def idempotency_key(self) -> str:

@@ -7,15 +7,17 @@ resume, cancel, trigger and update do to its runs, and what each writes to the a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.jobspec import JobSpec, build_jobs, spec_of
+from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
 from cronwheel.model import (
     DEFAULT_TENANT,
+    JSON,
     REASON_PAUSED,
     Attempt,
     Job,
@@ -34,6 +36,8 @@ MAX_PAUSED_RECORDS = 1000
 """How many occurrences a resume records as ``skipped (paused)``; a longer pause records
 the most recent ones."""
 PAUSED_LOOKBACK = timedelta(days=1)
+MANUAL = "manual"
+"""The schedule kind of a job that runs only when triggered or enqueued to."""
 
 
 class JobService:
@@ -147,11 +151,36 @@ class JobService:
             )
         now = self.clock.now()
         run = replace(_immediate_run(job, now), reason=f"triggered by {self.actor}")
+        if job.schedule["kind"] == MANUAL:  # its runs take instants as enqueued ones do
+            [run_id] = await self.store.enqueue_runs(run, [None])
+            triggered = await self.store.get_run(tenant_id, run_id)
+            assert triggered is not None  # runs are deleted only once finished, by age
+            return triggered
         written = await self.store.materialize_runs([run], [])
         if not written.inserted:
             raise Conflict("state", "the job changed while it was being triggered; try again")
         [found] = await self.store.list_runs(tenant_id, job_id=job_id, limit=1)
         return found
+
+    async def enqueue(
+        self, job_id: str, payloads: Sequence[JSON], *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[int]:
+        """Runs of a manual job (schedule ``{"kind": "manual"}``), one per payload, due
+        now, all or nothing; their ids, in order. A run's payload stands in for the
+        job's (None: the job's). The job must be active; runs wait in the pool's queue
+        like any other, under the job's action, priority and retry policy."""
+        encoded = [encode_payload(f"payloads[{i}]", p) for i, p in enumerate(payloads)]
+        job = await self.get(job_id, tenant_id=tenant_id)
+        kind = job.schedule["kind"]
+        if kind != MANUAL:
+            raise Conflict(
+                "schedule",
+                f"the job's schedule is {kind}; runs are enqueued only to a job whose schedule"
+                ' is {"kind": "manual"} (trigger runs any active job once, now)',
+            )
+        now = self.clock.now()
+        template = replace(_immediate_run(job, now), reason=f"enqueued by {self.actor}")
+        return await self.store.enqueue_runs(template, encoded)
 
     async def _set_state(
         self,

@@ -8,9 +8,11 @@ from lib.records import record
 
 
 async def noop(ctx: RunContext) -> None:
-    # The job name is the key the driver planned; scheduled_for is the occurrence a cron
-    # execution belongs to (the intended instant of W4).
-    record(ctx.job_name, ctx.scheduled_for.timestamp())
+    # The key the driver planned: a run enqueued to the queue job carries it as its
+    # payload, a one-time or cron job is named after it. scheduled_for is the occurrence a
+    # cron execution belongs to (the intended instant of W4).
+    key = ctx.payload if isinstance(ctx.payload, str) else ctx.job_name
+    record(key, ctx.scheduled_for.timestamp())
 
 
 worker = Worker()

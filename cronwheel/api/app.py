@@ -26,7 +26,9 @@ log = logging.getLogger("cronwheel.api")
 MAX_BODY = 4 * MAX_PAYLOAD_BYTES
 """A single request's body: room for a job with the largest payload, escaped."""
 MAX_BATCH_BODY = 64 * 1024 * 1024
-"""A batch's body: 10,000 jobs of about 6 KiB each."""
+"""A batch's body: 10,000 jobs, or 10,000 payloads of enqueued runs, of about 6 KiB each."""
+BATCH_PATHS = ("/v1/jobs/batch", "/v1/jobs/{job_id}/runs")
+"""The routes that take up to 10,000 items in one body."""
 HOUSEKEEPING_SECONDS = 60.0
 
 DESCRIPTION = """cronwheel's HTTP API: jobs, runs, the dead-letter queue, remote workers,
@@ -49,7 +51,7 @@ def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) ->
     app.add_middleware(
         RequestGuard,
         default_limit=MAX_BODY,
-        limits={"/v1/jobs/batch": MAX_BATCH_BODY},
+        limits=dict.fromkeys(BATCH_PATHS, MAX_BATCH_BODY),
     )
     return app
 

@@ -28,12 +28,26 @@ _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 
 class RequestGuard:
     """ASGI middleware: a body over its route's limit is refused with 413 before anything
-    reads it, and a NUL character in the path or query string with 400."""
+    reads it, and a NUL character in the path or query string with 400.
+
+    ``limits`` maps paths to their own limit; a path may hold ``{parameters}`` as routes
+    do (``/v1/jobs/{job_id}/runs``), each matching one path segment."""
 
     def __init__(self, app: ASGIApp, *, default_limit: int, limits: Mapping[str, int]) -> None:
         self.app = app
         self.default_limit = default_limit
-        self.limits = dict(limits)
+        self.limits = {path: n for path, n in limits.items() if "{" not in path}
+        self.patterns = [(_path_pattern(path), n) for path, n in limits.items() if "{" in path]
+
+    def limit_for(self, path: str) -> int:
+        """The body limit of a request to ``path``."""
+        found = self.limits.get(path)
+        if found is not None:
+            return found
+        for pattern, limit in self.patterns:
+            if pattern.fullmatch(path):
+                return limit
+        return self.default_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -44,7 +58,7 @@ class RequestGuard:
                 scope, receive, send
             )
             return
-        limit = self.limits.get(scope["path"], self.default_limit)
+        limit = self.limit_for(scope["path"])
         body = await _read_body(scope, receive, limit)
         if body is None:
             await problem_response(413, f"the request body is over {limit} bytes")(
@@ -52,6 +66,16 @@ class RequestGuard:
             )
             return
         await self.app(scope, _replay(body, receive), send)
+
+
+_PARAMETER = re.compile(r"\{[^{}/]+\}")
+
+
+def _path_pattern(template: str) -> re.Pattern[str]:
+    """``/v1/jobs/{job_id}/runs`` as a pattern: each parameter is one non-empty segment,
+    the rest is literal."""
+    parts = _PARAMETER.split(template)
+    return re.compile("[^/]+".join(re.escape(part) for part in parts))
 
 
 async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:

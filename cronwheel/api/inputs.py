@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from cronwheel import jobspec
@@ -113,6 +113,17 @@ class JobPatch(BaseModel):
 class BatchIn(BaseModel):
     model_config = _STRICT
     jobs: list[JobSpec] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+RunPayload = Annotated[JSON, AfterValidator(check_payload)]
+
+
+class EnqueueIn(BaseModel):
+    """Runs to enqueue to a manual job: one per payload, in order (``null``: the job's
+    payload)."""
+
+    model_config = _STRICT
+    payloads: list[RunPayload] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class ResumeIn(BaseModel):

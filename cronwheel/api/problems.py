@@ -134,6 +134,8 @@ def refine(field: str, reason: str) -> tuple[str, str]:
 
 # -- FastAPI's validation errors -------------------------------------------------------
 _BODY_SHAPE = frozenset({"missing", "model_attributes_type", "dict_type", "model_type"})
+_BATCHES = frozenset({("body", "jobs"), ("body", "payloads")})
+"""Lists whose length is capped: too many items is a body too large (413), not invalid."""
 
 
 def from_validation(errors: Sequence[Any]) -> ApiProblem:
@@ -153,8 +155,7 @@ def from_validation(errors: Sequence[Any]) -> ApiProblem:
     too_large = [
         item
         for e, item in zip(errors, items, strict=True)
-        if e["type"] == "too_large"
-        or (e["type"] == "too_long" and tuple(e["loc"]) == ("body", "jobs"))
+        if e["type"] == "too_large" or (e["type"] == "too_long" and tuple(e["loc"]) in _BATCHES)
     ]
     if too_large:
         first = too_large[0]

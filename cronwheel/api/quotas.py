@@ -2,6 +2,8 @@
 ``max_creates_per_second`` (a token bucket per tenant, in this API process).
 
 Both are checked before a create reaches the store and answer 429 with ``Retry-After``.
+Runs enqueued to a manual job take from the same bucket (each is a row the store must
+write, as a job is) but are not jobs, so ``max_jobs`` does not count them.
 ``max_jobs`` is checked, not locked: API processes creating at the same instant may
 overshoot it by their concurrent creates, which is the price of not serialising every
 create of a tenant.
@@ -55,6 +57,12 @@ class Quotas:
         if tenant.max_creates_per_second is not None:
             self._take(tenant_id, tenant.max_creates_per_second, count)
 
+    async def admit_runs(self, tenant_id: str, count: int) -> None:
+        """Allow ``count`` enqueued runs for the tenant, or raise a 429."""
+        tenant = await self._tenant(tenant_id)
+        if tenant is not None and tenant.max_creates_per_second is not None:
+            self._take(tenant_id, tenant.max_creates_per_second, count)
+
     def forget(self, tenant_id: str) -> None:
         """Drop the cached quotas of a tenant (its quotas just changed here)."""
         self._tenants.pop(tenant_id, None)
@@ -79,8 +87,12 @@ class Quotas:
         bucket.at = now
         needed = min(float(count), capacity)
         if bucket.tokens < needed:
-            wait = math.ceil((needed - bucket.tokens) / rate)
-            raise _over(f"the tenant may create {rate:g} jobs per second", max(wait, 1))
+            wait = max(math.ceil((needed - bucket.tokens) / rate), 1)
+            raise _over(
+                f"the tenant may create {rate:g} jobs and enqueued runs per second, together"
+                f" (max_creates_per_second): retry in {wait} s",
+                wait,
+            )
         bucket.tokens -= count
 
 

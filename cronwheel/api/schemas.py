@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from cronwheel.model import (
     ApiKey,
@@ -121,6 +121,9 @@ class RunOut(_Out):
     reason: str | None
     last_error: str | None
     idempotency_key: str
+    payload: Any = Field(
+        description="The run's own payload, given when it was enqueued; null: its job's payload."
+    )
     created_at: Instant
 
     @classmethod
@@ -169,6 +172,12 @@ class Page(_Out, Generic[T]):
 
 class JobItems(_Out):
     items: list[JobOut]
+
+
+class RunIdsOut(_Out):
+    """The runs just enqueued, in the order of their payloads."""
+
+    run_ids: list[int]
 
 
 class ReplayedOut(_Out):

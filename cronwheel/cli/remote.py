@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 import httpx
@@ -101,7 +101,13 @@ def jobs() -> None:
 
 
 def _schedule(
-    cron: str | None, tz: str, at: str | None, delay: float | None, every: float | None, now: bool
+    cron: str | None,
+    tz: str,
+    at: str | None,
+    delay: float | None,
+    every: float | None,
+    now: bool,
+    manual: bool,
 ) -> dict[str, Any]:
     chosen = [
         k
@@ -111,11 +117,16 @@ def _schedule(
             "--delay": delay,
             "--every": every,
             "--now": now or None,
+            "--manual": manual or None,
         }.items()
         if v
     ]
     if len(chosen) != 1:
-        raise click.UsageError("give exactly one of --cron, --at, --delay, --every, --now")
+        raise click.UsageError(
+            "give exactly one of --cron, --at, --delay, --every, --now, --manual"
+        )
+    if manual:
+        return {"kind": "manual"}
     if cron:
         return {"kind": "cron", "cron": cron, "timezone": tz}
     if at:
@@ -148,6 +159,7 @@ def _spec(options: dict[str, Any]) -> dict[str, Any]:
             options["delay"],
             options["every"],
             options["now"],
+            options["manual"],
         ),
         "action": action,
         "pool": options["pool"],
@@ -176,6 +188,7 @@ def _spec(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--delay", type=float, help="Once, this many seconds from now.")
 @click.option("--every", type=float, help="Every N seconds.")
 @click.option("--now", is_flag=True, help="Run once, right now.")
+@click.option("--manual", is_flag=True, help="Never by itself: only when triggered or enqueued to.")
 @click.option("--webhook", help="Call this URL.")
 @click.option("--method", default="POST", show_default=True)
 @click.option("--handler", help="Run this registered handler.")
@@ -224,6 +237,78 @@ _job_verb("pause", Client.pause_job, "Pause a job: no new runs until resumed.")
 _job_verb("resume", Client.resume_job, "Resume a paused job from now.")
 _job_verb("trigger", Client.trigger_job, "Run a job now, besides its schedule.")
 _job_verb("cancel", Client.cancel_job, "Cancel a job (soft delete; pending runs cancelled).")
+
+
+def _json_value(text: str, hint: str) -> Any:
+    """One JSON value, or a usage error naming the option (exit 2). NaN and Infinity are
+    refused here: Python reads them, JSON has no such numbers."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except (ValueError, RecursionError) as exc:
+        shown = text if len(text) <= 60 else f"{text[:57]}..."
+        raise click.BadParameter(f"{shown!r} is not JSON: {exc}", param_hint=hint) from exc
+
+
+def _payloads(values: tuple[str, ...], file: TextIO | None) -> list[Any]:
+    if values and file is not None:
+        raise click.UsageError("give --payload (repeatable) or --payloads-file, not both")
+    if file is None:
+        if not values:
+            raise click.UsageError("give a --payload per run (repeatable) or --payloads-file")
+        return [_json_value(value, "--payload") for value in values]
+    try:
+        text = file.read()
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(f"not UTF-8 text: {exc}", param_hint="--payloads-file") from exc
+    payloads = _json_value(text, "--payloads-file")
+    if not isinstance(payloads, list) or not payloads:
+        raise click.BadParameter(
+            'expected a JSON array with one payload per run, e.g. [{"id": 1}, {"id": 2}]',
+            param_hint="--payloads-file",
+        )
+    return payloads
+
+
+@jobs.command("enqueue")
+@url_option
+@token_option
+@json_option
+@click.argument("job_id")
+@click.option(
+    "--payload",
+    "values",
+    multiple=True,
+    metavar="JSON",
+    help="A run's payload, 'null' for the job's (repeatable: one run each).",
+)
+@click.option(
+    "--payloads-file",
+    type=click.File("r"),
+    default=None,
+    metavar="PATH",
+    help="A JSON array of payloads, one run each ('-' for stdin).",
+)
+@click.option("--idempotency-key", default=None, help="Makes a retried enqueue safe.")
+def jobs_enqueue(
+    url: str,
+    token: str | None,
+    as_json: bool,
+    job_id: str,
+    values: tuple[str, ...],
+    payloads_file: TextIO | None,
+    idempotency_key: str | None,
+) -> None:
+    """Enqueue runs to a manual job, one per payload, all or nothing; print their ids."""
+    payloads = _payloads(values, payloads_file)
+    with _client(url, token) as cw:
+        run_ids = cw.enqueue(job_id, payloads, idempotency_key=idempotency_key)
+    click.echo(
+        json.dumps({"run_ids": run_ids}) if as_json else f"enqueued {len(run_ids)}: {run_ids}"
+    )
 
 
 @jobs.command("update")

@@ -2,7 +2,8 @@
 
 ``{"kind": "cron", "cron": "0 9 * * MON-FRI", "timezone": "Europe/Paris"}``,
 ``{"kind": "once", "at": "2030-01-01T09:00:00+00:00"}``, ``{"kind": "delay", "seconds": 30}``,
-``{"kind": "immediate"}``, ``{"kind": "interval", "every_seconds": 60}``; every kind also
+``{"kind": "immediate"}``, ``{"kind": "interval", "every_seconds": 60}``,
+``{"kind": "manual"}`` (runs only when triggered or enqueued to); every kind but manual also
 takes ``start_at`` and ``end_at``; cron also ``dialect``, ``dst_gap``, ``dst_overlap``;
 interval also ``anchor``. Unknown keys are refused, so a typo never goes unnoticed.
 """
@@ -19,6 +20,7 @@ from cronwheel.schedule.kinds import (
     DelaySchedule,
     ImmediateSchedule,
     IntervalSchedule,
+    ManualSchedule,
     OnceSchedule,
     Schedule,
     aware_utc,
@@ -34,6 +36,7 @@ _KINDS: Mapping[str, tuple[Callable[..., Schedule], tuple[str, ...], tuple[str, 
     "delay": (DelaySchedule, ("seconds",), ()),
     "cron": (CronSchedule, ("cron",), ("timezone", "dialect", "dst_gap", "dst_overlap")),
     "interval": (IntervalSchedule, ("every_seconds",), ("anchor",)),
+    "manual": (ManualSchedule, (), ()),
 }
 _DEFAULTS: Mapping[str, str] = {
     "dialect": "standard",
@@ -52,7 +55,8 @@ def schedule_from_dict(data: Mapping[str, Any]) -> Schedule:
     if not isinstance(kind, str) or kind not in _KINDS:
         raise InvalidInput("kind", f"unknown schedule kind {kind!r} (expected {', '.join(_KINDS)})")
     cls, required, optional = _KINDS[kind]
-    allowed = {"kind", *required, *optional, *_BOUNDS}
+    bounds = () if cls is ManualSchedule else _BOUNDS  # nothing to bound: it never fires
+    allowed = {"kind", *required, *optional, *bounds}
     unknown = sorted(str(key) for key in data if key not in allowed)
     if unknown:
         listed = ", ".join(sorted(allowed))

@@ -74,6 +74,17 @@ class ImmediateSchedule(_Bounded):
 
 
 @dataclass(frozen=True)
+class ManualSchedule:
+    """Never fire by itself: the job runs when it is triggered or runs are enqueued to
+    it (a queue with a definition: one action, pool and policy for many runs). There is
+    no schedule to bound, so it takes no ``start_at`` / ``end_at``."""
+
+    kind: ClassVar[str] = "manual"
+    start_at: ClassVar[None] = None
+    end_at: ClassVar[None] = None
+
+
+@dataclass(frozen=True)
 class OnceSchedule(_Bounded):
     """Fire once, at ``at``."""
 
@@ -152,7 +163,14 @@ class IntervalSchedule(_Bounded):
         return timedelta(seconds=self.every_seconds)
 
 
-Schedule = ImmediateSchedule | OnceSchedule | DelaySchedule | CronSchedule | IntervalSchedule
+Schedule = (
+    ImmediateSchedule
+    | OnceSchedule
+    | DelaySchedule
+    | CronSchedule
+    | IntervalSchedule
+    | ManualSchedule
+)
 
 
 def resolve(schedule: Schedule, now: datetime) -> Schedule:
@@ -176,9 +194,12 @@ def first_fire(schedule: Schedule, now: datetime) -> datetime | None:
     interval: the first grid point at or after ``start_at`` if given (and not past),
     else the first one strictly after ``now`` (so an interval anchored at creation fires
     one period later). cron: the first occurrence at or after ``max(now, start_at)``.
+    manual: None, always.
     """
     now = aware_utc("now", now)
     schedule = resolve(schedule, now)
+    if isinstance(schedule, ManualSchedule):
+        return None
     start = now if schedule.start_at is None else max(now, schedule.start_at)
     if isinstance(schedule, ImmediateSchedule):
         return schedule._within(start)
@@ -194,9 +215,10 @@ def first_fire(schedule: Schedule, now: datetime) -> datetime | None:
 
 def next_fire(schedule: Schedule, after: datetime) -> datetime | None:
     """The first occurrence strictly after ``after`` (and not before ``start_at``), or
-    None: always for immediate, once and delay schedules, which fire once."""
+    None: always for immediate, once and delay schedules, which fire once, and for a
+    manual one, which never fires by itself."""
     after = aware_utc("after", after)
-    if isinstance(schedule, ImmediateSchedule | OnceSchedule | DelaySchedule):
+    if isinstance(schedule, ImmediateSchedule | OnceSchedule | DelaySchedule | ManualSchedule):
         return None
     if isinstance(schedule, IntervalSchedule):
         if schedule.anchor is None:

@@ -3,7 +3,7 @@ the sync and async clients only differ in how they send."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -76,6 +76,24 @@ def cancel_job(job_id: str) -> Call[JobInfo]:
 
 def trigger(job_id: str) -> Call[RunInfo]:
     return Call("POST", f"/v1/jobs/{job_id}/trigger", RunInfo.model_validate)
+
+
+def enqueue(job_id: str, payloads: Sequence[Any], idempotency_key: str | None) -> Call[list[int]]:
+    # One payload passed bare would be split into runs (a string by character, a dict
+    # by key) or sent as one, silently: either way not what was meant.
+    if isinstance(payloads, str | bytes | Mapping):
+        raise TypeError(
+            f"payloads must be a list with one payload per run, not a {type(payloads).__name__}"
+            ": enqueue(job_id, [payload])"
+        )
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    return Call(
+        "POST",
+        f"/v1/jobs/{job_id}/runs",
+        lambda b: list(b["run_ids"]),
+        json={"payloads": list(payloads)},
+        headers=headers,
+    )
 
 
 def job_runs(job_id: str, **filters: Any) -> Call[Page[RunInfo]]:

@@ -10,6 +10,7 @@ Errors are :mod:`cronwheel.sdk.errors` exceptions carrying the problem details.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -97,6 +98,13 @@ class Client:
 
     def trigger_job(self, job_id: str) -> RunInfo:
         return self._send(calls.trigger(job_id))
+
+    def enqueue(
+        self, job_id: str, payloads: Sequence[Any], *, idempotency_key: str | None = None
+    ) -> list[int]:
+        """Enqueue one run of a manual job per payload (None: the job's payload), all or
+        nothing; their ids, in the order of the payloads. Up to 10,000 payloads."""
+        return self._send(calls.enqueue(job_id, payloads, idempotency_key))
 
     def job_runs(self, job_id: str, **filters: Any) -> Page[RunInfo]:
         return self._send(calls.job_runs(job_id, **filters))
@@ -195,6 +203,13 @@ class AsyncClient:
 
     async def trigger_job(self, job_id: str) -> RunInfo:
         return await self._send(calls.trigger(job_id))
+
+    async def enqueue(
+        self, job_id: str, payloads: Sequence[Any], *, idempotency_key: str | None = None
+    ) -> list[int]:
+        """Enqueue one run of a manual job per payload (None: the job's payload), all or
+        nothing; their ids, in the order of the payloads. Up to 10,000 payloads."""
+        return await self._send(calls.enqueue(job_id, payloads, idempotency_key))
 
     async def job_runs(self, job_id: str, **filters: Any) -> Page[RunInfo]:
         return await self._send(calls.job_runs(job_id, **filters))

@@ -71,6 +71,8 @@ class RunInfo(_Wire):
     last_error: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    payload: Any = None
+    """The run's own payload, given when it was enqueued; None: its job's payload."""
     attempts: list[AttemptInfo] | None = None
 
 

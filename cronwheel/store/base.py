@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from cronwheel.errors import Conflict, StaleVersion
 from cronwheel.model import (
     ApiKey,
     Attempt,
@@ -45,6 +46,18 @@ from cronwheel.model import (
     WorkerInfo,
     hot_record,
 )
+
+ENQUEUE_CHUNK = 5_000
+"""Runs per statement of :meth:`Store.enqueue_runs` (all in one transaction)."""
+
+
+def check_enqueue_target(state: str, version: int, template: NewRun) -> None:
+    """What :meth:`Store.enqueue_runs` checks of the job it holds locked: raise if the
+    runs must not be written."""
+    if state != JobState.ACTIVE.value:
+        raise Conflict("state", f"the job is {state}; only an active job takes new runs")
+    if version != template.job_version:
+        raise StaleVersion(template.job_version, version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +307,21 @@ class Store(abc.ABC):
         (``shard_key % shard_count``) the guard's holder no longer leases under the
         guard's epoch, or whose lease has expired by the store's clock (reported as
         stale); a takeover waits for a guarded write in progress to commit."""
+
+    @abc.abstractmethod
+    async def enqueue_runs(self, template: NewRun, payloads: Sequence[str | None]) -> list[int]:
+        """Insert one pending run of ``template``'s job per payload, all or nothing, and
+        return their ids in payload order; notify the pool.
+
+        The job is locked while they are written, so a pause or an update waits for them
+        or they for it: it must still be active and at ``template.job_version``, else
+        :class:`Conflict` (:class:`NotFound` if it does not exist). Each run takes the
+        template's columns, is due at ``available_at``, and carries its payload, given as
+        JSON text (None: the job's payload). Their ``scheduled_for`` instants are one
+        microsecond apart, from ``template.scheduled_for`` or one microsecond after the
+        job's latest run, whichever is later: ``(job_id, scheduled_for)`` stays a run's
+        key, and every run gets its own idempotency key, however many are enqueued at
+        once."""
 
     # -- shards ------------------------------------------------------------------------
     @abc.abstractmethod

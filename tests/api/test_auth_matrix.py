@@ -72,6 +72,9 @@ class World:
     async def job(self, tenant: str, **changes: Any) -> str:
         return (await self.jobs.create(tenant_id=tenant, **spec(**changes))).id
 
+    async def manual_job(self, tenant: str) -> str:
+        return await self.job(tenant, schedule={"kind": "manual"})
+
     async def paused_job(self, tenant: str) -> str:
         job_id = await self.job(tenant)
         await self.jobs.pause(job_id, tenant_id=tenant)
@@ -173,6 +176,15 @@ CALLS = [
     Call("pause job", "POST", "/v1/jobs/{}/pause", "write", 200, World.job),
     Call("resume job", "POST", "/v1/jobs/{}/resume", "write", 200, World.paused_job),
     Call("trigger job", "POST", "/v1/jobs/{}/trigger", "write", 201, World.job),
+    Call(
+        "enqueue runs",
+        "POST",
+        "/v1/jobs/{}/runs",
+        "write",
+        201,
+        World.manual_job,
+        body=lambda m, t: {"payloads": [{"n": 1}, None]},
+    ),
     Call("job runs", "GET", "/v1/jobs/{}/runs", "read", 200, World.job),
     Call("get run", "GET", "/v1/runs/{}", "read", 200, World.run),
     Call("cancel run", "POST", "/v1/runs/{}/cancel", "write", 200, World.run),

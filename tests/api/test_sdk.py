@@ -98,3 +98,28 @@ async def test_idempotency_key_through_the_sdk(app: FastAPI) -> None:
         assert first.id == again.id
         with pytest.raises(ConflictError):
             await cw.create_job({**spec, "name": "other"}, idempotency_key="abc-123")
+
+
+async def test_enqueue_through_the_sdk(app: FastAPI) -> None:
+    manual = {"name": "queue", "schedule": {"kind": "manual"}, "action": WEBHOOK, "payload": 0}
+    async with sdk(app) as cw:
+        job = await cw.create_job(manual)
+        run_ids = await cw.enqueue(job.id, [{"n": 1}, None])
+        assert len(run_ids) == 2
+        runs = {r.id: r.payload for r in (await cw.job_runs(job.id)).items}
+        assert runs == {run_ids[0]: {"n": 1}, run_ids[1]: None}
+        assert (await cw.get_run(run_ids[0])).payload == {"n": 1}
+        first = await cw.enqueue(job.id, ("three",), idempotency_key="q-1")
+        assert await cw.enqueue(job.id, ["three"], idempotency_key="q-1") == first
+        assert len((await cw.job_runs(job.id)).items) == 3
+        with pytest.raises(TypeError, match="one payload per run"):
+            await cw.enqueue(job.id, {"n": 1})  # type: ignore[arg-type]
+        cron = await cw.create_job({"name": "cron", "schedule": EVERY_MINUTE, "action": WEBHOOK})
+        with pytest.raises(ConflictError) as refused:
+            await cw.enqueue(cron.id, [1])
+        assert refused.value.field == "schedule"
+        with pytest.raises(ValidationFailed) as empty:
+            await cw.enqueue(job.id, [])
+        assert empty.value.field == "payloads"
+        with pytest.raises(NotFoundError):
+            await cw.enqueue("01a1ff91-f97e-7000-8a6d-746a4710197a", [1])

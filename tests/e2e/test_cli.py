@@ -37,12 +37,15 @@ def api_url(store_url: str, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def cli(url: str, *args: str, token: str = TOKEN) -> subprocess.CompletedProcess[str]:
+def cli(
+    url: str, *args: str, token: str = TOKEN, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {"CRONWHEEL_URL": url, "CRONWHEEL_TOKEN": token, "PATH": "/usr/bin:/bin"}
     return subprocess.run(
         [sys.executable, "-m", "cronwheel", *args],
         cwd=REPO,
         env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
@@ -148,3 +151,71 @@ def test_the_sync_sdk_against_a_real_server(api_url: str) -> None:
         [run] = cw.job_runs(job.id).items
         assert (run.job_id, run.state) == (job.id, "pending")
         assert cw.get_run(run.id).attempts == []
+
+
+def test_enqueue_from_the_terminal(api_url: str) -> None:
+    created = cli(
+        api_url, "jobs", "create", "--name", "queue", "--manual", "--handler", "h", "--json"
+    )
+    assert created.returncode == 0, created.stderr
+    job = json.loads(created.stdout)
+    assert (job["schedule"], job["next_fire_at"]) == ({"kind": "manual"}, None)
+    enqueued = cli(
+        api_url, "jobs", "enqueue", job["id"], "--payload", '{"n": 1}', "--payload", "null"
+    )
+    assert enqueued.returncode == 0, enqueued.stderr
+    first, second = json.loads(cli(api_url, "jobs", "runs", job["id"], "--json").stdout)["items"][
+        ::-1
+    ]
+    assert enqueued.stdout.strip() == f"enqueued 2: [{first['id']}, {second['id']}]"
+    assert (first["payload"], second["payload"]) == ({"n": 1}, None)
+    from_stdin = cli(
+        api_url,
+        "jobs",
+        "enqueue",
+        job["id"],
+        "--payloads-file",
+        "-",
+        "--json",
+        stdin='[{"n": 3}, [4], "five"]',
+    )
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    run_ids = json.loads(from_stdin.stdout)["run_ids"]
+    assert len(run_ids) == 3 and min(run_ids) > second["id"]
+    got = json.loads(cli(api_url, "runs", "get", str(run_ids[-1]), "--json").stdout)
+    assert got["payload"] == "five"
+    cron = cli(api_url, "jobs", "create", "--name", "c", "--every", "60", "--handler", "h")
+    assert cron.returncode == 0, cron.stderr
+    cron_id = json.loads(cli(api_url, "jobs", "list", "--json").stdout)["items"][-1]["id"]
+    refused = cli(api_url, "jobs", "enqueue", cron_id, "--payload", "1")
+    assert refused.returncode == 4 and "manual" in refused.stderr and "(schedule)" in refused.stderr
+
+
+def test_enqueue_refuses_bad_json_naming_the_option(api_url: str) -> None:
+    job_id = "01a1ff91-f97e-7000-8a6d-746a4710197a"
+    for value in ("{not json", "NaN"):
+        bad = cli(api_url, "jobs", "enqueue", job_id, "--payload", "1", "--payload", value)
+        assert bad.returncode == 2, bad.stderr
+        assert "--payload" in bad.stderr and "is not JSON" in bad.stderr
+        assert "Traceback" not in bad.stderr
+    not_a_list = cli(api_url, "jobs", "enqueue", job_id, "--payloads-file", "-", stdin="{}")
+    assert not_a_list.returncode == 2 and "--payloads-file" in not_a_list.stderr
+    nothing = cli(api_url, "jobs", "enqueue", job_id)
+    assert nothing.returncode == 2 and "--payload" in nothing.stderr
+    missing = cli(api_url, "jobs", "enqueue", job_id, "--payload", "1")
+    assert missing.returncode == 3 and "not found" in missing.stderr
+
+
+def test_the_sync_sdk_enqueues(api_url: str) -> None:
+    with Client(api_url, TOKEN) as cw:
+        job = cw.create_job(
+            {
+                "name": "sdk-queue",
+                "schedule": {"kind": "manual"},
+                "action": {"type": "handler", "name": "h"},
+            }
+        )
+        run_ids = cw.enqueue(job.id, [{"n": 1}, None], idempotency_key="sync-1")
+        assert cw.enqueue(job.id, [{"n": 1}, None], idempotency_key="sync-1") == run_ids
+        assert [cw.get_run(i).payload for i in run_ids] == [{"n": 1}, None]
+        assert len(cw.job_runs(job.id).items) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from cronwheel.clock import FrozenClock
@@ -161,6 +163,65 @@ async def test_cancel_and_trigger(service: JobService, store: Store, clock: Froz
     assert len(await service.runs(job.id)) == 1
     audit = [e.action for e in await store.list_audit("default", job.id)]
     assert audit == ["created", "cancelled"]
+
+
+MANUAL = {"kind": "manual"}
+
+
+async def test_a_manual_job_runs_only_what_is_enqueued_to_it(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    job = await service.create(name="q", schedule=MANUAL, action=HANDLER, payload={"d": 0})
+    assert (job.state, job.next_fire_at, job.schedule) == (JobState.ACTIVE, None, MANUAL)
+    ids = await service.enqueue(job.id, [{"to": "a"}, None])
+    # A trigger at the very same instant takes the next one instead of clashing.
+    triggered = await service.trigger(job.id)
+    runs = {r.id: r for r in await service.runs(job.id)}
+    assert sorted(runs) == [*ids, triggered.id]
+    assert [runs[i].payload for i in ids] == [{"to": "a"}, None]
+    assert [runs[i].reason for i in ids] == ["enqueued by tester"] * 2
+    assert [runs[i].scheduled_for for i in [*ids, triggered.id]] == [
+        at(1),
+        at(1) + timedelta(microseconds=1),
+        at(1) + timedelta(microseconds=2),
+    ]
+    clock.advance(86_400)
+    await _tick(store, clock)  # the scheduler never plans a manual job
+    assert len(await service.runs(job.id)) == 3
+    assert (await service.get(job.id)).state is JobState.ACTIVE
+
+
+async def test_enqueue_checks_every_payload_before_writing_any(service: JobService) -> None:
+    job = await service.create(name="q", schedule=MANUAL, action=HANDLER)
+    for bad, reason in (
+        (float("nan"), "is not JSON"),
+        (object(), "is not JSON"),
+        ("x" * (256 * 1024), "the limit is 262144"),
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            await service.enqueue(job.id, [{"ok": 1}, bad])
+        assert caught.value.field == "payloads[1]"
+        assert reason in str(caught.value)
+    assert await service.runs(job.id) == []
+
+
+async def test_enqueue_wants_an_active_manual_job(service: JobService) -> None:
+    cron = await service.create(name="c", schedule=EVERY_MINUTE, action=HANDLER)
+    with pytest.raises(Conflict) as caught:
+        await service.enqueue(cron.id, [1])
+    assert caught.value.field == "schedule" and '{"kind": "manual"}' in caught.value.reason
+    manual = await service.create(name="q", schedule=MANUAL, action=HANDLER)
+    await service.pause(manual.id)
+    with pytest.raises(Conflict, match="paused"):
+        await service.enqueue(manual.id, [1])
+    await service.resume(manual.id)
+    assert len(await service.enqueue(manual.id, [1])) == 1
+    with pytest.raises(NotFound):
+        await service.enqueue(manual.id, [1], tenant_id="acme")
+    # An update that keeps the schedule keeps the runs waiting; new ones take its version.
+    updated = await service.update(manual.id, priority="high")
+    assert [r.state for r in await service.runs(manual.id)] == [RunState.PENDING]
+    assert len(await service.enqueue(updated.id, [2])) == 1
 
 
 async def test_other_tenants_are_invisible(service: JobService, store: Store) -> None:

@@ -55,6 +55,37 @@ async def test_sync_and_async_handlers_run_and_record_their_attempt(store: Store
     assert attempt.lag_seconds is not None and attempt.lag_seconds >= 0
 
 
+async def test_enqueued_runs_execute_with_their_own_payloads(store: Store) -> None:
+    worker = Worker(store, FAST)
+    seen: list[tuple[object, str]] = []
+
+    @worker.handler("noop")
+    def handler(ctx: RunContext) -> None:
+        seen.append((ctx.payload, ctx.idempotency_key))
+
+    job = replace(make_job(schedule={"kind": "manual"}, payload="the job's"), next_fire_at=None)
+    await store.create_jobs([job])
+    now = datetime.now(UTC)
+    template = make_run(job, now, reason="enqueued by tester")
+    ids = await store.enqueue_runs(template, ['{"n": 1}', None, '{"n": 2}'])
+    async with running(worker):
+        await eventually(lambda: _all_succeeded(store, job.id, 3))
+    assert sorted(seen, key=str) == sorted(
+        [
+            ({"n": 1}, f"{job.id}:{now.isoformat()}"),
+            ("the job's", f"{job.id}:{(now + timedelta(microseconds=1)).isoformat()}"),
+            ({"n": 2}, f"{job.id}:{(now + timedelta(microseconds=2)).isoformat()}"),
+        ],
+        key=str,
+    )
+    assert sorted(r.id for r in await store.list_runs("default", job_id=job.id)) == ids
+
+
+async def _all_succeeded(store: Store, job_id: str, n: int) -> bool:
+    states = await run_states(store, job_id)
+    return states == [RunState.SUCCEEDED.value] * n
+
+
 async def test_a_failing_handler_is_retried_then_dead_lettered(store: Store) -> None:
     worker = Worker(store, FAST)
     calls: list[int] = []

@@ -13,6 +13,7 @@ from cronwheel.schedule import (
     DelaySchedule,
     ImmediateSchedule,
     IntervalSchedule,
+    ManualSchedule,
     OnceSchedule,
     Schedule,
     schedule_from_dict,
@@ -41,6 +42,7 @@ SCHEDULES: list[Schedule] = [
     ),
     IntervalSchedule(60),
     IntervalSchedule(3600, T0, end_at=T1),
+    ManualSchedule(),
 ]
 
 
@@ -52,6 +54,7 @@ def test_round_trip_through_json(schedule: Schedule) -> None:
 
 def test_dict_forms() -> None:
     assert schedule_to_dict(ImmediateSchedule()) == {"kind": "immediate"}
+    assert schedule_to_dict(ManualSchedule()) == {"kind": "manual"}
     assert schedule_to_dict(CronSchedule("0 9 * * *", "Europe/Paris")) == {
         "kind": "cron",
         "cron": "0 9 * * *",
@@ -99,6 +102,8 @@ def test_inputs_are_normalised_to_utc() -> None:
             {"kind": "immediate", "start_at": "2024-02-01T00:00Z", "end_at": "2024-01-01T00:00Z"},
             "end_at: must not be before start_at",
         ),
+        ({"kind": "manual", "start_at": "2024-01-01T00:00Z"}, "start_at: unknown field for kind"),
+        ({"kind": "manual", "end_at": None}, "end_at: unknown field for kind manual"),
         ({"kind": "cron", "cron": 5}, "cron: expected a string, got int"),
         ({"kind": "cron", "cron": "* * * * 8"}, "cron: day-of-week: 8 is out of range 0-7"),
         ({"kind": "cron", "cron": "* * * * *", "timezone": "Mars/Olympus"}, "timezone: unknown"),

@@ -13,6 +13,7 @@ from cronwheel.schedule import (
     DelaySchedule,
     ImmediateSchedule,
     IntervalSchedule,
+    ManualSchedule,
     OnceSchedule,
     first_fire,
     next_fire,
@@ -76,6 +77,11 @@ class TestImmediateOnceDelay:
         assert first_fire(ImmediateSchedule(start_at=NOW - timedelta(days=1)), NOW) == NOW
         assert first_fire(ImmediateSchedule(end_at=NOW - timedelta(seconds=1)), NOW) is None
         assert next_fire(ImmediateSchedule(), NOW) is None
+
+    def test_manual_never_fires_by_itself(self) -> None:
+        assert resolve(ManualSchedule(), NOW) == ManualSchedule()
+        assert first_fire(ManualSchedule(), NOW) is None
+        assert next_fire(ManualSchedule(), NOW) is None
 
     def test_once_fires_at_its_time_even_in_the_past(self) -> None:
         past = NOW - timedelta(days=3)

@@ -1,5 +1,5 @@
 """``/v1/jobs``: create (one or a batch), list, read, change, pause, resume, cancel and
-trigger jobs, and list a job's runs."""
+trigger jobs, enqueue runs to a manual job, and list a job's runs."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from fastapi.responses import JSONResponse
 from cronwheel.api.auth import Principal, Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
-from cronwheel.api.inputs import BatchIn, JobPatch, JobSpec, ResumeIn
+from cronwheel.api.inputs import BatchIn, EnqueueIn, JobPatch, JobSpec, ResumeIn
 from cronwheel.api.openapi import problems
 from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, after_job, before_run, page
 from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unprocessable
-from cronwheel.api.schemas import JobItems, JobOut, Page, RunOut, dump
+from cronwheel.api.schemas import JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
-from cronwheel.errors import InvalidInput, NotFound
+from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.model import JobState, RunState
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
@@ -254,6 +254,49 @@ async def trigger_job(
         replay = await idempotency.remember(201, dump(RunOut.of(run)))
     location = {"Location": f"/v1/runs/{replay.body['id']}"}
     return JSONResponse(replay.body, status_code=replay.status, headers=location)
+
+
+@router.post(
+    "/{job_id}/runs",
+    status_code=201,
+    response_model=RunIdsOut,
+    responses=problems(404, 409, 429),
+    summary="Enqueue runs to a manual job, up to 10,000, all or nothing",
+)
+async def enqueue_runs(
+    job_id: JobId,
+    body: EnqueueIn,
+    request: Request,
+    principal: Writer,
+    idempotency_key: IdempotencyKey = None,
+) -> JSONResponse:
+    """One pending run per payload, due now, in the job's pool under its action,
+    priority and retry policy; each hands its own payload to the handler (``null``: the
+    job's). The job's schedule must be ``{"kind": "manual"}`` and the job active. The
+    run ids come back in the order of the payloads. Each payload is up to 256 KiB of
+    JSON. The runs count against the tenant's ``max_creates_per_second``, not its
+    ``max_jobs``."""
+    state = api_state(request)
+    tenant = principal.tenant_id
+    idempotency = await Idempotency.begin(request, state, tenant, idempotency_key)
+    replay = await idempotency.replay()
+    if replay is None:
+        job_id = checked_job_id(job_id)
+        await state.quotas.admit_runs(tenant, len(body.payloads))
+        try:
+            run_ids = await state.service(principal).enqueue(
+                job_id, body.payloads, tenant_id=tenant
+            )
+        except StaleVersion:
+            # The job was changed between reading it and writing the runs; the client
+            # sent no version, so this is not its stale edit (412) but a race it can retry.
+            raise Conflict(
+                "state",
+                "the job changed while runs were being enqueued to it; nothing was enqueued:"
+                " send the request again",
+            ) from None
+        replay = await idempotency.remember(201, dump(RunIdsOut(run_ids=run_ids)))
+    return JSONResponse(replay.body, status_code=replay.status)
 
 
 @router.get(

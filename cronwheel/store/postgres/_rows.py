@@ -254,6 +254,7 @@ def run(row: Record) -> Run:
         row["reason"],
         row["last_error"],
         decode.OVERLAPS[row["overlap"]],
+        row["payload"],
     )
 
 

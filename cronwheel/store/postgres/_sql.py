@@ -219,6 +219,28 @@ inserted AS ({_INSERT_RUNS.format(now="$12::timestamptz")}
 ),{_WAKE_POOLS.format(source="inserted")}
 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM woken) AS woken"""
 
+# Params: $1 tenant, $2 job id, $3 the earliest scheduled_for, $4 available_at and
+# created_at, $5 pool, $6 priority, $7 max_attempts, $8 job_version, $9 reason, $10 overlap,
+# $11 the payloads (JSON text, NULL for the job's). The job is locked (LOCK_JOB) in the same
+# transaction: the latest run is read under that lock, so concurrent enqueues never pick
+# the same instant. max() is one descent of runs_job_scheduled_for.
+ENQUEUE_RUNS = f"""
+WITH floor AS (
+    SELECT greatest($3::timestamptz, (SELECT max(scheduled_for) FROM runs WHERE job_id = $2)
+                                     + interval '1 microsecond') AS t
+),
+inserted AS (
+    INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
+                      max_attempts, job_version, reason, overlap, created_at, payload)
+    SELECT $1, $2, f.t + (p.n - 1) * interval '1 microsecond', $4, 'pending', $5, $6, $7, $8,
+           $9, $10, $4, p.payload::jsonb
+    FROM floor AS f, unnest($11::text[]) WITH ORDINALITY AS p(payload, n)
+    ORDER BY p.n
+    RETURNING id, scheduled_for, pool, state
+),{_WAKE_POOLS.format(source="inserted")}
+SELECT array_agg(id ORDER BY scheduled_for) AS ids, (SELECT count(*) FROM woken) AS woken
+FROM inserted"""
+
 GET_JOB = "SELECT * FROM jobs WHERE tenant_id = $1 AND id = $2"
 
 LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
@@ -398,7 +420,9 @@ claimed AS (
     WHERE r.id = picked.id
     RETURNING r.*
 )
-SELECT c.*, j.name AS job_name, j.action::text AS job_action, j.payload AS job_payload,
+-- An enqueued run's own payload stands in for its job's.
+SELECT c.*, j.name AS job_name, j.action::text AS job_action,
+       coalesce(c.payload, j.payload) AS job_payload,
        j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
        j.delivery AS job_delivery
 FROM claimed AS c

@@ -38,6 +38,7 @@ from cronwheel.model import (
 )
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
+    ENQUEUE_CHUNK,
     Capabilities,
     Completion,
     HeartbeatResult,
@@ -45,6 +46,7 @@ from cronwheel.store.base import (
     MaterializeResult,
     RescueResult,
     Store,
+    check_enqueue_target,
 )
 from cronwheel.store.postgres import _rows as rows
 from cronwheel.store.postgres import _shards
@@ -289,7 +291,7 @@ class PostgresStore(Store):
 
         def statements() -> Iterator[list[Any]]:
             # Built as asyncpg sends them: the server inserts one part while the next is
-            # encoded.
+            # payloads.
             for n in range(parts):
                 part = jobs[n * _JOBS_PER_STATEMENT : (n + 1) * _JOBS_PER_STATEMENT]
                 new_runs = rows.new_run_template_columns(runs_of[n])
@@ -383,6 +385,30 @@ class PostgresStore(Store):
                 await conn.fetchrow(sql.INSERT_RUNS, *rows.new_run_columns(runs), now)
         assert row is not None  # the row is locked: the update cannot miss it
         return rows.job(row)
+
+    async def enqueue_runs(self, template: NewRun, payloads: Sequence[str | None]) -> list[int]:
+        if not payloads:
+            return []
+        job_id = template.job_id
+        if not rows.is_uuid(job_id):
+            raise NotFound("job", job_id)
+        t = template
+        args = (
+            *(t.tenant_id, job_id, t.scheduled_for, t.available_at, t.pool, int(t.priority)),
+            *(t.max_attempts, t.job_version, t.reason, t.overlap.value),
+        )
+        ids: list[int] = []
+        async with self._connection() as conn, conn.transaction():
+            job = await conn.fetchrow(sql.LOCK_JOB, t.tenant_id, job_id)
+            if job is None:
+                raise NotFound("job", job_id)
+            check_enqueue_target(job["state"], job["version"], t)
+            for i in range(0, len(payloads), ENQUEUE_CHUNK):
+                chunk = payloads[i : i + ENQUEUE_CHUNK]
+                row = await conn.fetchrow(sql.ENQUEUE_RUNS, *args, chunk)
+                assert row is not None  # an aggregate always returns its row
+                ids.extend(row["ids"])
+        return ids
 
     # -- scheduler -------------------------------------------------------------------
     async def fetch_due_jobs(

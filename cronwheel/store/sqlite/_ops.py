@@ -41,6 +41,12 @@ RUN_INSERT = (
     " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
 )
 
+ENQUEUE_INSERT = (
+    "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,"
+    " max_attempts, job_version, reason, created_at, overlap, payload)"
+    " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
 AUDIT_INSERT = (
     "INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -226,7 +232,7 @@ def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
         run,
         job["name"],
         decode.action(job["action"]),
-        json.loads(job["payload"]),
+        json.loads(job["payload"]) if run.payload is None else run.payload,
         decode.retry_policy(job["retry"]),
         job["timeout_seconds"],
         decode.DELIVERIES[job["delivery"]],

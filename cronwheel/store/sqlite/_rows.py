@@ -155,6 +155,7 @@ def run(row: sqlite3.Row) -> Run:
         row["reason"],
         row["last_error"],
         decode.OVERLAPS[row["overlap"]],
+        None if row["payload"] is None else json.loads(row["payload"]),
     )
 
 

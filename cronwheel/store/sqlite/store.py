@@ -38,6 +38,7 @@ from cronwheel.store.base import (
     MaterializeResult,
     RescueResult,
     Store,
+    check_enqueue_target,
 )
 from cronwheel.store.sqlite import _admin as admin
 from cronwheel.store.sqlite import _migrate as schema
@@ -292,6 +293,45 @@ class SqliteStore(Store):
             return rows.job(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
         return await self._db.write(fn)
+
+    async def enqueue_runs(self, template: NewRun, payloads: Sequence[str | None]) -> list[int]:
+        if not payloads:
+            return []
+        t = template
+        at = rows.us(t.available_at)
+        shared = (t.pool, int(t.priority), t.max_attempts, t.job_version, t.reason, at)
+
+        def fn(c: sqlite3.Connection) -> list[int]:
+            job = c.execute(
+                "SELECT state, version FROM jobs WHERE tenant_id = ? AND id = ?",
+                (t.tenant_id, t.job_id),
+            ).fetchone()
+            if job is None:
+                raise NotFound("job", t.job_id)
+            check_enqueue_target(job["state"], job["version"], t)
+            # The write lock is held: no other enqueue can take these instants.
+            (latest,) = c.execute(
+                "SELECT max(scheduled_for) FROM runs WHERE job_id = ?", (t.job_id,)
+            ).fetchone()
+            first = rows.us(t.scheduled_for)
+            first = first if latest is None else max(first, latest + 1)
+            c.executemany(
+                ops.ENQUEUE_INSERT,
+                (
+                    (t.tenant_id, t.job_id, first + i, at, *shared, t.overlap.value, payload)
+                    for i, payload in enumerate(payloads)
+                ),
+            )
+            found = c.execute(
+                "SELECT id FROM runs WHERE job_id = ? AND scheduled_for >= ?"
+                " ORDER BY scheduled_for",
+                (t.job_id, first),
+            )
+            return [r[0] for r in found]
+
+        ids = await self._db.write(fn)
+        self._wakeups.notify_pools([t.pool])
+        return ids
 
     # -- scheduler -------------------------------------------------------------------
     async def fetch_due_jobs(

@@ -68,7 +68,8 @@ CREATE TABLE runs (
     last_error        text,
     created_at        timestamptz NOT NULL,
     started_at        timestamptz,
-    finished_at       timestamptz
+    finished_at       timestamptz,
+    payload           jsonb  -- an enqueued run's own payload (0004); NULL: the job's
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by

@@ -66,7 +66,8 @@ CREATE TABLE runs (
     last_error        TEXT,
     created_at        INTEGER NOT NULL,
     started_at        INTEGER,
-    finished_at       INTEGER
+    finished_at       INTEGER,
+    payload           TEXT  -- an enqueued run's own payload (0004); NULL: the job's
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by

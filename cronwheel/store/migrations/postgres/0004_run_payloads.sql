@@ -1,0 +1,5 @@
+-- cronwheel PostgreSQL schema, step 4: a run may carry its own payload, given when it was
+-- enqueued to a manual job (docs/decisions/0008); NULL means the job's payload. Adding a
+-- nullable column without a default rewrites nothing.
+
+ALTER TABLE runs ADD COLUMN payload jsonb;
