@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from cronwheel.model import (
     REASON_MISFIRE,
@@ -35,20 +37,25 @@ class JobPlan:
 
 
 class ScheduleCache:
-    """Parsed schedules by (job id, version): parsing a cron expression once per version."""
+    """Parsed schedules by their dict form: a cron expression is parsed once however many
+    jobs share it (a herd of jobs created together usually does), not once per job."""
 
     def __init__(self, size: int = 100_000) -> None:
         self._size = size
-        self._items: OrderedDict[tuple[str, int], Schedule] = OrderedDict()
+        self._items: OrderedDict[str, tuple[Mapping[str, Any], Schedule]] = OrderedDict()
 
     def get(self, job: Job) -> Schedule:
-        key = (job.id, job.version)
+        # repr is the key (C speed for JSON values); the equality check makes a look-alike
+        # value (another type with the same repr) a miss, never a wrong hit.
+        key = repr(job.schedule)
         found = self._items.get(key)
-        if found is None:
-            found = self._items[key] = schedule_from_dict(job.schedule)
-            if len(self._items) > self._size:
-                self._items.popitem(last=False)
-        return found
+        if found is not None and found[0] == job.schedule:
+            return found[1]
+        schedule = schedule_from_dict(job.schedule)
+        self._items[key] = (job.schedule, schedule)
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return schedule
 
 
 def jitter_offset(job_id: str, scheduled_for: datetime, window: float) -> timedelta:

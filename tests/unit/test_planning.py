@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from cronwheel.model import Delivery, JobState, MisfireMode, MisfirePolicy, RetryPolicy, RunState
-from cronwheel.planning import jitter_offset, plan_job
+from cronwheel.planning import ScheduleCache, jitter_offset, plan_job
+from cronwheel.store import _decode as decode
 from tests.store.factories import T0, at, make_job
 
 EVERY_10S = {"kind": "interval", "every_seconds": 10, "anchor": T0.isoformat()}
@@ -146,3 +149,35 @@ def test_attempt_budget_follows_delivery(delivery: Delivery, expected: int) -> N
     )
     [run] = plan_job(job, at(9), horizon=H).runs
     assert run.max_attempts == expected
+
+
+def test_the_schedule_cache_parses_a_schedule_once_for_every_job_that_has_it() -> None:
+    cache = ScheduleCache()
+    first, second = make_job(schedule=dict(EVERY_10S)), make_job(schedule=dict(EVERY_10S))
+    assert first.id != second.id and first.schedule is not second.schedule
+    assert cache.get(second) is cache.get(first)
+    # A job whose schedule changed (same id) gets the new one, not the cached old one.
+    hourly = {"kind": "interval", "every_seconds": 3600, "anchor": T0.isoformat()}
+    changed = replace(first, schedule=hourly, version=first.version + 1)
+    assert cache.get(changed).every_seconds == 3600  # type: ignore[union-attr]
+    assert cache.get(first).every_seconds == 10  # type: ignore[union-attr]
+
+
+def test_the_schedule_cache_is_bounded() -> None:
+    cache = ScheduleCache(size=2)
+    jobs = [
+        make_job(schedule={"kind": "interval", "every_seconds": n, "anchor": T0.isoformat()})
+        for n in (10, 20, 30)
+    ]
+    parsed = [cache.get(j) for j in jobs]
+    assert cache.get(jobs[2]) is parsed[2]
+    assert cache.get(jobs[0]) is not parsed[0] and cache.get(jobs[0]) == parsed[0]
+
+
+def test_shared_job_columns_decode_once_per_distinct_text() -> None:
+    text = '{"mode":"backfill","limit":7}'
+    assert decode.misfire_policy(text) is decode.misfire_policy(str(text))
+    assert decode.misfire_policy(text) == MisfirePolicy(MisfireMode.BACKFILL, 7)
+    schedule = '{"kind":"cron","cron":"0 9 * * *","timezone":"UTC"}'
+    assert decode.schedule(schedule) is decode.schedule(schedule)
+    assert decode.schedule(schedule) == json.loads(schedule)
