@@ -122,6 +122,8 @@ class Worker:
             max_workers=sum(self.config.pools.values()), thread_name_prefix="cronwheel-handler"
         )
         self._completions: asyncio.Queue[Completion] = asyncio.Queue()
+        self._writes_done = asyncio.Event()  # set while no batch of completions is in flight
+        self._writes_done.set()
         self._completion_outage = Outage(log, "writing completions")
         self._room = asyncio.Event()
         """Set when runs leave the in-flight set: a full worker claims again at once."""
@@ -433,7 +435,11 @@ class Worker:
             batch = [first]
             while len(batch) < self.config.completion_batch and not self._completions.empty():
                 batch.append(self._completions.get_nowait())
-            await self._write(batch)
+            self._writes_done.clear()
+            try:
+                await self._write(batch)
+            finally:
+                self._writes_done.set()
 
     async def _write(self, batch: list[Completion]) -> None:
         """Write completions, retrying until the store takes them: a result is never
@@ -469,6 +475,9 @@ class Worker:
         if running:
             await asyncio.wait(running, timeout=self.config.grace_seconds)
         await self._flush_all()
+        # A batch the completion loop took is still in flight until written: its runs
+        # finished, and releasing them too could make a finished run pending again.
+        await self._writes_done.wait()
         late = list(self._inflight.values())
         await self._release(late, "released: the worker stopped before the run finished")
 

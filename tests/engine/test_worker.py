@@ -4,10 +4,14 @@ cancellation, fences, firing on time and graceful shutdown."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from cronwheel.actions import PermanentError, RunContext
 from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
@@ -79,6 +83,36 @@ async def test_enqueued_runs_execute_with_their_own_payloads(store: Store) -> No
         key=str,
     )
     assert sorted(r.id for r in await store.list_runs("default", job_id=job.id)) == ids
+
+
+async def test_a_stop_right_after_the_runs_finished_writes_each_result_once(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Stopped while a batch of completions is being written, a worker used to take those
+    # runs for unfinished ones and release them too: every release was refused (the run
+    # had succeeded) and logged as "fenced out", and a release that won the race would
+    # have made a finished run pending again.
+    worker = Worker(store, replace(FAST, pools={"default": 500}))
+    stop = asyncio.Event()
+    n = 300
+    seen: list[int] = []
+
+    @worker.handler("noop")
+    async def handler(ctx: RunContext) -> None:
+        seen.append(ctx.run_id)
+        if len(seen) == n:
+            stop.set()
+
+    job = replace(make_job(schedule={"kind": "manual"}), next_fire_at=None)
+    await store.create_jobs([job])
+    await store.enqueue_runs(make_run(job, datetime.now(UTC)), [None] * n)
+    with caplog.at_level(logging.WARNING, logger="cronwheel"):
+        await asyncio.wait_for(worker.run(stop), 60)
+    assert [r for r in caplog.records if "fenced out" in r.getMessage()] == []
+    runs = await store.list_runs("default", job_id=job.id, limit=n)
+    assert Counter(r.state for r in runs) == {RunState.SUCCEEDED: n}
+    attempts = [await store.list_attempts("default", r.id) for r in runs]
+    assert sorted(len(a) for a in attempts) == [1] * n
 
 
 async def _all_succeeded(store: Store, job_id: str, n: int) -> bool:
