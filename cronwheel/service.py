@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import Conflict, NotFound
+from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
 from cronwheel.model import (
     DEFAULT_TENANT,
@@ -27,7 +27,7 @@ from cronwheel.model import (
     RunState,
 )
 from cronwheel.planning import max_attempts
-from cronwheel.schedule import first_fire, next_fire, schedule_from_dict
+from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
 from cronwheel.scheduler import JOBS_TOPIC
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
@@ -36,8 +36,6 @@ MAX_PAUSED_RECORDS = 1000
 """How many occurrences a resume records as ``skipped (paused)``; a longer pause records
 the most recent ones."""
 PAUSED_LOOKBACK = timedelta(days=1)
-MANUAL = "manual"
-"""The schedule kind of a job that runs only when triggered or enqueued to."""
 
 
 class JobService:
@@ -151,7 +149,8 @@ class JobService:
             )
         now = self.clock.now()
         run = replace(_immediate_run(job, now), reason=f"triggered by {self.actor}")
-        if job.schedule["kind"] == MANUAL:  # its runs take instants as enqueued ones do
+        # A manual job's runs take their instants as enqueued ones do.
+        if job.schedule["kind"] == ManualSchedule.kind:
             [run_id] = await self.store.enqueue_runs(run, [None])
             triggered = await self.store.get_run(tenant_id, run_id)
             assert triggered is not None  # runs are deleted only once finished, by age
@@ -172,7 +171,7 @@ class JobService:
         encoded = [encode_payload(f"payloads[{i}]", p) for i, p in enumerate(payloads)]
         job = await self.get(job_id, tenant_id=tenant_id)
         kind = job.schedule["kind"]
-        if kind != MANUAL:
+        if kind != ManualSchedule.kind:
             raise Conflict(
                 "schedule",
                 f"the job's schedule is {kind}; runs are enqueued only to a job whose schedule"
@@ -180,7 +179,16 @@ class JobService:
             )
         now = self.clock.now()
         template = replace(_immediate_run(job, now), reason=f"enqueued by {self.actor}")
-        return await self.store.enqueue_runs(template, encoded)
+        try:
+            return await self.store.enqueue_runs(template, encoded)
+        except StaleVersion:
+            # The job changed between our read and the store's lock: the caller named no
+            # version, so this is a race to retry, not a stale edit of theirs.
+            raise Conflict(
+                "state",
+                "the job changed while runs were being enqueued to it; nothing was enqueued:"
+                " send the request again",
+            ) from None
 
     async def _set_state(
         self,

@@ -48,7 +48,8 @@ from cronwheel.model import (
 )
 
 ENQUEUE_CHUNK = 5_000
-"""Runs per statement of :meth:`Store.enqueue_runs` (all in one transaction)."""
+"""Runs per statement of :meth:`Store.enqueue_runs` where a statement's size matters
+(PostgreSQL: one ``unnest`` per chunk, all in one transaction)."""
 
 
 def check_enqueue_target(state: str, version: int, template: NewRun) -> None:

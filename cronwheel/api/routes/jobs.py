@@ -19,7 +19,7 @@ from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, after_job, be
 from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unprocessable
 from cronwheel.api.schemas import JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
-from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
+from cronwheel.errors import InvalidInput, NotFound
 from cronwheel.model import JobState, RunState
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
@@ -283,18 +283,8 @@ async def enqueue_runs(
     if replay is None:
         job_id = checked_job_id(job_id)
         await state.quotas.admit_runs(tenant, len(body.payloads))
-        try:
-            run_ids = await state.service(principal).enqueue(
-                job_id, body.payloads, tenant_id=tenant
-            )
-        except StaleVersion:
-            # The job was changed between reading it and writing the runs; the client
-            # sent no version, so this is not its stale edit (412) but a race it can retry.
-            raise Conflict(
-                "state",
-                "the job changed while runs were being enqueued to it; nothing was enqueued:"
-                " send the request again",
-            ) from None
+        service = state.service(principal)
+        run_ids = await service.enqueue(job_id, body.payloads, tenant_id=tenant)
         replay = await idempotency.remember(201, dump(RunIdsOut(run_ids=run_ids)))
     return JSONResponse(replay.body, status_code=replay.status)
 

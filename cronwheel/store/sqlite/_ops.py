@@ -41,10 +41,12 @@ RUN_INSERT = (
     " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
 )
 
+# The columns every run of an enqueue shares come first; each run adds its instant and
+# its payload.
 ENQUEUE_INSERT = (
-    "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,"
-    " max_attempts, job_version, reason, created_at, overlap, payload)"
-    " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO runs (state, tenant_id, job_id, pool, priority, max_attempts, job_version,"
+    " reason, overlap, available_at, created_at, scheduled_for, payload)"
+    " VALUES ('pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 AUDIT_INSERT = (
@@ -56,6 +58,16 @@ AUDIT_INSERT = (
 # A bulk create's statements insert this many rows each at most (fewer if SQLite allows
 # fewer bound values): past a hundred, longer statements gain little.
 ROWS_PER_INSERT = 100
+
+
+def job_state(c: sqlite3.Connection, tenant_id: str, job_id: str) -> sqlite3.Row:
+    """The job's ``state`` and ``version`` (the write lock is held), or NotFound."""
+    found: sqlite3.Row | None = c.execute(
+        "SELECT state, version FROM jobs WHERE tenant_id = ? AND id = ?", (tenant_id, job_id)
+    ).fetchone()
+    if found is None:
+        raise NotFound("job", job_id)
+    return found
 
 
 def check_parents(c: sqlite3.Connection, jobs: Sequence[Job], runs: Sequence[NewRun]) -> None:

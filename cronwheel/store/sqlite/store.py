@@ -226,12 +226,7 @@ class SqliteStore(Store):
         }
 
         def fn(c: sqlite3.Connection) -> Job:
-            current = c.execute(
-                "SELECT version, state FROM jobs WHERE tenant_id = ? AND id = ?",
-                (job.tenant_id, job.id),
-            ).fetchone()
-            if current is None:
-                raise NotFound("job", job.id)
+            current = ops.job_state(c, job.tenant_id, job.id)
             if current["version"] != expected_version:
                 raise StaleVersion(expected_version, current["version"])
             sets = ", ".join(f"{k} = :{k}" for k in params if k not in ops.IMMUTABLE_JOB_COLUMNS)
@@ -267,12 +262,7 @@ class SqliteStore(Store):
         at = rows.us(now)
 
         def fn(c: sqlite3.Connection) -> Job:
-            current = c.execute(
-                "SELECT state FROM jobs WHERE tenant_id = ? AND id = ?", (tenant_id, job_id)
-            ).fetchone()
-            if current is None:
-                raise NotFound("job", job_id)
-            before = JobState(current["state"])
+            before = JobState(ops.job_state(c, tenant_id, job_id)["state"])
             if before is JobState.CANCELLED:
                 raise Conflict("state", "the job is cancelled; create a new job instead")
             c.execute(
@@ -299,15 +289,13 @@ class SqliteStore(Store):
             return []
         t = template
         at = rows.us(t.available_at)
-        shared = (t.pool, int(t.priority), t.max_attempts, t.job_version, t.reason, at)
+        shared = (
+            *(t.tenant_id, t.job_id, t.pool, int(t.priority), t.max_attempts, t.job_version),
+            *(t.reason, t.overlap.value, at, at),
+        )
 
         def fn(c: sqlite3.Connection) -> list[int]:
-            job = c.execute(
-                "SELECT state, version FROM jobs WHERE tenant_id = ? AND id = ?",
-                (t.tenant_id, t.job_id),
-            ).fetchone()
-            if job is None:
-                raise NotFound("job", t.job_id)
+            job = ops.job_state(c, t.tenant_id, t.job_id)
             check_enqueue_target(job["state"], job["version"], t)
             # The write lock is held: no other enqueue can take these instants.
             (latest,) = c.execute(
@@ -315,13 +303,8 @@ class SqliteStore(Store):
             ).fetchone()
             first = rows.us(t.scheduled_for)
             first = first if latest is None else max(first, latest + 1)
-            c.executemany(
-                ops.ENQUEUE_INSERT,
-                (
-                    (t.tenant_id, t.job_id, first + i, at, *shared, t.overlap.value, payload)
-                    for i, payload in enumerate(payloads)
-                ),
-            )
+            runs = ((*shared, first + i, payload) for i, payload in enumerate(payloads))
+            c.executemany(ops.ENQUEUE_INSERT, runs)
             found = c.execute(
                 "SELECT id FROM runs WHERE job_id = ? AND scheduled_for >= ?"
                 " ORDER BY scheduled_for",
