@@ -1,6 +1,7 @@
 """The scheduler: turns due jobs into runs, tick after tick.
 
-Each tick reads the jobs whose ``next_fire_at`` falls within the horizon, plans their runs
+Each tick reads the jobs whose ``next_fire_at`` falls within its lead (the horizon,
+stretched when a herd is coming: :mod:`cronwheel.lead`), plans their runs
 (:mod:`cronwheel.planning`) and writes every plan of a batch in one
 ``materialize_runs``. Inserts are insert-if-absent and job advances are guarded by the
 job's version, so two schedulers racing over the same jobs cannot double-fire (I2), and
@@ -13,11 +14,12 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock, sync_to
+from cronwheel.lead import Pace
 from cronwheel.model import JobState, RunState
 from cronwheel.planning import ScheduleCache, plan_job
 from cronwheel.shards import ShardingConfig, ShardOwner
@@ -39,11 +41,17 @@ class SchedulerConfig:
     interval_seconds: float = 0.5
     """The longest an idle scheduler sleeps between ticks (wake-ups cut it short)."""
     max_batches_per_tick: int = 100
+    max_lead_seconds: float = 30.0
+    """The farthest ahead a herd is materialised: when the jobs due within this window
+    would take longer than the horizon to materialise, at the pace measured, the
+    scheduler starts that much earlier. Equal to the horizon, it never does."""
 
     def __post_init__(self) -> None:
         for name in ("horizon_seconds", "interval_seconds"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive")
+        if self.max_lead_seconds < self.horizon_seconds:
+            raise ValueError("max_lead_seconds: must be at least horizon_seconds")
         if self.batch_size < 1 or self.max_batches_per_tick < 1:
             raise ValueError("batch_size and max_batches_per_tick: must be at least 1")
 
@@ -55,6 +63,8 @@ class TickResult:
     runs_skipped: int = 0
     jobs_completed: int = 0
     stale_jobs: list[str] = field(default_factory=list)
+    lead_seconds: float = 0.0
+    """How far ahead this tick materialised (the horizon unless a herd was coming)."""
 
 
 class Scheduler:
@@ -77,27 +87,41 @@ class Scheduler:
         self.config = config or SchedulerConfig()
         self.owner = None if sharding is None else ShardOwner(store, self.clock, sharding, holder)
         self._schedules = ScheduleCache()
+        self.pace = Pace()
+        """The measured cost per job; tests with a frozen clock set it (nothing is
+        measured when no time passes)."""
 
     async def run_once(self) -> TickResult:
         """One tick: every due job's runs materialised, batch by batch."""
+        config = self.config
         result = TickResult()
-        horizon = timedelta(seconds=self.config.horizon_seconds)
+        horizon = timedelta(seconds=config.horizon_seconds)
         guard = None if self.owner is None else self.owner.guard
         if guard is not None and not guard.epochs:
             return result  # no shard of ours yet
         shards = None if guard is None else sorted(guard.epochs)
         count = 1 if guard is None else guard.shard_count
-        for _ in range(self.config.max_batches_per_tick):
-            now = self.clock.now()
+        lead = await self._lead(shards, count)
+        result.lead_seconds = lead.total_seconds()
+        for _ in range(config.max_batches_per_tick):
+            now = started = self.clock.now()
             jobs = await self.store.fetch_due_jobs(
-                now + horizon, limit=self.config.batch_size, shards=shards, shard_count=count
+                now + lead, limit=config.batch_size, shards=shards, shard_count=count
             )
             if not jobs:
                 break
-            plans = [plan_job(j, now, horizon=horizon, schedules=self._schedules) for j in jobs]
+            # A job taken early for a herd gets its next occurrence only, not the lead's
+            # worth of them: an every-second job must not get thirty runs at once.
+            plans = [
+                plan_job(
+                    j, now, horizon=_reach(j.next_fire_at, now, horizon), schedules=self._schedules
+                )
+                for j in jobs
+            ]
             written = await self.store.materialize_runs(
                 [r for p in plans for r in p.runs], [p.advance for p in plans], guard=guard
             )
+            self.pace.observe(len(jobs), (self.clock.now() - started).total_seconds())
             result.jobs += written.advanced
             result.runs_inserted += written.inserted
             result.stale_jobs += written.stale_jobs
@@ -106,9 +130,24 @@ class Scheduler:
                 if p.advance.job_id not in stale:
                     result.runs_skipped += sum(r.state is RunState.SKIPPED for r in p.runs)
                     result.jobs_completed += p.advance.state is JobState.COMPLETED
-            if len(jobs) < self.config.batch_size:
+            if len(jobs) < config.batch_size:
                 break
         return result
+
+    async def _lead(self, shards: list[int] | None, shard_count: int) -> timedelta:
+        """How far ahead this tick looks: the horizon, or more if a herd is coming."""
+        config = self.config
+        limit = self.pace.count_limit(
+            horizon=config.horizon_seconds, max_lead=config.max_lead_seconds
+        )
+        if limit == 0:
+            return timedelta(seconds=config.horizon_seconds)
+        until = self.clock.now() + timedelta(seconds=config.max_lead_seconds)
+        due = await self.store.count_due_jobs(
+            until, limit=limit, shards=shards, shard_count=shard_count
+        )
+        lead = self.pace.lead(due, horizon=config.horizon_seconds, max_lead=config.max_lead_seconds)
+        return timedelta(seconds=lead)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set; sleep between ticks unless woken by a job change.
@@ -140,3 +179,11 @@ class Scheduler:
         if self.owner is not None:
             with contextlib.suppress(Exception):  # a crash loses nothing either: leases expire
                 await self.owner.stop()
+
+
+def _reach(next_fire_at: datetime | None, now: datetime, horizon: timedelta) -> timedelta:
+    """The horizon for one due job: the scheduler's, or as far as the job's next
+    occurrence when the lead took it early."""
+    if next_fire_at is None:
+        return horizon
+    return max(horizon, next_fire_at - now)

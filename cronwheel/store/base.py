@@ -295,6 +295,19 @@ class Store(abc.ABC):
         ``shards``, only jobs whose ``shard_key % shard_count`` is one of them."""
 
     @abc.abstractmethod
+    async def count_due_jobs(
+        self,
+        until: datetime,
+        *,
+        limit: int,
+        shards: Sequence[int] | None = None,
+        shard_count: int = 1,
+    ) -> int:
+        """How many active jobs have ``next_fire_at <= until`` (with ``shards``, of those
+        shards), counting no further than ``limit``: the scheduler asks how big the herd
+        ahead is, and past ``limit`` the answer changes nothing."""
+
+    @abc.abstractmethod
     async def materialize_runs(
         self,
         runs: Sequence[NewRun],

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+import pytest
 
 from cronwheel.clock import FrozenClock
+from cronwheel.lead import DEFAULT_SECONDS_PER_JOB, Pace
 from cronwheel.model import JobState, RunState
 from cronwheel.planning import plan_job
 from cronwheel.scheduler import Scheduler, SchedulerConfig
@@ -96,3 +99,88 @@ async def test_a_job_changed_mid_tick_is_left_for_the_next_tick(store: Store) ->
     plan = plan_job(due[0], at(1), horizon=timedelta(seconds=1))
     written = await store.materialize_runs(plan.runs, [plan.advance])
     assert (written.inserted, written.stale_jobs) == (0, [job.id])
+
+
+def _once(seconds: float) -> dict[str, str]:
+    return {"kind": "once", "at": at(seconds).isoformat()}
+
+
+async def test_a_herd_is_materialised_as_early_as_its_size_and_the_pace_need(
+    store: Store,
+) -> None:
+    herd = [make_job(schedule=_once(10), next_fire_at=at(10)) for _ in range(20)]
+    await store.create_jobs(herd)
+    clock = FrozenClock(T0)
+    scheduler = Scheduler(store, clock=clock, config=CONFIG)
+    # At 1,000 jobs/s, 20 jobs take 20 ms: the horizon (1 s) is lead enough.
+    scheduler.pace = Pace(seconds_per_job=0.001)
+    result = await scheduler.run_once()
+    assert (result.runs_inserted, result.lead_seconds) == (0, pytest.approx(1.04))
+    # At 5 jobs/s they take 4 s: the scheduler looks 1 + 2 * 4 = 9 s ahead.
+    scheduler.pace = Pace(seconds_per_job=0.2)
+    clock.set(at(0.5))
+    result = await scheduler.run_once()
+    assert (result.runs_inserted, result.lead_seconds) == (0, pytest.approx(9.0))
+    clock.set(at(1))
+    result = await scheduler.run_once()
+    assert (result.runs_inserted, result.jobs_completed) == (20, 20)  # batches of 7
+    for job in herd:
+        [run] = await store.list_runs("default", job_id=job.id)
+        assert (run.state, run.scheduled_for, run.available_at) == (
+            RunState.PENDING,
+            at(10),
+            at(10),
+        )
+
+
+async def test_no_herd_is_materialised_further_ahead_than_max_lead(store: Store) -> None:
+    herd = [make_job(schedule=_once(40), next_fire_at=at(40)) for _ in range(20)]
+    await store.create_jobs(herd)
+    clock = FrozenClock(T0)
+    config = SchedulerConfig(horizon_seconds=1.0, batch_size=7, max_lead_seconds=30.0)
+    scheduler = Scheduler(store, clock=clock, config=config)
+    scheduler.pace = Pace(seconds_per_job=1.0)  # 20 jobs would want 41 s
+    # Further than max_lead away, the herd is not even counted.
+    for now in (0, 9.9):
+        clock.set(at(now))
+        result = await scheduler.run_once()
+        assert (result.runs_inserted, result.lead_seconds) == (0, 1.0)
+    clock.set(at(10))
+    result = await scheduler.run_once()
+    assert (result.runs_inserted, result.lead_seconds) == (20, 30.0)
+
+
+async def test_a_job_taken_early_gets_its_next_occurrence_only(store: Store) -> None:
+    herd = [make_job(schedule=_once(10), next_fire_at=at(10)) for _ in range(20)]
+    ticking = make_job(schedule=EVERY_SECOND, next_fire_at=at(5))
+    await store.create_jobs([*herd, ticking])
+    config = SchedulerConfig(horizon_seconds=1.0, batch_size=1000)
+    scheduler = Scheduler(store, clock=FrozenClock(at(1)), config=config)
+    scheduler.pace = Pace(seconds_per_job=0.2)
+    result = await scheduler.run_once()
+    assert result.lead_seconds == pytest.approx(1 + 2 * 21 * 0.2)
+    # Not every second up to the lead (5 to 10): the lead is for herds, not for
+    # computing a schedule ahead (I6).
+    assert await _scheduled(store, ticking.id) == [5.0]
+    stored = await store.get_job("default", ticking.id)
+    assert stored is not None and stored.next_fire_at == at(6)
+
+
+class _MovingClock(FrozenClock):
+    """Half a second passes at every reading, as if each step of a tick took that long."""
+
+    def now(self) -> datetime:
+        return self.advance(0.5)
+
+
+async def test_the_scheduler_measures_its_pace_on_large_batches(store: Store) -> None:
+    await store.create_jobs([make_job(schedule=_once(0), next_fire_at=at(0)) for _ in range(5)])
+    scheduler = Scheduler(store, clock=_MovingClock(T0), config=SchedulerConfig(batch_size=1000))
+    await scheduler.run_once()
+    assert scheduler.pace.seconds_per_job == DEFAULT_SECONDS_PER_JOB  # 5 jobs tell nothing
+    await store.create_jobs([make_job(schedule=_once(3), next_fire_at=at(3)) for _ in range(200)])
+    assert (await scheduler.run_once()).runs_inserted == 200
+    # A batch read at one instant and written half a second later: 2.5 ms a job.
+    assert scheduler.pace.seconds_per_job == pytest.approx(
+        DEFAULT_SECONDS_PER_JOB + 0.3 * (0.0025 - DEFAULT_SECONDS_PER_JOB)
+    )

@@ -32,6 +32,18 @@ async def test_due_jobs_by_shard(store: Store) -> None:
     assert 0 < len(mine) < 40
 
 
+async def test_due_jobs_are_counted_up_to_the_limit(store: Store) -> None:
+    jobs = [make_job(next_fire_at=at(i)) for i in range(40)]
+    paused = make_job(next_fire_at=at(1), state=JobState.PAUSED)
+    await store.create_jobs([*jobs, paused, make_job(next_fire_at=None)])
+    assert await store.count_due_jobs(at(100), limit=1_000) == 40
+    assert await store.count_due_jobs(at(9), limit=1_000) == 10
+    assert await store.count_due_jobs(at(100), limit=25) == 25
+    assert await store.count_due_jobs(at(-1), limit=1_000) == 0
+    mine = await store.count_due_jobs(at(100), limit=1_000, shards=[1, 3], shard_count=4)
+    assert mine == sum(shard_key(j.id) % 4 in (1, 3) for j in jobs)
+
+
 async def test_materialize_inserts_runs_and_advances_jobs(store: Store) -> None:
     job = make_job(next_fire_at=at(0))
     await store.create_jobs([job])

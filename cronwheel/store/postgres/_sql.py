@@ -638,6 +638,15 @@ class Select:
         )
         return (text, *self.args, limit)
 
+    def count(self, limit: int) -> tuple[Any, ...]:
+        """How many rows match, counting no further than ``limit`` (the inner LIMIT stops
+        the index walk)."""
+        text = (
+            f"SELECT count(*) FROM (SELECT 1 FROM {self.table}"
+            f" WHERE {' AND '.join(self.where)} LIMIT ${len(self.args) + 1}) AS matched"
+        )
+        return (text, *self.args, limit)
+
     def query(self, order_by: str, limit: int) -> tuple[Any, ...]:
         """The statement, then its arguments: ``fetch(*select.query(...))``."""
         text = (

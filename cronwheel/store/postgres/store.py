@@ -419,11 +419,20 @@ class PostgresStore(Store):
         shards: Sequence[int] | None = None,
         shard_count: int = 1,
     ) -> list[Job]:
-        select = sql.Select("jobs", ("state = 'active' AND next_fire_at <= {}", until))
-        if shards is not None:
-            select.add(f"shard_key % {int(shard_count)} = ANY({{}}::int[])", list(shards))
+        select = _due(until, shards, shard_count)
         found = await self._fetch(*select.round_robin("tenant_id", "next_fire_at, id", limit))
         return [rows.job(r) for r in found]
+
+    async def count_due_jobs(
+        self,
+        until: datetime,
+        *,
+        limit: int,
+        shards: Sequence[int] | None = None,
+        shard_count: int = 1,
+    ) -> int:
+        row = await self._one(*_due(until, shards, shard_count).count(limit))
+        return int(row[0])
 
     async def materialize_runs(
         self,
@@ -644,3 +653,11 @@ def _state_action(before: JobState, after: JobState) -> str:
 
 
 __all__ = ["PostgresStore"]
+
+
+def _due(until: datetime, shards: Sequence[int] | None, shard_count: int) -> sql.Select:
+    """The jobs due by ``until`` (of ``shards``)."""
+    select = sql.Select("jobs", ("state = 'active' AND next_fire_at <= {}", until))
+    if shards is not None:
+        select.add(f"shard_key % {int(shard_count)} = ANY({{}}::int[])", list(shards))
+    return select

@@ -325,11 +325,7 @@ class SqliteStore(Store):
         shards: Sequence[int] | None = None,
         shard_count: int = 1,
     ) -> list[Job]:
-        where = "state = 'active' AND next_fire_at <= ?"
-        params: list[Any] = [rows.us(until)]
-        if shards is not None:
-            where += f" AND shard_key % ? IN ({ops.placeholders(len(shards))})"
-            params.extend([shard_count, *shards])
+        where, params = _due(until, shards, shard_count)
         # Round robin over tenants: each tenant's earliest job, then each one's second…
         sql = (
             "SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY tenant_id"
@@ -338,6 +334,21 @@ class SqliteStore(Store):
         )
         found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
         return [rows.job(r) for r in found]
+
+    async def count_due_jobs(
+        self,
+        until: datetime,
+        *,
+        limit: int,
+        shards: Sequence[int] | None = None,
+        shard_count: int = 1,
+    ) -> int:
+        where, params = _due(until, shards, shard_count)
+        # The inner LIMIT stops the walk along jobs_due: a million jobs due cost no more
+        # to count than ``limit``.
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {where} LIMIT ?)"
+        row = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchone())
+        return int(row[0])
 
     async def materialize_runs(
         self,
@@ -641,3 +652,13 @@ class SqliteStore(Store):
 
 
 __all__ = ["SqliteStore"]
+
+
+def _due(until: datetime, shards: Sequence[int] | None, shard_count: int) -> tuple[str, list[Any]]:
+    """The WHERE clause of the jobs due by ``until`` (of ``shards``), and its parameters."""
+    where = "state = 'active' AND next_fire_at <= ?"
+    params: list[Any] = [rows.us(until)]
+    if shards is not None:
+        where += f" AND shard_key % ? IN ({ops.placeholders(len(shards))})"
+        params.extend([shard_count, *shards])
+    return where, params
