@@ -124,7 +124,7 @@ class JobSpec(BaseModel):
     @field_validator("payload")
     @classmethod
     def _small_payload(cls, payload: JSON) -> JSON:
-        size = _payload_size(payload)
+        size = payload_size(payload)
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} (256 KiB)")
         return payload
@@ -397,14 +397,19 @@ def encode_payload(field: str, payload: JSON) -> str | None:
     return text
 
 
-def _payload_size(payload: JSON) -> int:
-    return len(json.dumps(payload).encode())
+_encode_compact = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def payload_size(payload: JSON) -> int:
+    """Bytes of compact JSON, as an enqueued payload is measured: the limit is the same
+    whichever way a payload comes in."""
+    return len(_encode_compact(payload).encode())
 
 
 def _small(payload: JSON) -> bool:
     """Whether JobSpec._small_payload passes ``payload`` (an error: the full path says)."""
     try:
-        return _payload_size(payload) <= MAX_PAYLOAD_BYTES
+        return payload_size(payload) <= MAX_PAYLOAD_BYTES
     except Exception:
         return False
 

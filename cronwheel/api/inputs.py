@@ -6,7 +6,6 @@ Job specs are :class:`cronwheel.jobspec.JobSpec`, with one change: a payload ove
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -22,6 +21,7 @@ from cronwheel.jobspec import (
     PoolName,
     RetrySpec,
     WebhookSpec,
+    payload_size,
 )
 from cronwheel.lifecycle import OutcomeKind
 from cronwheel.model import JSON, Delivery, Overlap, Role
@@ -42,7 +42,7 @@ Text = Annotated[str, Field(max_length=4000)]
 
 def check_payload(payload: JSON) -> JSON:
     """A payload over the limit is refused as too large (413), not as invalid."""
-    size = len(json.dumps(payload).encode())
+    size = payload_size(payload)
     if size > MAX_PAYLOAD_BYTES:
         raise PydanticCustomError(
             "too_large",

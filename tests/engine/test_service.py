@@ -205,6 +205,21 @@ async def test_enqueue_checks_every_payload_before_writing_any(service: JobServi
     assert await service.runs(job.id) == []
 
 
+async def test_a_payload_is_measured_alike_on_a_job_and_on_an_enqueued_run(
+    service: JobService,
+) -> None:
+    # 130,000 zeros: 260,001 bytes as compact JSON, 390,000 with json.dumps's spaces.
+    fits, too_big = [0] * 130_000, [0] * 140_000
+    job = await service.create(name="q", schedule=MANUAL, action=HANDLER, payload=fits)
+    assert (await service.get(job.id)).payload == fits
+    assert len(await service.enqueue(job.id, [fits])) == 1
+    with pytest.raises(InvalidInput, match="is 280001 bytes") as on_job:
+        await service.create(name="big", schedule=MANUAL, action=HANDLER, payload=too_big)
+    with pytest.raises(InvalidInput, match="is 280001 bytes") as on_run:
+        await service.enqueue(job.id, [too_big])
+    assert (on_job.value.field, on_run.value.field) == ("payload", "payloads[0]")
+
+
 async def test_enqueue_wants_an_active_manual_job(service: JobService) -> None:
     cron = await service.create(name="c", schedule=EVERY_MINUTE, action=HANDLER)
     with pytest.raises(Conflict) as caught:
