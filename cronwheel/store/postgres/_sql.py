@@ -629,12 +629,20 @@ class Select:
     def round_robin(self, partition: str, order_by: str, limit: int) -> tuple[Any, ...]:
         """Like :meth:`query`, but taking rows from each ``partition`` in turn: the first
         of every tenant, then the second of every tenant…, so one tenant's backlog
-        cannot hold a batch to itself."""
+        cannot hold a batch to itself. ``order_by`` names plain columns, ``id`` among
+        them.
+
+        The turns are numbered over the sort columns alone and only the rows chosen are
+        read whole: every matching row goes through the sort, and for a herd of 50,000
+        due jobs sorting them narrow took half the time of sorting them with every
+        column (43 against 90 ms)."""
+        inner = ", ".join(f"due.{column.strip()}" for column in order_by.split(","))
         text = (
-            f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {partition}"
-            f" ORDER BY {order_by}) AS turn FROM {self.table}"
-            f" WHERE {' AND '.join(self.where)}) AS due"
-            f" ORDER BY turn, {order_by} LIMIT ${len(self.args) + 1}"
+            f"SELECT t.* FROM (SELECT {order_by}, row_number() OVER (PARTITION BY"
+            f" {partition} ORDER BY {order_by}) AS turn FROM {self.table}"
+            f" WHERE {' AND '.join(self.where)}"
+            f" ORDER BY turn, {order_by} LIMIT ${len(self.args) + 1}) AS due"
+            f" JOIN {self.table} AS t USING (id) ORDER BY due.turn, {inner}"
         )
         return (text, *self.args, limit)
 
