@@ -166,6 +166,33 @@ async def test_a_job_taken_early_gets_its_next_occurrence_only(store: Store) -> 
     assert stored is not None and stored.next_fire_at == at(6)
 
 
+async def test_racing_schedulers_with_a_stretched_lead_materialise_each_occurrence_once(
+    store: Store, store2: Store
+) -> None:
+    herd = [make_job(schedule=_once(12), next_fire_at=at(12)) for _ in range(30)]
+    ticking = [make_job(schedule=EVERY_SECOND, next_fire_at=at(1)) for _ in range(5)]
+    await store.create_jobs([*herd, *ticking])
+    clock = FrozenClock(T0)
+    schedulers = [Scheduler(s, clock=clock, config=CONFIG) for s in (store, store2, store)]
+    for scheduler, seconds_per_job in zip(schedulers, (0.2, 0.1, 0.0), strict=True):
+        scheduler.pace = Pace(seconds_per_job=max(seconds_per_job, 1e-6))  # leads 15, 8, 1 s
+    await asyncio.gather(*(s.run_once() for s in schedulers))
+    # The 15 s lead took the herd at once, 12 s ahead.
+    for job in herd:
+        assert await _scheduled(store, job.id) == [12.0]
+    for _ in range(15):
+        clock.advance(1)
+        await asyncio.gather(*(s.run_once() for s in schedulers))
+    for job in herd:
+        assert await _scheduled(store, job.id) == [12.0]
+    for job in ticking:
+        # Every second once, none missing, as far as the last tick's horizon at least and
+        # never further than its longest lead.
+        scheduled = await _scheduled(store, job.id)
+        assert scheduled == [float(s) for s in range(1, len(scheduled) + 1)]
+        assert 16 <= len(scheduled) <= 15 + 15
+
+
 class _MovingClock(FrozenClock):
     """Half a second passes at every reading, as if each step of a tick took that long."""
 
