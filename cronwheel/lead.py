@@ -46,7 +46,7 @@ class Pace:
         """Seconds ahead to materialise when ``due`` jobs fall due within ``max_lead``:
         at least ``horizon``, plus the time they take (with the safety factor), at most
         ``max_lead``."""
-        return min(max(horizon + SAFETY * due * self.seconds_per_job, horizon), max_lead)
+        return min(horizon + SAFETY * due * self.seconds_per_job, max_lead)
 
     def count_limit(self, *, horizon: float, max_lead: float) -> int:
         """The number of due jobs past which :meth:`lead` is ``max_lead`` anyway: no

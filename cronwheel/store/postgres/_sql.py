@@ -626,23 +626,23 @@ class Select:
         self.args.append(value)
         self.where.append(condition.format(f"${len(self.args)}"))
 
-    def round_robin(self, partition: str, order_by: str, limit: int) -> tuple[Any, ...]:
+    def round_robin(self, partition: str, order_by: tuple[str, ...], limit: int) -> tuple[Any, ...]:
         """Like :meth:`query`, but taking rows from each ``partition`` in turn: the first
         of every tenant, then the second of every tenant…, so one tenant's backlog
-        cannot hold a batch to itself. ``order_by`` names plain columns, ``id`` among
-        them.
+        cannot hold a batch to itself. ``order_by`` is columns, ``id`` among them.
 
         The turns are numbered over the sort columns alone and only the rows chosen are
         read whole: every matching row goes through the sort, and for a herd of 50,000
         due jobs sorting them narrow took half the time of sorting them with every
         column (43 against 90 ms)."""
-        inner = ", ".join(f"due.{column.strip()}" for column in order_by.split(","))
+        columns = ", ".join(order_by)
+        chosen = ", ".join(f"due.{column}" for column in order_by)
         text = (
-            f"SELECT t.* FROM (SELECT {order_by}, row_number() OVER (PARTITION BY"
-            f" {partition} ORDER BY {order_by}) AS turn FROM {self.table}"
+            f"SELECT t.* FROM (SELECT {columns}, row_number() OVER (PARTITION BY"
+            f" {partition} ORDER BY {columns}) AS turn FROM {self.table}"
             f" WHERE {' AND '.join(self.where)}"
-            f" ORDER BY turn, {order_by} LIMIT ${len(self.args) + 1}) AS due"
-            f" JOIN {self.table} AS t USING (id) ORDER BY due.turn, {inner}"
+            f" ORDER BY turn, {columns} LIMIT ${len(self.args) + 1}) AS due"
+            f" JOIN {self.table} AS t USING (id) ORDER BY due.turn, {chosen}"
         )
         return (text, *self.args, limit)
 

@@ -420,7 +420,7 @@ class PostgresStore(Store):
         shard_count: int = 1,
     ) -> list[Job]:
         select = _due(until, shards, shard_count)
-        found = await self._fetch(*select.round_robin("tenant_id", "next_fire_at, id", limit))
+        found = await self._fetch(*select.round_robin("tenant_id", ("next_fire_at", "id"), limit))
         return [rows.job(r) for r in found]
 
     async def count_due_jobs(
@@ -652,12 +652,12 @@ def _state_action(before: JobState, after: JobState) -> str:
     return after.value
 
 
-__all__ = ["PostgresStore"]
-
-
 def _due(until: datetime, shards: Sequence[int] | None, shard_count: int) -> sql.Select:
     """The jobs due by ``until`` (of ``shards``)."""
     select = sql.Select("jobs", ("state = 'active' AND next_fire_at <= {}", until))
     if shards is not None:
         select.add(f"shard_key % {int(shard_count)} = ANY({{}}::int[])", list(shards))
     return select
+
+
+__all__ = ["PostgresStore"]

@@ -655,9 +655,6 @@ class SqliteStore(Store):
         return await self._wakeups.wait(topics, timeout)
 
 
-__all__ = ["SqliteStore"]
-
-
 def _due(until: datetime, shards: Sequence[int] | None, shard_count: int) -> tuple[str, list[Any]]:
     """The WHERE clause of the jobs due by ``until`` (of ``shards``), and its parameters."""
     where = "state = 'active' AND next_fire_at <= ?"
@@ -666,3 +663,6 @@ def _due(until: datetime, shards: Sequence[int] | None, shard_count: int) -> tup
         where += f" AND shard_key % ? IN ({ops.placeholders(len(shards))})"
         params.extend([shard_count, *shards])
     return where, params
+
+
+__all__ = ["SqliteStore"]
