@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from cronwheel.api import openapi, problems
+from cronwheel.api import docs_ui, openapi, problems
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
@@ -42,12 +42,15 @@ def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) ->
         version=_version(),
         description=DESCRIPTION,
         lifespan=_lifespan,
+        docs_url=None,  # docs_ui serves /docs from the package, not from a CDN
+        redoc_url=None,
     )
     app.state.api = ApiState(store, auth, clock or SystemClock(), Quotas(store))
     problems.install(app)
     for module in (health, jobs, runs, workers, admin):
         app.include_router(module.router)
     openapi.install(app)
+    docs_ui.install(app)
     app.add_middleware(
         RequestGuard,
         default_limit=MAX_BODY,
