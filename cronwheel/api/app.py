@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
+from cronwheel._version import installed_version
 from cronwheel.api import docs_ui, openapi, problems
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.guards import RequestGuard
@@ -39,7 +40,7 @@ def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) ->
     """The API over ``store``, which the caller opened and migrated, and closes."""
     app = FastAPI(
         title="cronwheel",
-        version=_version(),
+        version=installed_version(),
         description=DESCRIPTION,
         lifespan=_lifespan,
         docs_url=None,  # docs_ui serves /docs from the package, not from a CDN
@@ -80,12 +81,3 @@ async def _housekeeping(state: ApiState) -> None:
         except Exception:  # the store is down: requests say so (503); try again later
             log.warning("API housekeeping failed; retrying", exc_info=True)
         await asyncio.sleep(HOUSEKEEPING_SECONDS)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("cronwheel")
-    except PackageNotFoundError:
-        return "0.0.0"
