@@ -2,7 +2,9 @@
 
 Rescue is what keeps I4: a worker killed mid-run leaves its runs ``running`` with a lease
 that stops being renewed; once the lease expires, the next pass records a ``lost``
-attempt and makes the run claimable again (or dead, if that was its last attempt).
+attempt and makes the run claimable again (or dead, if that was its last attempt or its
+job is at-most-once: a run whose worker vanished may have started, and such a run never
+starts twice).
 Several maintenance passes may run at once: each run is rescued exactly once.
 """
 
@@ -88,7 +90,9 @@ class Maintenance:
             )
         for run_id in result.dead:
             log.warning(
-                "run %s: lease expired on its last attempt; moved to the dead-letter queue", run_id
+                "run %s: lease expired on its last attempt (or it is at-most-once);"
+                " moved to the dead-letter queue",
+                run_id,
             )
         return result
 

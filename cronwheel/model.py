@@ -27,6 +27,15 @@ REASON_MISFIRE = "misfire"
 REASON_PAUSED = "paused"
 REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
 REASON_REPLANNED = "replanned: the job's schedule changed"
+# Why a run is dead when no attempt of it failed: an at-most-once run is never started
+# twice, so one whose execution was cut short ends here.
+REASON_AT_MOST_ONCE_STOPPED = (
+    "at-most-once run interrupted after it started: its worker stopped before it finished"
+)
+REASON_AT_MOST_ONCE_LOST = (
+    "at-most-once run interrupted after it started: its worker's lease expired"
+)
+REASON_LEASE_LOST_LAST = "its worker's lease expired on its last attempt"
 DEFAULT_POOL = "default"
 
 
@@ -408,6 +417,11 @@ class StoredResponse:
 SCHEDULER_TENANT = "@scheduler"
 """Schedulers announce themselves in the process registry under this reserved tenant,
 so that each can count the live ones and take its share of the shards."""
+
+SHARED_WORKERS = "@shared"
+"""In-process workers (``cronwheel worker``, ``cronwheel dev``) serve every tenant's
+pools: they announce themselves under this reserved tenant, and every tenant sees them
+(without host or load) beside its own remote workers."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,14 +30,13 @@ from cronwheel.actions.webhook import WebhookAction
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
 from cronwheel.model import (
-    DEFAULT_TENANT,
-    AttemptOutcome,
+    REASON_AT_MOST_ONCE_STOPPED,
+    SHARED_WORKERS,
     ClaimedRun,
-    RunState,
     WorkerInfo,
     new_id,
 )
-from cronwheel.store.base import Completion, Store
+from cronwheel.store.base import Completion, Release, Store
 
 log = logging.getLogger("cronwheel.worker")
 
@@ -85,6 +84,9 @@ class _InFlight:
     deadline: float = math.inf
     """Loop time by which the running action must be done (``timeout_seconds``)."""
     timed_out: bool = False
+    started: bool = False
+    """Set just before the action begins: a release then cannot give an at-most-once
+    run a second start."""
 
 
 class Worker:
@@ -287,7 +289,7 @@ class Worker:
         now = self.clock.now()
         return WorkerInfo(
             id=self.id,
-            tenant_id=DEFAULT_TENANT,
+            tenant_id=SHARED_WORKERS,
             host=socket.gethostname(),
             pools=tuple(self.config.pools),
             capacity=sum(self.config.pools.values()),
@@ -341,6 +343,7 @@ class Worker:
                 self._forget(run.id)
                 return
             started = self.clock.now()
+            flight.started = True
             outcome = await self._execute(flight)
             finished = self.clock.now()
         if flight.lost:  # someone else owns the run now: our result would be fenced out
@@ -482,26 +485,27 @@ class Worker:
         await self._release(late, "released: the worker stopped before the run finished")
 
     async def _release(self, flights: list[_InFlight], why: str) -> None:
+        """Give the runs back to the store, which decides where each goes: pending
+        again, or dead for an at-most-once run that had started (it never starts twice)."""
         for f in flights:
             f.lost = True  # the release below reports it, not the run's own task
             f.ctx.cancelled.set()
             if f.task is not None:
                 f.task.cancel()
-        now = self.clock.now()
-        batch = [
-            Completion(
-                run_id=f.claimed.run.id,
-                fence=f.claimed.run.fence,
-                worker_id=self.id,
-                state=RunState.PENDING,
-                outcome=AttemptOutcome.CANCELLED,
-                started_at=None,
-                finished_at=now,
-                error_class="WorkerShutdown",
-                error_message=why,
-                available_at=max(f.claimed.run.available_at, now),
-            )
-            for f in flights
+        releases = [
+            Release(f.claimed.run.id, f.claimed.run.fence, self.id, f.started, why) for f in flights
         ]
-        if batch:
-            await self._write(batch)
+        if not releases:
+            return
+        while True:
+            try:
+                result = await self.store.release_runs(releases, now=self.clock.now())
+                self._completion_outage.ok()
+                break
+            except Exception as exc:
+                await asyncio.sleep(self._completion_outage.failed(exc))
+        for run_id in result.dead:
+            log.warning("run %s: %s", run_id, REASON_AT_MOST_ONCE_STOPPED)
+        for f in flights:
+            self._forget(f.claimed.run.id)
+        self._room.set()

@@ -1,7 +1,9 @@
 """Webhooks: an HTTP request per attempt, signed, with the run's identity in headers.
 
 2xx succeeds; 408, 429, 5xx, timeouts and connection errors are retried (Retry-After is
-honoured); any other status is a permanent failure.
+honoured); any other status is a permanent failure. Requests say who sends them
+(``User-Agent: cronwheel/<version>``) and what their body is (``text/plain`` for a
+plain-string ``body``, ``application/json`` otherwise), unless the job's headers say.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from typing import Any
 
 import httpx
 
+from cronwheel._version import installed_version
 from cronwheel.actions import signing
 from cronwheel.actions.context import RunContext
 from cronwheel.lifecycle import Outcome, OutcomeKind
 
 RETRYABLE_STATUS = frozenset({408, 429})
+USER_AGENT = f"cronwheel/{installed_version()}"
+"""How every webhook request introduces itself, unless its job sets its own."""
 MAX_ERROR_BODY = 500
 
 
@@ -40,10 +45,26 @@ def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:
     return json.dumps(envelope).encode()
 
 
+def content_type(action: Mapping[str, Any]) -> str:
+    """What the body is: a plain-string ``body`` is text, anything else is JSON."""
+    if isinstance(action.get("body"), str):
+        return "text/plain; charset=utf-8"
+    return "application/json"
+
+
 def request_headers(
     action: Mapping[str, Any], ctx: RunContext, body: bytes, secret: bytes
 ) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", **dict(action.get("headers") or {})}
+    own = {str(k): str(v) for k, v in dict(action.get("headers") or {}).items()}
+    # The job's own Content-Type or User-Agent wins, however it spells the name: one
+    # header each, never two that disagree.
+    named = {name.lower() for name in own}
+    headers = {}
+    if "content-type" not in named:
+        headers["Content-Type"] = content_type(action)
+    if "user-agent" not in named:
+        headers["User-Agent"] = USER_AGENT
+    headers |= own
     headers |= {
         signing.IDEMPOTENCY_HEADER: ctx.idempotency_key,
         signing.RUN_ID_HEADER: str(ctx.run_id),

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from cronwheel.api import openapi, problems
+from cronwheel._version import installed_version
+from cronwheel.api import docs_ui, openapi, problems
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
@@ -39,15 +40,18 @@ def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) ->
     """The API over ``store``, which the caller opened and migrated, and closes."""
     app = FastAPI(
         title="cronwheel",
-        version=_version(),
+        version=installed_version(),
         description=DESCRIPTION,
         lifespan=_lifespan,
+        docs_url=None,  # docs_ui serves /docs from the package, not from a CDN
+        redoc_url=None,
     )
     app.state.api = ApiState(store, auth, clock or SystemClock(), Quotas(store))
     problems.install(app)
     for module in (health, jobs, runs, workers, admin):
         app.include_router(module.router)
     openapi.install(app)
+    docs_ui.install(app)
     app.add_middleware(
         RequestGuard,
         default_limit=MAX_BODY,
@@ -77,12 +81,3 @@ async def _housekeeping(state: ApiState) -> None:
         except Exception:  # the store is down: requests say so (503); try again later
             log.warning("API housekeeping failed; retrying", exc_info=True)
         await asyncio.sleep(HOUSEKEEPING_SECONDS)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("cronwheel")
-    except PackageNotFoundError:
-        return "0.0.0"

@@ -220,16 +220,40 @@ class WorkerOut(_Out):
     """A worker seen recently (its last claim or heartbeat)."""
 
     id: str
-    host: str
+    shared: bool
+    """True for an in-process worker (``cronwheel worker``, ``cronwheel dev``): it serves
+    every tenant's pools, and only a system admin sees its host and load."""
+    host: str | None
     pools: list[str]
     capacity: int
-    in_flight: int
+    in_flight: int | None
     started_at: Instant
     last_seen_at: Instant
 
     @classmethod
     def of(cls, worker: WorkerInfo, shown_id: str) -> WorkerOut:
-        return cls(**fields(worker, cls, "id", "pools"), id=shown_id, pools=list(worker.pools))
+        """One of the tenant's own remote workers, in full."""
+        return cls(
+            **fields(worker, cls, "id", "pools", "shared"),
+            id=shown_id,
+            shared=False,
+            pools=list(worker.pools),
+        )
+
+    @classmethod
+    def of_shared(cls, worker: WorkerInfo, *, full: bool) -> WorkerOut:
+        """A worker every tenant shares; without ``full``, its host and load (which tell
+        about the infrastructure and about other tenants' work) are left out."""
+        return cls(
+            id=worker.id,
+            shared=True,
+            host=worker.host if full else None,
+            pools=list(worker.pools),
+            capacity=worker.capacity,
+            in_flight=worker.in_flight if full else None,
+            started_at=worker.started_at,
+            last_seen_at=worker.last_seen_at,
+        )
 
 
 class WorkerItems(_Out):

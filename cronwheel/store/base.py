@@ -128,6 +128,34 @@ class HeartbeatResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Release:
+    """A run a stopping worker gives back without an outcome.
+
+    ``started`` says whether its action had begun. A release that never started
+    spends none of the run's attempt budget; one that started does not either for an
+    at-least-once job (a stop is not the run's failure), but an at-most-once run that
+    started is never started again: it becomes ``dead``.
+    """
+
+    run_id: int
+    fence: int
+    worker_id: str
+    started: bool
+    why: str
+    """Recorded as the attempt's error message and the run's ``last_error``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseResult:
+    retried: list[int]
+    """Runs that are claimable again."""
+    dead: list[int]
+    """At-most-once runs that had started: they will not be started again."""
+    cancelled: list[int]
+    """Runs whose cancellation had been asked for."""
+
+
+@dataclass(frozen=True, slots=True)
 class RescueResult:
     retried: list[int]
     """Runs whose lease expired and that are claimable again."""
@@ -377,7 +405,10 @@ class Store(abc.ABC):
         due (``available_at <= now``), one per job at a time (the earliest due), and:
         ``skip`` — a due run whose job has a running run becomes ``skipped`` (reason
         ``overlap``) instead; ``queue`` — it waits while its job has a running run;
-        ``replace`` — it is claimed, and its job's running runs are asked to cancel."""
+        ``replace`` — it is claimed, and its job's running runs are asked to cancel.
+
+        A run whose ``attempt`` has reached its ``max_attempts`` is never claimed: no
+        claim exceeds a run's attempt budget."""
 
     @abc.abstractmethod
     async def heartbeat(
@@ -397,12 +428,24 @@ class Store(abc.ABC):
         were accepted. A completion whose fence is stale, or whose run is no longer
         running, changes nothing and is not returned."""
 
+    @abc.abstractmethod
+    async def release_runs(self, releases: Sequence[Release], *, now: datetime) -> ReleaseResult:
+        """Give back fenced runs a stopping worker holds, recording each as a
+        ``cancelled`` attempt (error class ``WorkerShutdown``). Where each goes:
+        ``cancelled`` if its cancellation was asked for; ``dead`` (with a ``reason``) if
+        it started and its job is at-most-once; otherwise ``pending`` again, due at
+        ``max(available_at, now)``, its ``max_attempts`` raised by one so the release
+        spends none of its budget. A stale fence, or a run no longer running, changes
+        nothing and appears in no list."""
+
     # -- maintenance -----------------------------------------------------------------
     @abc.abstractmethod
     async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
         """Runs whose lease expired (``lease_expires_at <= now``): record a ``lost``
         attempt, then make them pending again (due at once), dead when that was their
-        last attempt, or cancelled when their cancellation had been asked for."""
+        last attempt or their job is at-most-once (a run whose worker vanished may have
+        started: it is never started twice), or cancelled when their cancellation had
+        been asked for. A run made dead says why in its ``reason``."""
 
     @abc.abstractmethod
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:

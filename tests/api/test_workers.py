@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
 
+from cronwheel.store.base import Store
+from cronwheel.worker import Worker, WorkerConfig
 from tests.api.conftest import connect
 from tests.api.helpers import new_key, new_tenant, problem, spec
 
@@ -182,3 +185,39 @@ async def test_a_worker_claims_only_its_own_tenants_runs(
     assert claimed[0]["run"]["lease_owner"] == "acme/w1"
     async with await worker_client(app, client) as default_worker:
         assert [c["run"]["job_id"] for c in await claim(default_worker)] == [theirs]
+
+
+async def test_every_tenant_sees_the_shared_in_process_workers_without_their_host_or_load(
+    app: FastAPI, client: httpx.AsyncClient, store: Store
+) -> None:
+    shared = Worker(store, WorkerConfig(pools={"email": 2, "default": 3}))
+    await shared.heartbeat()  # how an in-process worker announces itself
+    for tenant in ("acme", "beta"):
+        await new_tenant(client, tenant)
+    acme_key, beta_key = [await new_key(client, "read", t) for t in ("acme", "beta")]
+    beta_worker_key = await new_key(client, "worker", "beta")
+    async with connect(app, beta_worker_key["token"]) as beta_worker:
+        await claim(beta_worker, pool="beta-pool")  # a remote worker of beta's own
+
+    async with connect(app, acme_key["token"]) as acme, connect(app, beta_key["token"]) as beta:
+        [seen_by_acme] = (await acme.get("/v1/workers")).json()["items"]
+        seen_by_beta = (await beta.get("/v1/workers")).json()["items"]
+    assert seen_by_acme["id"] == shared.id
+    assert (seen_by_acme["shared"], seen_by_acme["pools"], seen_by_acme["capacity"]) == (
+        True,
+        ["email", "default"],
+        5,
+    )
+    assert (seen_by_acme["host"], seen_by_acme["in_flight"]) == (None, None)
+    assert seen_by_acme["last_seen_at"] and seen_by_acme["started_at"]
+    assert [(w["id"], w["shared"]) for w in seen_by_beta] == [("w1", False), (shared.id, True)]
+    assert seen_by_beta[0]["host"] and seen_by_beta[0]["in_flight"] == 0
+    assert seen_by_beta[1] == seen_by_acme
+
+    # The system admin runs the infrastructure: it sees the shared worker in full.
+    [as_admin] = (await client.get("/v1/workers")).json()["items"]
+    assert (as_admin["id"], as_admin["host"], as_admin["in_flight"]) == (
+        shared.id,
+        socket.gethostname(),
+        0,
+    )

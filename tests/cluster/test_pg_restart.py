@@ -19,7 +19,7 @@ import pytest
 
 import cronwheel
 from cronwheel.errors import StoreUnavailable
-from cronwheel.model import SCHEDULER_TENANT, RunState
+from cronwheel.model import SCHEDULER_TENANT, SHARED_WORKERS, RunState
 from tests import pg
 from tests.cluster.conftest import Cluster, Proc, all_runs, check_history, executions, quiet
 from tests.engine.helpers import eventually
@@ -139,7 +139,7 @@ async def _working_since(
     """Since ``instant``, every scheduler announced itself and holds shards, and every
     worker heartbeat and started a run."""
     members = await cw.store.list_workers(SCHEDULER_TENANT, seen_since=instant)
-    seen = await cw.store.list_workers("default", seen_since=instant)
+    seen = await cw.store.list_workers(SHARED_WORKERS, seen_since=instant)
     leases = [lease for lease in await cw.store.list_shard_leases() if lease.shard >= 0]
     ran = {e.pid for e in executions(cluster.executions) if e.start_ns > instant.timestamp() * 1e9}
     return (

@@ -32,3 +32,13 @@ def slow(ctx: RunContext) -> None:
 @worker.handler("quick")
 def quick(ctx: RunContext) -> None:
     _mark(ctx, "done")
+
+
+@worker.handler("once")
+def once(ctx: RunContext) -> None:
+    """Appends its start to ``starts.log`` (one line per start, across processes), then
+    blocks until it is stopped: the worker's grace period or lease runs out first."""
+    MARKS.mkdir(parents=True, exist_ok=True)
+    with open(MARKS / "starts.log", "a") as starts:
+        starts.write(f"{ctx.run_id} {ctx.attempt} {os.getpid()}\n")
+    ctx.cancelled.wait(60)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
+
 from cronwheel.actions import verify
 from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
 from cronwheel.store.base import Store
@@ -107,3 +110,47 @@ async def test_cancelling_a_running_webhook_run_aborts_the_request(store: Store)
 
 async def _true(value: bool) -> bool:
     return value
+
+
+def _named(headers: dict[str, str], name: str) -> list[str]:
+    """Every value sent under ``name``, whatever its case."""
+    return [value for key, value in headers.items() if key.lower() == name.lower()]
+
+
+async def test_webhooks_say_who_sends_them_and_what_their_body_is(store: Store) -> None:
+    agent = f"cronwheel/{importlib.metadata.version('cronwheel')}"
+    with webhook_target() as target:
+        cases = [
+            ({}, "application/json"),  # the JSON envelope
+            ({"body": "plain words"}, "text/plain; charset=utf-8"),
+            ({"body": {"a": 1}}, "application/json"),
+            ({"body": ["x"]}, "application/json"),
+        ]
+        for i, (extra, _) in enumerate(cases):
+            action = {"type": "webhook", "url": f"{target.url}/{i}", **extra}
+            await job_with_run(store, action=action)
+        assert await Worker(store, FAST, webhook_secret=SECRET).run_once() == len(cases)
+        received = {int(r.path[1:]): r for r in target.received}
+    for i, (_, expected) in enumerate(cases):
+        headers = received[i].headers
+        assert _named(headers, "Content-Type") == [expected], (i, headers)
+        assert _named(headers, "User-Agent") == [agent], (i, headers)
+    assert received[1].body == b"plain words"
+    assert json.loads(received[2].body) == {"a": 1}
+
+
+async def test_a_jobs_own_content_type_and_user_agent_win(store: Store) -> None:
+    with webhook_target() as target:
+        action = {
+            "type": "webhook",
+            "url": f"{target.url}/csv",
+            "body": "a,b\n1,2\n",
+            "headers": {"content-type": "text/csv", "user-agent": "billing-bot/2"},
+        }
+        await job_with_run(store, action=action)
+        assert await Worker(store, FAST, webhook_secret=SECRET).run_once() == 1
+        [request] = target.received
+    assert _named(request.headers, "Content-Type") == ["text/csv"]
+    assert _named(request.headers, "User-Agent") == ["billing-bot/2"]
+    assert request.body == b"a,b\n1,2\n"
+    assert verify(SECRET, request.headers, request.body)

@@ -14,7 +14,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cronwheel.actions import PermanentError, RunContext
-from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.model import (
+    REASON_AT_MOST_ONCE_STOPPED,
+    SHARED_WORKERS,
+    AttemptOutcome,
+    Delivery,
+    RetryPolicy,
+    RunState,
+)
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
@@ -357,6 +364,35 @@ async def test_shutdown_releases_what_did_not_finish_in_the_grace_period(store: 
     assert (attempt.outcome, attempt.error_class) == (AttemptOutcome.CANCELLED, "WorkerShutdown")
 
 
+async def test_shutdown_never_sends_a_started_at_most_once_run_back(store: Store) -> None:
+    worker = Worker(store, FAST)
+    started = threading.Event()
+    starts: Counter[str] = Counter()
+
+    @worker.handler("noop")
+    async def forever(ctx: RunContext) -> None:
+        starts[ctx.job_id] += 1
+        started.set()
+        await asyncio.sleep(60)
+
+    once = {"delivery": Delivery.AT_MOST_ONCE, "retry": RetryPolicy(max_attempts=1)}
+    job, _ = await job_with_run(store, **once)
+    waiting, _ = await job_with_run(store, due_in=0.45, **once)
+    async with running(worker):
+        await eventually(lambda: _true(started.is_set()))
+    run = await one_run(store, job.id)
+    assert (run.state, run.reason) == (RunState.DEAD, REASON_AT_MOST_ONCE_STOPPED)
+    # The one that had not started yet keeps its single start for the next worker.
+    later = await one_run(store, waiting.id)
+    assert (later.state, later.attempt, later.max_attempts) == (RunState.PENDING, 1, 2)
+    again = Worker(store, FAST)
+    again.handler("noop")(forever)
+    async with running(again):
+        await eventually(lambda: _true(starts[waiting.id] == 1))
+    assert starts == {job.id: 1, waiting.id: 1}
+    assert await run_states(store, waiting.id) == ["dead"]
+
+
 async def _state_is(store: Store, job_id: str, state: str) -> bool:
     return await run_states(store, job_id) == [state]
 
@@ -369,7 +405,7 @@ async def test_a_running_worker_is_registered_and_forgotten_when_it_stops(store:
     worker = Worker(store, FAST)
     since = await store.now() - timedelta(minutes=1)
     async with running(worker):
-        workers = await eventually(lambda: store.list_workers("default", seen_since=since))
+        workers = await eventually(lambda: store.list_workers(SHARED_WORKERS, seen_since=since))
         [me] = workers
         assert (me.id, me.pools, me.capacity) == (worker.id, ("default",), 4)
-    assert await store.list_workers("default", seen_since=since) == []
+    assert await store.list_workers(SHARED_WORKERS, seen_since=since) == []

@@ -170,9 +170,19 @@ async def test_pause_resume_cancel(store: Store) -> None:
 
 
 async def test_tenants_are_created_once(store: Store) -> None:
+    # ensure_tenant creates a missing tenant and leaves an existing one as it is: the
+    # first name and creation time stand, and the tenant is listed once.
     await store.ensure_tenant("acme", "Acme", now=T0)
-    await store.ensure_tenant("acme", "Acme again", now=T0)
-    await store.create_jobs([make_job(tenant_id="acme")])
+    await store.ensure_tenant("acme", "Acme again", now=at(5))
+    acme = await store.get_tenant("acme")
+    assert acme is not None and (acme.id, acme.name, acme.created_at) == ("acme", "Acme", T0)
+    assert [t.id for t in await store.list_tenants()].count("acme") == 1
+    await store.ensure_tenant("default", "Renamed", now=at(5))
+    default = await store.get_tenant("default")
+    assert default is not None and default.name != "Renamed"
+    job = make_job(tenant_id="acme")
+    await store.create_jobs([job])
+    assert await store.get_job("acme", job.id) is not None
 
 
 async def test_a_state_change_can_record_runs_atomically(store: Store) -> None:

@@ -31,7 +31,7 @@ from cronwheel.api.schemas import (
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.lifecycle import Outcome, completion_for
-from cronwheel.model import ClaimedRun, Run, RunState, WorkerInfo
+from cronwheel.model import SHARED_WORKERS, ClaimedRun, Run, RunState, WorkerInfo
 
 router = APIRouter(tags=["workers"], route_class=GuardedRoute)
 
@@ -209,11 +209,16 @@ async def _as_claimed(state: ApiState, principal: Principal, run: Run) -> Claime
     summary="Workers seen in the last minute",
 )
 async def list_workers(request: Request, principal: WorkerWatcher) -> Any:
+    """The tenant's own remote workers, then the in-process workers every tenant shares
+    (``shared``: their host and load are shown to system admins only)."""
     state = api_state(request)
     since = state.clock.now() - SEEN_WINDOW
-    workers = await state.store.list_workers(principal.tenant_id, seen_since=since)
+    own = await state.store.list_workers(principal.tenant_id, seen_since=since)
+    shared = await state.store.list_workers(SHARED_WORKERS, seen_since=since)
     prefix = f"{principal.tenant_id}/"
-    return dump(WorkerItems(items=[WorkerOut.of(w, w.id.removeprefix(prefix)) for w in workers]))
+    items = [WorkerOut.of(w, w.id.removeprefix(prefix)) for w in own]
+    items += [WorkerOut.of_shared(w, full=principal.system_admin) for w in shared]
+    return dump(WorkerItems(items=items))
 
 
 def _client_host(request: Request) -> str:

@@ -346,6 +346,9 @@ _JOB_IS_RUNNING = """EXISTS (
 # Params: $1 worker, $2 pools, $3 prefetch_until, $4 limit, $5 now, $6 lease seconds,
 # $7 the reason of runs skipped by their overlap policy, $8 the tenant (NULL: any).
 #
+# A run whose attempts have reached its budget (attempt >= max_attempts) is never
+# claimed, whatever left it pending: no claim starts an attempt the run does not have.
+#
 # Runs whose job allows overlap (nearly all) come from one index-ordered scan per pool
 # (runs_claimable: pool, priority, available_at), each stopping after ``limit`` rows: a
 # claim costs the same with 100 or 1,000,000 runs waiting, where ``pool = ANY(...)``
@@ -372,7 +375,7 @@ allowed AS (
     CROSS JOIN LATERAL (
         SELECT id, job_id, overlap, priority, available_at FROM runs
         WHERE state = 'pending' AND pool = p.pool AND available_at <= $3 AND overlap = 'allow'
-          AND ($8::text IS NULL OR tenant_id = $8)
+          AND attempt < max_attempts AND ($8::text IS NULL OR tenant_id = $8)
         ORDER BY priority, available_at
         LIMIT $4
         FOR UPDATE SKIP LOCKED
@@ -382,7 +385,7 @@ heads AS (
     SELECT DISTINCT ON (job_id) id, job_id, overlap
     FROM runs
     WHERE state = 'pending' AND overlap <> 'allow' AND pool = ANY($2::text[])
-      AND available_at <= $5 AND ($8::text IS NULL OR tenant_id = $8)
+      AND available_at <= $5 AND attempt < max_attempts AND ($8::text IS NULL OR tenant_id = $8)
     ORDER BY job_id, scheduled_for
 ),
 policed AS (
@@ -492,10 +495,12 @@ SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) 
 
 # -- maintenance ---------------------------------------------------------------------
 
-# Params: $1 now, $2 limit. The expiry is spelled like Python's isoformat().
+# Params: $1 now, $2 limit, $3 the reason of an at-most-once run made dead, $4 that of a
+# run that was on its last attempt. The expiry is spelled like Python's isoformat().
 RESCUE_EXPIRED = f"""
 WITH expired AS (
-    SELECT id, lease_owner, lease_expires_at, attempt, max_attempts, cancel_requested
+    SELECT id, job_id AS id_job, lease_owner, lease_expires_at, attempt, max_attempts,
+           cancel_requested
     FROM runs
     WHERE state = 'running' AND lease_expires_at <= $1
     ORDER BY lease_expires_at, id
@@ -503,21 +508,26 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 ),
 verdict AS (
+    -- An at-most-once run may have started before its worker vanished: it is never
+    -- started again, whatever its budget says.
     SELECT e.id, e.lease_owner, e.lease_expires_at,
            CASE WHEN e.cancel_requested THEN 'cancelled'
-                WHEN e.attempt >= e.max_attempts THEN 'dead'
+                WHEN j.delivery = 'at_most_once' OR e.attempt >= e.max_attempts THEN 'dead'
                 ELSE 'pending' END AS next_state,
+           CASE WHEN j.delivery = 'at_most_once' THEN $3 ELSE $4 END AS dead_reason,
            format('worker %s did not report before its lease expired at %s', e.lease_owner,
                   replace(to_char(e.lease_expires_at AT TIME ZONE 'UTC',
                                   'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
            ) AS message
     FROM expired AS e
+    CROSS JOIN LATERAL (SELECT delivery FROM jobs WHERE id = e.id_job OFFSET 0) AS j
 ),
 rescued AS (
     UPDATE runs AS r
     SET state = v.next_state,
         available_at = CASE WHEN v.next_state = 'pending' THEN $1 ELSE r.available_at END,
         finished_at = CASE WHEN v.next_state = 'pending' THEN NULL ELSE $1 END,
+        reason = CASE WHEN v.next_state = 'dead' THEN v.dead_reason ELSE r.reason END,
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
         last_error = v.message
     FROM verdict AS v
@@ -538,6 +548,57 @@ SELECT array(SELECT id FROM rescued WHERE state = 'pending' ORDER BY lease_expir
            AS dead,
        array(SELECT id FROM rescued WHERE state = 'cancelled' ORDER BY lease_expires_at, id)
            AS cancelled,
+       (SELECT count(*) FROM woken) AS woken"""
+
+# Params: $1 run ids (ascending), $2 fences, $3 worker ids, $4 started flags, $5 why,
+# $6 now, $7 the reason of an at-most-once run made dead. Locked like COMPLETE_RUNS; the
+# job is read for its delivery.
+RELEASE_RUNS = f"""
+WITH given AS (
+    SELECT g.*, r.cancel_requested, j.delivery
+    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bool[], $5::text[])
+        AS g(run_id, fence, worker_id, started, why)
+    CROSS JOIN LATERAL (
+        SELECT fence, state, job_id, cancel_requested FROM runs WHERE id = g.run_id OFFSET 0
+        FOR NO KEY UPDATE
+    ) AS r
+    CROSS JOIN LATERAL (SELECT delivery FROM jobs WHERE id = r.job_id OFFSET 0) AS j
+    WHERE r.fence = g.fence AND r.state = 'running'
+),
+verdict AS (
+    SELECT g.*, CASE WHEN g.cancel_requested THEN 'cancelled'
+                     WHEN g.started AND g.delivery = 'at_most_once' THEN 'dead'
+                     ELSE 'pending' END AS next_state
+    FROM given AS g
+),
+released AS (
+    -- Back to pending, the budget is given back: the claim counted an attempt that the
+    -- run did not get to finish, and no claim may exceed max_attempts.
+    UPDATE runs AS r
+    SET state = v.next_state,
+        available_at = CASE WHEN v.next_state = 'pending' THEN greatest(r.available_at, $6)
+                            ELSE r.available_at END,
+        finished_at = CASE WHEN v.next_state = 'pending' THEN NULL ELSE $6 END,
+        max_attempts = CASE WHEN v.next_state = 'pending' THEN r.max_attempts + 1
+                            ELSE r.max_attempts END,
+        reason = CASE WHEN v.next_state = 'dead' THEN $7 ELSE r.reason END,
+        lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
+        last_error = v.why
+    FROM verdict AS v
+    WHERE r.id = v.run_id
+    RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, r.started_at,
+              v.worker_id, v.fence, v.started, v.why
+),
+recorded AS (
+    INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
+                          finished_at, outcome, error_class, error_message)
+    SELECT tenant_id, id, job_id, attempt, worker_id, fence,
+           CASE WHEN started THEN started_at END, $6, 'cancelled', 'WorkerShutdown', why
+    FROM released
+),{_WAKE_POOLS.format(source="released")}
+SELECT array(SELECT id FROM released WHERE state = 'pending' ORDER BY id) AS retried,
+       array(SELECT id FROM released WHERE state = 'dead' ORDER BY id) AS dead,
+       array(SELECT id FROM released WHERE state = 'cancelled' ORDER BY id) AS cancelled,
        (SELECT count(*) FROM woken) AS woken"""
 
 DELETE_HISTORY = f"""

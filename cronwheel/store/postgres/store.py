@@ -19,6 +19,9 @@ import asyncpg
 
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.model import (
+    REASON_AT_MOST_ONCE_LOST,
+    REASON_AT_MOST_ONCE_STOPPED,
+    REASON_LEASE_LOST_LAST,
     REASON_OVERLAP_SKIP,
     REASON_REPLANNED,
     ApiKey,
@@ -44,6 +47,8 @@ from cronwheel.store.base import (
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
+    Release,
+    ReleaseResult,
     RescueResult,
     Store,
     check_enqueue_target,
@@ -542,9 +547,29 @@ class PostgresStore(Store):
         accepted = set(row["accepted"])
         return list(dict.fromkeys(c.run_id for c in completions if c.run_id in accepted))
 
+    async def release_runs(self, releases: Sequence[Release], *, now: datetime) -> ReleaseResult:
+        if not releases:
+            return ReleaseResult(retried=[], dead=[], cancelled=[])
+        ordered = sorted(releases, key=lambda r: r.run_id)  # the order rows are locked in
+        row = await self._one(
+            sql.RELEASE_RUNS,
+            [r.run_id for r in ordered],
+            [r.fence for r in ordered],
+            [r.worker_id for r in ordered],
+            [r.started for r in ordered],
+            [r.why for r in ordered],
+            now,
+            REASON_AT_MOST_ONCE_STOPPED,
+        )
+        return ReleaseResult(
+            retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
+        )
+
     # -- maintenance -----------------------------------------------------------------
     async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
-        row = await self._one(sql.RESCUE_EXPIRED, now, limit)
+        row = await self._one(
+            sql.RESCUE_EXPIRED, now, limit, REASON_AT_MOST_ONCE_LOST, REASON_LEASE_LOST_LAST
+        )
         return RescueResult(
             retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
         )

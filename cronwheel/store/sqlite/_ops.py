@@ -12,8 +12,12 @@ from typing import Any
 
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import (
+    REASON_AT_MOST_ONCE_LOST,
+    REASON_AT_MOST_ONCE_STOPPED,
+    REASON_LEASE_LOST_LAST,
     AttemptOutcome,
     ClaimedRun,
+    Delivery,
     Job,
     JobState,
     NewRun,
@@ -22,7 +26,7 @@ from cronwheel.model import (
 )
 from cronwheel.store import _decode as decode
 from cronwheel.store._batch import by_identity
-from cronwheel.store.base import Completion
+from cronwheel.store.base import Completion, Release
 from cronwheel.store.sqlite import _rows as rows
 
 JOB_INSERT = (
@@ -182,7 +186,8 @@ def insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> l
 
 OVERLAP_CLAIMABLE = (
     "r.available_at <= ? AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.job_id = r.job_id"
-    " AND e.state = 'pending' AND e.available_at <= ? AND e.scheduled_for < r.scheduled_for)"
+    " AND e.state = 'pending' AND e.available_at <= ? AND e.scheduled_for < r.scheduled_for"
+    " AND e.attempt < e.max_attempts)"
     " AND (r.overlap <> 'queue' OR NOT EXISTS (SELECT 1 FROM runs o"
     " WHERE o.job_id = r.job_id AND o.state = 'running'))"
 )
@@ -328,6 +333,59 @@ def insert_attempt(
     c.execute(INSERT_ATTEMPT, (*who, fence, *when, outcome.value, error_class, error_message))
 
 
+def delivery_of(c: sqlite3.Connection, job_id: str) -> Delivery:
+    found = c.execute("SELECT delivery FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return Delivery.AT_LEAST_ONCE if found is None else decode.DELIVERIES[found[0]]
+
+
+def release_one(c: sqlite3.Connection, release: Release, at: int) -> tuple[RunState, str] | None:
+    """Give back one run a stopping worker holds (see ``Store.release_runs``); return
+    where it went and its pool, or None if the fence is stale."""
+    row = c.execute(
+        "SELECT * FROM runs WHERE id = ? AND fence = ? AND state = 'running'",
+        (release.run_id, release.fence),
+    ).fetchone()
+    if row is None:
+        return None
+    at_most_once = delivery_of(c, row["job_id"]) is Delivery.AT_MOST_ONCE
+    if row["cancel_requested"]:
+        state = RunState.CANCELLED
+    elif release.started and at_most_once:
+        state = RunState.DEAD
+    else:
+        state = RunState.PENDING
+    insert_attempt(
+        c,
+        (row["tenant_id"], row["id"], row["job_id"], row["attempt"], release.worker_id),
+        release.fence,
+        (row["started_at"] if release.started else None, at, None),
+        (AttemptOutcome.CANCELLED, "WorkerShutdown", release.why),
+    )
+    # Back to pending, the budget is given back: the claim counted an attempt that the
+    # run did not get to finish, and no claim may exceed max_attempts.
+    again = state is RunState.PENDING
+    c.execute(
+        "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN max(available_at, ?)"
+        " ELSE available_at END, finished_at = CASE WHEN ? THEN NULL ELSE ? END,"
+        " max_attempts = max_attempts + ?, reason = CASE WHEN ? THEN ? ELSE reason END,"
+        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0, last_error = ?"
+        " WHERE id = ?",
+        (
+            state.value,
+            again,
+            at,
+            again,
+            at,
+            int(again),
+            state is RunState.DEAD,
+            REASON_AT_MOST_ONCE_STOPPED,
+            release.why,
+            row["id"],
+        ),
+    )
+    return state, row["pool"]
+
+
 def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
     expiry = rows.dt(row["lease_expires_at"]).isoformat()
     message = f"worker {row['lease_owner']} did not report before its lease expired at {expiry}"
@@ -338,18 +396,24 @@ def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
         (row["started_at"], at, None),
         (AttemptOutcome.LOST, "LeaseExpired", message),
     )
+    # An at-most-once run may have started before its worker vanished: it is never
+    # started again, whatever its budget says.
+    at_most_once = delivery_of(c, row["job_id"]) is Delivery.AT_MOST_ONCE
+    reason = None
     if row["cancel_requested"]:
         state = RunState.CANCELLED
-    elif row["attempt"] >= row["max_attempts"]:
+    elif at_most_once or row["attempt"] >= row["max_attempts"]:
         state = RunState.DEAD
+        reason = REASON_AT_MOST_ONCE_LOST if at_most_once else REASON_LEASE_LOST_LAST
     else:
         state = RunState.PENDING
     final = state.finished
     c.execute(
         "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN available_at ELSE ? END,"
-        " finished_at = CASE WHEN ? THEN ? END, lease_owner = NULL, lease_expires_at = NULL,"
-        " cancel_requested = 0, last_error = ? WHERE id = ?",
-        (state.value, final, at, final, at, message, row["id"]),
+        " finished_at = CASE WHEN ? THEN ? END, reason = coalesce(?, reason),"
+        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0, last_error = ?"
+        " WHERE id = ?",
+        (state.value, final, at, final, at, reason, message, row["id"]),
     )
     return state
 

@@ -36,6 +36,8 @@ from cronwheel.store.base import (
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
+    Release,
+    ReleaseResult,
     RescueResult,
     Store,
     check_enqueue_target,
@@ -435,7 +437,8 @@ class SqliteStore(Store):
             " lease_owner = ?, lease_expires_at = max(available_at, ?) + ?,"
             " started_at = max(available_at, ?), cancel_requested = 0"
             f" WHERE id IN (SELECT id FROM runs r WHERE state = 'pending' AND {in_pools}"
-            f" AND available_at <= ? AND (overlap = 'allow' OR ({ops.OVERLAP_CLAIMABLE}))"
+            " AND available_at <= ? AND attempt < max_attempts"
+            f" AND (overlap = 'allow' OR ({ops.OVERLAP_CLAIMABLE}))"
             " ORDER BY priority, available_at, id LIMIT ?) RETURNING *"
         )
         params = (worker_id, now_us, ttl_us, now_us, *pools, *tenant, rows.us(prefetch_until))
@@ -504,6 +507,26 @@ class SqliteStore(Store):
         accepted, pools = await self._db.write(fn)
         self._wakeups.notify_pools(pools)
         return accepted
+
+    async def release_runs(self, releases: Sequence[Release], *, now: datetime) -> ReleaseResult:
+        at = rows.us(now)
+
+        def fn(c: sqlite3.Connection) -> tuple[ReleaseResult, list[str]]:
+            result = ReleaseResult(retried=[], dead=[], cancelled=[])
+            pools = []
+            for release in sorted(releases, key=lambda r: r.run_id):
+                done = ops.release_one(c, release, at)
+                if done is None:
+                    continue
+                state, pool = done
+                if state is RunState.PENDING:
+                    pools.append(pool)
+                ops.RESCUED[state](result).append(release.run_id)
+            return result, pools
+
+        result, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        return result
 
     # -- maintenance -----------------------------------------------------------------
     async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
