@@ -153,6 +153,8 @@ class Activity:
     (cancelled while pending, skipped, replanned), by ``finished_at``."""
     waiting: list[Run]
     """With ``waiting_before``: for each job with pending runs due by then, its earliest."""
+    latest_attempt: int = 0
+    """The highest attempt id there is: a cursor that starts now skips older history."""
 
 
 class Store(abc.ABC):

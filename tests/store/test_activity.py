@@ -38,6 +38,7 @@ async def test_activity_reads_attempts_after_a_cursor_with_their_runs(store: Sto
     assert seen.waiting == []
     after = await store.list_activity(after_attempt=attempt.id, finished_since=at(-60))
     assert after.attempts == [] and after.runs_of_attempts == {}
+    assert (seen.latest_attempt, after.latest_attempt) == (attempt.id, attempt.id)
 
 
 async def test_activity_shows_runs_closed_without_an_attempt_and_waiting_jobs(

@@ -662,12 +662,14 @@ class PostgresStore(Store):
                 if waiting_before is None
                 else await conn.fetch(sql.ACTIVITY_WAITING, waiting_before, limit)
             )
+            latest = await conn.fetchval("SELECT coalesce(max(id), 0) FROM attempts")
         return Activity(
             attempts=attempts,
             runs_of_attempts=of_attempts,
             running=[rows.run(r) for r in running],
             closed=[rows.run(r) for r in closed],
             waiting=[rows.run(r) for r in waiting],
+            latest_attempt=int(latest),
         )
 
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]:

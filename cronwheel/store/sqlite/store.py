@@ -687,6 +687,7 @@ class SqliteStore(Store):
                 waiting=[]
                 if waiting_before is None
                 else _runs(c, ops.ACTIVITY_WAITING, (rows.us(waiting_before), limit)),
+                latest_attempt=c.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()[0],
             )
 
         return await self._db.read(fn)
