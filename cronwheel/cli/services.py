@@ -92,7 +92,8 @@ def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
         )
         if ids
     ]
-    return f"recovered {n} runs {who} held when it died: {', '.join(parts)}"
+    runs = "run" if n == 1 else "runs"
+    return f"recovered {n} {runs} {who} held when it died: {', '.join(parts)}"
 
 
 def _log_to_stderr() -> None:

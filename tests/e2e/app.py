@@ -32,3 +32,15 @@ def slow(ctx: RunContext) -> None:
 @worker.handler("quick")
 def quick(ctx: RunContext) -> None:
     _mark(ctx, "done")
+
+
+LONG_ERROR = "the first attempt fails on purpose: " + "a long reason, " * 30 + "\nand a second line"
+
+
+@worker.handler("fails-once")
+def fails_once(ctx: RunContext) -> None:
+    """Fails its first attempt with a long, two-line error; a retry succeeds."""
+    _mark(ctx, "started")
+    if ctx.attempt == 1:
+        raise RuntimeError(LONG_ERROR)
+    _mark(ctx, "done")
