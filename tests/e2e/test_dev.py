@@ -173,3 +173,34 @@ def _took(line: str) -> str:
 
 def _retry_at(line: str) -> str:
     return line.rsplit("→ retry at ", 1)[1]
+
+
+async def test_dev_says_once_that_no_worker_serves_a_jobs_pool(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'dev.db'}"
+    out = Watched(tmp_path / "dev.log")
+    args = ["dev", *APP, "--db", url, "--port", str(free_port())]
+    with cronwheel_proc(*args, log=out.path) as proc:
+        await eventually(lambda: out.has("live from"), timeout=60)
+        async with await cronwheel.connect(url) as cw:
+            job = await cw.create(
+                name="mailer",
+                schedule={"kind": "immediate"},
+                action={"type": "handler", "name": "quick"},
+                pool="email",
+            )
+            notice = "job mailer waits: no worker serves pool 'email' (this dev process serves:"
+            await eventually(lambda: out.has(notice), timeout=60)
+            # the job is not refused: its run waits, pending
+            [run] = await cw.runs(job.id)
+            assert run.state is RunState.PENDING
+            await cw.create(
+                name="quick",
+                schedule={"kind": "immediate"},
+                action={"type": "handler", "name": "quick"},
+            )
+            await eventually(lambda: out.has("quick attempt 1/3 succeeded"), timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    lines = await out.lines()
+    [said] = [line for line in lines if notice in line]
+    assert said.endswith("(this dev process serves: default)"), said
