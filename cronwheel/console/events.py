@@ -29,6 +29,8 @@ from cronwheel.store.base import Activity, Store
 LOOKBACK = 256
 """Attempt ids re-read behind the cursor: a PostgreSQL transaction may commit an attempt
 after one with a higher id, and the console must not skip it."""
+NO_ATTEMPTS = 2**62
+"""A cursor past every attempt id (both stores' ids are 64-bit)."""
 WAIT_NOTICE_AFTER = timedelta(seconds=2)
 """A due run is reported as waiting for a worker once it has been due this long."""
 WORKER_SEEN_WITHIN = timedelta(seconds=15)
@@ -90,8 +92,9 @@ class EventFeed:
         it and the runs in flight, as history; the live feed reports only what follows."""
         now = self.clock.now()
         self.started_at = self._closed_since = now
+        # No attempts wanted here: only the latest id, and the runs in flight.
         probe = await self.store.list_activity(
-            after_attempt=0, finished_since=now, limit=self.limit
+            after_attempt=NO_ATTEMPTS, finished_since=now, limit=self.limit
         )
         self._cursor = self._history_until = probe.latest_attempt
         past = await self.store.list_activity(
