@@ -204,3 +204,20 @@ async def test_dev_says_once_that_no_worker_serves_a_jobs_pool(tmp_path: Path) -
     lines = await out.lines()
     [said] = [line for line in lines if notice in line]
     assert said.endswith("(this dev process serves: default)"), said
+
+
+async def test_dev_demo_restarts_on_its_file_and_renews_the_jobs_of_this_start(
+    tmp_path: Path,
+) -> None:
+    """A restart used to stop at ``state: the job is cancelled`` (the flaky job cancelled
+    by the start before), and the webhook job kept the dead echo endpoint's URL."""
+    args = ["dev", "--demo", "--db", f"sqlite:///{tmp_path / 'dev.db'}"]
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    for log, duration in ((first, "2"), (first.with_suffix(".2"), "2"), (second, "12")):
+        port = str(free_port())
+        with cronwheel_proc(*args, "--port", port, "--duration", duration, log=log) as proc:
+            assert proc.wait(timeout=120) == 0, log.read_text()
+    out = second.read_text()
+    assert "demo: 2 example jobs created" in out, out
+    live = out.split("live from", 1)[1]
+    assert "demo-webhook attempt 1/3 succeeded" in live, out
