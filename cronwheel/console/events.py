@@ -59,6 +59,10 @@ class Event:
     worker: str | None = None
     pool: str | None = None
     served: tuple[str, ...] = ()
+    count: int = 1
+    """Runs closed together in this event (``run`` is the first)."""
+    more: bool = False
+    """The read was full: more runs than ``count`` may have closed together."""
 
 
 class EventFeed:
@@ -193,12 +197,23 @@ class EventFeed:
         return events
 
     async def _from_closed(self, closed: list[Run], now: datetime) -> list[Event]:
-        events = []
+        # Runs closed together (a cancelled job's pending runs, a pause's skipped ones)
+        # make one event: one line, not a thousand.
+        groups: dict[tuple[str, str, str, str | None, datetime], list[Run]] = {}
         for run in closed:
             if run.finished_at is None or (run.id, run.finished_at) in self._closed_seen:
                 continue
             self._closed_seen.add((run.id, run.finished_at))
-            events.append(Event(run.finished_at, Kind.CLOSED, await self.name_of(run), run=run))
+            key = (run.tenant_id, run.job_id, run.state.value, run.reason, run.finished_at)
+            groups.setdefault(key, []).append(run)
+        full = len(closed) >= self.limit  # there may be more than this read could hold
+        events = []
+        for (*_, finished_at), runs in groups.items():
+            name = await self.name_of(runs[0])
+            more = full and len(runs) > 1
+            events.append(
+                Event(finished_at, Kind.CLOSED, name, run=runs[0], count=len(runs), more=more)
+            )
         # Keep a short window behind: a run closed in a transaction that committed late
         # still has a finished_at inside it.
         horizon = now - timedelta(seconds=30)

@@ -70,6 +70,9 @@ def describe(event: Event, *, own_worker: str | None = None) -> tuple[str, str]:
     head = f"run {run.id if run else '?'} {event.job}"
     if event.kind is Kind.CLOSED and run is not None:
         reason = f": {run.reason}" if run.reason else ""
+        if event.count > 1:
+            many = f"{event.count} or more" if event.more else str(event.count)
+            head = f"{many} runs of {event.job} from run {run.id}"
         return f"{head} {run.state.value}{reason}", run.state.value
     number = f"attempt {event.attempt_number}/{run.max_attempts if run else '?'}"
     elsewhere = f" on {event.worker}" if event.worker and event.worker != own_worker else ""

@@ -9,7 +9,7 @@ from datetime import timedelta
 from cronwheel.clock import FrozenClock
 from cronwheel.console.events import EventFeed, Kind
 from cronwheel.console.lines import render
-from cronwheel.model import AttemptOutcome, ClaimedRun, RunState, WorkerInfo
+from cronwheel.model import AttemptOutcome, ClaimedRun, JobState, RunState, WorkerInfo
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run
 
@@ -114,3 +114,23 @@ async def test_a_cancelled_run_is_reported_once_and_a_job_no_worker_serves_waits
     clock.set(at(6) + timedelta(minutes=5))  # that worker is gone: the job waits again
     [waits] = await feed.poll(check_waiting=True)
     assert waits.kind is Kind.WAITS
+
+
+async def test_runs_closed_together_make_one_line(store: Store) -> None:
+    job = make_job(name="nightly")
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(10 + i)) for i in range(5)], [])
+    clock = FrozenClock(at(0))
+    feed = EventFeed(store, clock, limit=3)
+    await feed.start()
+    await store.set_job_state(
+        "default", job.id, JobState.CANCELLED, next_fire_at=None, now=at(1), actor="ops"
+    )
+    clock.set(at(2))
+    [closed] = await feed.poll()
+    assert (
+        render(closed)[0]
+        == "12:00:01.000 3 or more runs of nightly from run 1 cancelled: job cancelled"
+    )
+    clock.set(at(3))
+    assert await feed.poll() == []
