@@ -101,11 +101,14 @@ class EventFeed:
             after_attempt=NO_ATTEMPTS, finished_since=now, limit=self.limit
         )
         self._cursor = self._history_until = probe.latest_attempt
-        past = await self.store.list_activity(
-            after_attempt=max(0, self._cursor - history), finished_since=now, limit=history
-        )
-        events = [await self._ended(a, past.runs_of_attempts) for a in past.attempts]
-        self._attempts_seen.update(a.id for a in past.attempts)
+        events = []
+        if history > 0:
+            past = await self.store.list_activity(
+                after_attempt=max(0, self._cursor - history), finished_since=now, limit=history
+            )
+            # One recorded since the first read is a live event, not history.
+            before = [a for a in past.attempts if a.id <= self._history_until]
+            events = [await self._ended(a, past.runs_of_attempts) for a in before]
         for run in probe.running:
             # Started before now: history. Claimed runs still to start are live events.
             if run.started_at is not None and run.started_at < now:
