@@ -16,6 +16,7 @@ from typing import Any
 from cronwheel.actions import RunContext
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.errors import Conflict
+from cronwheel.model import JobState
 from cronwheel.service import JobService
 
 
@@ -71,15 +72,21 @@ def demo_jobs(now: datetime, echo_url: str) -> list[dict[str, Any]]:
     ]
 
 
+RENEWED_ON_START = frozenset({"demo-flaky", "demo-webhook"})
+"""Demo jobs made anew at each start: a fresh flaky run to watch fail, and the webhook
+pointed at this start's echo endpoint (the last one's port is gone)."""
+
+
 async def create_demo_jobs(service: JobService, echo_url: str) -> int:
     """Create the demo jobs that do not exist yet (a restart keeps the earlier ones)."""
     created = 0
     for spec in demo_jobs(service.clock.now(), echo_url):
-        existing = await service.list_jobs(name_prefix=spec["name"], limit=1)
-        if existing and existing[0].name == spec["name"] and spec["name"] != "demo-flaky":
+        same = await service.list_jobs(name_prefix=spec["name"], limit=100)
+        live = [j for j in same if j.name == spec["name"] and j.state is not JobState.CANCELLED]
+        if live and spec["name"] not in RENEWED_ON_START:
             continue
-        if existing and existing[0].name == spec["name"]:
-            await service.cancel(existing[0].id)  # a fresh flaky run each time, to watch it fail
+        for job in live:
+            await service.cancel(job.id)
         with contextlib.suppress(Conflict):
             await service.create(**spec)
             created += 1

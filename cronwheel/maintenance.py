@@ -96,6 +96,28 @@ class Maintenance:
             )
         return result
 
+    async def rescue_dead_owners(self, owners: list[str]) -> MaintenanceResult:
+        """Rescue at once every run still held by ``owners``, workers the caller proved
+        dead (``cronwheel dev`` holds the lock of its SQLite file that they held): their
+        runs need not wait out their leases. The dead workers' records are forgotten."""
+        result = MaintenanceResult()
+        if not owners:
+            return result
+        while True:
+            rescued = await self.store.rescue_runs_of_dead_owner(
+                owners, now=self.clock.now(), limit=self.config.rescue_batch
+            )
+            result.retried += rescued.retried
+            result.dead += rescued.dead
+            result.cancelled += rescued.cancelled
+            found = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
+            if found < self.config.rescue_batch:
+                break
+        for owner in owners:
+            with contextlib.suppress(Exception):  # a stale record only ages out later
+                await self.store.remove_worker(owner)
+        return result
+
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``interval_seconds`` while this process holds the maintenance
         lease: many processes run the service, one at a time does the work, and another

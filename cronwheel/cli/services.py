@@ -6,25 +6,27 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 import click
-from rich.console import Console
 
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.server import ApiService
 from cronwheel.cli._common import db_option, run_async
 from cronwheel.cli.api import is_loopback
-from cronwheel.console import watch_runs
+from cronwheel.console import Output, watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
-from cronwheel.maintenance import Maintenance
+from cronwheel.maintenance import Maintenance, MaintenanceResult
 from cronwheel.runtime import Service, load_handlers, serve, tune_process
 from cronwheel.scheduler import Scheduler
 from cronwheel.service import JobService
 from cronwheel.shards import ShardingConfig
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
+from cronwheel.store.sqlite import SqliteStore
+from cronwheel.store.sqlite.owner import FileInUse, OwnerLock, take_owner_lock
 from cronwheel.worker import Worker, WorkerConfig
 
 DEV_DB = "sqlite:///cronwheel.db"
@@ -60,6 +62,38 @@ async def _store(url: str) -> AsyncIterator[Store]:
         yield store
     finally:
         await store.close()
+
+
+def _own_file(store: Store) -> OwnerLock | None:
+    """Take the SQLite file's owner lock for ``cronwheel dev``; a second dev on the same
+    file is refused (exit 4, a conflict) rather than silently sharing it."""
+    if not isinstance(store, SqliteStore) or store.path == ":memory:":
+        return None
+    try:
+        return take_owner_lock(store.path)
+    except FileInUse as exc:
+        raise _FileInUseError(str(exc)) from None
+
+
+class _FileInUseError(click.ClickException):
+    exit_code = 4  # the README's "conflict"
+
+
+def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
+    """What the start recovered of the runs its dead predecessor held."""
+    n = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
+    who = f"the previous cronwheel dev (pid {pid})" if pid else "the previous cronwheel dev"
+    parts = [
+        f"{len(ids)} {what}"
+        for ids, what in (
+            (rescued.retried, "claimable again"),
+            (rescued.dead, "dead"),
+            (rescued.cancelled, "cancelled"),
+        )
+        if ids
+    ]
+    runs = "run" if n == 1 else "runs"
+    return f"recovered {n} {runs} {who} held when it died: {', '.join(parts)}"
 
 
 def _log_to_stderr() -> None:
@@ -222,29 +256,46 @@ def dev(
 
     async def main() -> None:
         async with _store(db_url) as store:
-            stop = asyncio.Event()
-            _stop_after(duration, stop)
-            services: list[Service] = [
-                ApiService(store, host=host, port=port, auth=auth),
-                Scheduler(store),
-                Worker(store, config, handlers=registry),
-                Maintenance(store),
-            ]
-            console = Console(stderr=False)
-            console.print(
-                f"[bold]cronwheel dev[/] on {db_url} (pid {os.getpid()}),"
-                f" pools {dict(config.pools)}"
-            )
-            note = "no authentication: loopback only" if auth.disabled else "token required"
-            console.print(f"API on http://{host}:{port}/v1 ({note}); docs at /docs")
-            with echo_server() as echo_url:
-                if demo:
-                    created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)
-                    console.print(f"demo: {created} example jobs created; watch them fire")
-                tune_process()
-                await serve(
-                    services, stop=stop, extra=[lambda s: watch_runs(store, s, console=console)]
+            owner = _own_file(store)
+            try:
+                await _dev(store, owner)
+            finally:
+                if owner is not None:
+                    owner.release()
+
+    async def _dev(store: Store, owner: OwnerLock | None) -> None:
+        stop = asyncio.Event()
+        _stop_after(duration, stop)
+        worker = Worker(store, config, handlers=registry)
+        maintenance = Maintenance(store)
+        output = Output()
+        output.line(f"cronwheel dev on {db_url} (pid {os.getpid()}), pools {dict(config.pools)}")
+        if owner is not None:
+            # The lock was free: the dev before us is dead, and so are its workers.
+            rescued = await maintenance.rescue_dead_owners(owner.previous)
+            owner.record([worker.id])
+            if rescued.retried or rescued.dead or rescued.cancelled:
+                output.line(_recovered(rescued, owner.previous_pid))
+        services: list[Service] = [
+            ApiService(store, host=host, port=port, auth=auth),
+            Scheduler(store),
+            worker,
+            maintenance,
+        ]
+        note = "no authentication: loopback only" if auth.disabled else "token required"
+        output.line(f"API on http://{host}:{port}/v1 ({note}); docs at /docs")
+        with echo_server() as echo_url:
+            if demo:
+                created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)
+                output.line(f"demo: {created} example jobs created; watch them fire")
+            tune_process()
+
+            def console(s: asyncio.Event) -> Coroutine[Any, Any, None]:
+                return watch_runs(
+                    store, s, output=output, own_pools=config.pools, own_worker=worker.id
                 )
-            console.print("stopped")
+
+            await serve(services, stop=stop, extra=[console])
+        output.line("stopped")
 
     run_async(main)

@@ -165,6 +165,26 @@ class RescueResult:
     """Runs whose lease expired after their cancellation was asked for."""
 
 
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What happened to runs lately, for a live view (the ``cronwheel dev`` console).
+    Every list is bounded by the call's ``limit``."""
+
+    attempts: list[Attempt]
+    """Attempts recorded after the cursor, in id order (the order they were written)."""
+    runs_of_attempts: dict[int, Run]
+    """The current state of the runs those attempts belong to, by run id."""
+    running: list[Run]
+    """Runs held by a worker now (claimed: started once ``started_at`` has come)."""
+    closed: list[Run]
+    """Runs that finished at or after ``finished_since`` without an attempt ending them
+    (cancelled while pending, skipped, replanned), by ``finished_at``."""
+    waiting: list[Run]
+    """With ``waiting_before``: for each job with pending runs due by then, its earliest."""
+    latest_attempt: int = 0
+    """The highest attempt id there is: a cursor that starts now skips older history."""
+
+
 class Store(abc.ABC):
     """The lifecycle of jobs and runs, persisted. See the module docstring for the rules."""
 
@@ -448,6 +468,16 @@ class Store(abc.ABC):
         been asked for. A run made dead says why in its ``reason``."""
 
     @abc.abstractmethod
+    async def rescue_runs_of_dead_owner(
+        self, owners: Sequence[str], *, now: datetime, limit: int = 1000
+    ) -> RescueResult:
+        """Runs still ``running`` under a lease of one of ``owners``, which the caller has
+        proved dead (e.g. ``cronwheel dev`` holding the lock its dead predecessor held),
+        rescued at once as :meth:`rescue_expired` would once their leases expired: a
+        ``lost`` attempt (``WorkerGone``), then pending, dead or cancelled. Never call it
+        on a lease rule alone: an owner that is only slow would run its runs twice."""
+
+    @abc.abstractmethod
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         """Delete finished runs (and their attempts) that finished before ``before``."""
 
@@ -488,6 +518,21 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def list_attempts(self, tenant_id: str, run_id: int) -> list[Attempt]: ...
+
+    @abc.abstractmethod
+    async def list_activity(
+        self,
+        *,
+        after_attempt: int,
+        finished_since: datetime,
+        waiting_before: datetime | None = None,
+        limit: int = 500,
+    ) -> Activity:
+        """Recent activity of every tenant (an operator's view, like maintenance): the
+        attempts whose id is above ``after_attempt`` and their runs, the running runs,
+        the runs closed without an attempt since ``finished_since`` and, with
+        ``waiting_before``, the jobs whose runs wait past it. Read through indexes only
+        (attempts by id, running runs, finished runs by time), so it can be polled."""
 
     @abc.abstractmethod
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]: ...

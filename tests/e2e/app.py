@@ -42,3 +42,15 @@ def once(ctx: RunContext) -> None:
     with open(MARKS / "starts.log", "a") as starts:
         starts.write(f"{ctx.run_id} {ctx.attempt} {os.getpid()}\n")
     ctx.cancelled.wait(60)
+
+
+LONG_ERROR = "the first attempt fails on purpose: " + "a long reason, " * 30 + "\nand a second line"
+
+
+@worker.handler("fails-once")
+def fails_once(ctx: RunContext) -> None:
+    """Fails its first attempt with a long, two-line error; a retry succeeds."""
+    _mark(ctx, "started")
+    if ctx.attempt == 1:
+        raise RuntimeError(LONG_ERROR)
+    _mark(ctx, "done")

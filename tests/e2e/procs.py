@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,3 +35,11 @@ def cronwheel(
         proc.wait(timeout=30)
         if log:
             out.close()  # type: ignore[union-attr]
+
+
+def free_port() -> int:
+    """A port nobody listens on now, for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import cronwheel
 from cronwheel.model import AttemptOutcome, RunState
+from tests.e2e.procs import REPO, free_port
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
 
@@ -86,3 +90,51 @@ async def test_sigterm_drains_then_releases_and_another_worker_finishes(
         )
         with cronwheel_proc(*WORKER, "--db", store_url, env=env, log=tmp_path / "b.log"):
             await eventually(lambda: _all_succeeded(cw, [slow.id]), timeout=60)
+
+
+async def test_dev_killed_mid_run_is_recovered_at_once_by_the_next_dev_on_its_file(
+    tmp_path: Path, marks: Path
+) -> None:
+    """``cronwheel dev`` holds its SQLite file's lock: the next one knows the previous is
+    dead and rescues its runs at start, instead of waiting out their 30 s leases. A
+    second dev beside a live one is refused."""
+    url = f"sqlite:///{tmp_path / 'dev.db'}"
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    dev = ["dev", "--app", "tests.e2e.app:worker", "--db", url]
+    async with await cronwheel.connect(url) as cw:
+        slow = await cw.create(
+            name="slow", schedule={"kind": "immediate"}, action={"type": "handler", "name": "slow"}
+        )
+        [run] = await cw.runs(slow.id)
+        port = str(free_port())
+        with cronwheel_proc(*dev, "--port", port, env=env, log=tmp_path / "a.log") as first:
+            await eventually(
+                lambda: _true(any("-1-started-" in m.name for m in marks.iterdir())), timeout=60
+            )
+            held = await cw.store.get_run("default", run.id)
+            assert held is not None and held.lease_expires_at is not None
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+        log = tmp_path / "b.log"
+        with cronwheel_proc(*dev, "--port", str(free_port()), env=env, log=log) as second:
+            await eventually(lambda: _all_succeeded(cw, [slow.id]), timeout=60)
+            # the same file, while the second runs: refused, with the README's conflict code
+            third = await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "cronwheel", *dev, "--port", str(free_port())),
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            _, err = await asyncio.wait_for(third.communicate(), timeout=60)
+            refused = err.decode()
+            assert second.poll() is None
+        attempts = await cw.attempts(run.id)
+    assert third.returncode == 4, refused
+    assert f"in use by another cronwheel dev (pid {second.pid})" in refused
+    assert "Traceback" not in refused
+    assert [a.outcome for a in attempts] == [AttemptOutcome.LOST, AttemptOutcome.SUCCEEDED]
+    lost = attempts[0]
+    assert lost.error_class == "WorkerGone"
+    # rescued long before the dead process's lease would have expired
+    assert lost.finished_at < held.lease_expires_at - timedelta(seconds=10)
+    assert "recovered 1 run the previous cronwheel dev" in log.read_text()

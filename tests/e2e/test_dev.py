@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
-from datetime import timedelta
+import signal
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -16,15 +16,10 @@ from cronwheel.model import RunState
 from cronwheel.runtime import serve
 from cronwheel.scheduler import Scheduler
 from cronwheel.worker import Worker, WorkerConfig
+from tests.e2e.app import LONG_ERROR
 from tests.e2e.procs import cronwheel as cronwheel_proc
+from tests.e2e.procs import free_port
 from tests.engine.helpers import eventually
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def test_dev_demo_serves_the_api_and_shows_runs_succeeding_and_one_dead_lettered(
@@ -50,12 +45,14 @@ async def test_dev_demo_serves_the_api_and_shows_runs_succeeding_and_one_dead_le
     assert "without authentication" in out or "no authentication" in out
     assert "demo: 4 example jobs created" in out
     for line in (
-        "demo-once succeeded",
-        "demo-every-5s succeeded",
-        "demo-webhook succeeded",
-        "demo-flaky dead",
+        "demo-once attempt 1/3 succeeded",
+        "demo-every-5s attempt 1/3 succeeded",
+        "demo-webhook attempt 1/3 succeeded",
+        "demo-flaky attempt 3/3 failed",
     ):
         assert line in out, out
+    [dead] = [line for line in out.splitlines() if "demo-flaky attempt 3/3 failed" in line]
+    assert dead.endswith("→ run dead"), dead
     assert "stopped" in out
 
 
@@ -83,3 +80,144 @@ async def test_a_cron_every_second_fires_each_occurrence_once_for_30_seconds(
     assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(instants))  # no gaps
     assert all(r.attempt == 1 for r in succeeded)
     assert instants[0] - job.created_at <= timedelta(seconds=1)
+
+
+class Watched:
+    """A process's output file, read as it grows: each line with the moment it appeared."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen: list[tuple[datetime, str]] = []
+        self._text = ""
+
+    async def lines(self) -> list[str]:
+        text = self.path.read_text() if self.path.exists() else ""
+        now = datetime.now(UTC)
+        if len(text) > len(self._text):
+            complete = text[: text.rfind("\n") + 1]
+            for line in complete[len(self._text) :].splitlines():
+                self.seen.append((now, line))
+            self._text = complete
+        return [line for _, line in self.seen]
+
+    async def has(self, fragment: str) -> bool:
+        return any(fragment in line for line in await self.lines())
+
+
+APP = ["--app", "tests.e2e.app:worker"]
+
+
+async def test_dev_in_a_pipe_prints_each_event_once_at_its_time_and_history_after_a_restart(
+    tmp_path: Path, marks: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'dev.db'}"
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    first = Watched(tmp_path / "first.log")
+    args = ["dev", *APP, "--db", url]
+    with cronwheel_proc(*args, "--port", str(free_port()), env=env, log=first.path) as proc:
+        await eventually(lambda: first.has("live from"), timeout=60)
+        async with await cronwheel.connect(url) as cw:
+            job = await cw.create(
+                name="fails-once",
+                # due in 4 s: the worker claims it about 2 s ahead, and must not say so
+                schedule={"kind": "delay", "seconds": 4},
+                action={"type": "handler", "name": "fails-once"},
+                retry={"max_attempts": 3, "backoff": "fixed", "initial_delay": 1},
+            )
+            [run] = await eventually(lambda: cw.runs(job.id), timeout=60)
+        await eventually(lambda: first.has("attempt 2/3 succeeded"), timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    lines = await first.lines()
+    assert "" not in lines  # no blank line
+    events = [line for line in lines if line[:2].isdigit()]
+    assert len(events) == len(set(events)), lines  # each event once
+    mine = [line for line in events if f"run {run.id} " in line]
+    assert [line.split(" ", 1)[1] for line in mine] == [
+        f"run {run.id} fails-once attempt 1/3 started",
+        f"run {run.id} fails-once attempt 1/3 failed in {_took(mine[1])}: RuntimeError: "
+        + LONG_ERROR.replace("\n", "⏎")
+        + f" → retry at {_retry_at(mine[1])}",
+        f"run {run.id} fails-once attempt 2/3 started",
+        f"run {run.id} fails-once attempt 2/3 succeeded in {_took(mine[3])}",
+    ]  # attempt 1's failure on attempt 1's line, whole, on one line however long
+    # nothing said of the run before it started, though it was claimed ahead of its start
+    shown = min(at for at, line in first.seen if f"run {run.id} " in line)
+    assert shown >= run.available_at, (shown, run.available_at)
+    assert mine[0][:12] >= run.available_at.strftime("%H:%M:%S.%f")[:-3]  # its own time
+
+    second = Watched(tmp_path / "second.log")
+    with cronwheel_proc(*args, "--port", str(free_port()), env=env, log=second.path) as proc:
+        await eventually(lambda: second.has("live from"), timeout=60)
+        async with await cronwheel.connect(url) as cw:
+            await cw.create(
+                name="quick",
+                schedule={"kind": "immediate"},
+                action={"type": "handler", "name": "quick"},
+            )
+        await eventually(lambda: second.has("quick attempt 1/3 succeeded"), timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    lines = await second.lines()
+    live = lines.index(next(line for line in lines if line.startswith("live from")))
+    history = [line for line in lines[:live] if line.startswith("history ")]
+    assert history[0].startswith("history (before this start")
+    assert any(f"run {run.id} fails-once attempt 2/3 succeeded" in line for line in history)
+    assert all(f"run {run.id} " not in line for line in lines[live:]), lines
+    assert any("quick attempt 1/3 succeeded" in line for line in lines[live:])
+
+
+def _took(line: str) -> str:
+    return line.split(" in ", 1)[1].split(":", 1)[0].split(" → ")[0]
+
+
+def _retry_at(line: str) -> str:
+    return line.rsplit("→ retry at ", 1)[1]
+
+
+async def test_dev_says_once_that_no_worker_serves_a_jobs_pool(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'dev.db'}"
+    out = Watched(tmp_path / "dev.log")
+    args = ["dev", *APP, "--db", url, "--port", str(free_port())]
+    with cronwheel_proc(*args, log=out.path) as proc:
+        await eventually(lambda: out.has("live from"), timeout=60)
+        async with await cronwheel.connect(url) as cw:
+            job = await cw.create(
+                name="mailer",
+                schedule={"kind": "immediate"},
+                action={"type": "handler", "name": "quick"},
+                pool="email",
+            )
+            notice = "job mailer waits: no worker serves pool 'email' (this dev process serves:"
+            await eventually(lambda: out.has(notice), timeout=60)
+            # the job is not refused: its run waits, pending
+            [run] = await cw.runs(job.id)
+            assert run.state is RunState.PENDING
+            await cw.create(
+                name="quick",
+                schedule={"kind": "immediate"},
+                action={"type": "handler", "name": "quick"},
+            )
+            await eventually(lambda: out.has("quick attempt 1/3 succeeded"), timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    lines = await out.lines()
+    [said] = [line for line in lines if notice in line]
+    assert said.endswith("(this dev process serves: default)"), said
+
+
+async def test_dev_demo_restarts_on_its_file_and_renews_the_jobs_of_this_start(
+    tmp_path: Path,
+) -> None:
+    """A restart used to stop at ``state: the job is cancelled`` (the flaky job cancelled
+    by the start before), and the webhook job kept the dead echo endpoint's URL."""
+    args = ["dev", "--demo", "--db", f"sqlite:///{tmp_path / 'dev.db'}"]
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    for log, duration in ((first, "2"), (first.with_suffix(".2"), "2"), (second, "12")):
+        port = str(free_port())
+        with cronwheel_proc(*args, "--port", port, "--duration", duration, log=log) as proc:
+            assert proc.wait(timeout=120) == 0, log.read_text()
+    out = second.read_text()
+    assert "demo: 2 example jobs created" in out, out
+    live = out.split("live from", 1)[1]
+    assert "demo-webhook attempt 1/3 succeeded" in live, out

@@ -217,3 +217,37 @@ async def test_rescue_respects_its_limit(store: Store) -> None:
     first = await store.rescue_expired(now=at(2), limit=2)
     rest = await store.rescue_expired(now=at(2), limit=100)
     assert (len(first.retried), len(rest.retried)) == (2, 3)
+
+
+async def test_the_runs_of_a_dead_owner_are_rescued_before_their_lease_expires(
+    store: Store,
+) -> None:
+    [mine] = await _claimed(store, ttl=30)
+    job = make_job()
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(0))], [])
+    [other] = await store.claim_runs(
+        "w2", ["default"], limit=1, now=at(0), prefetch_until=at(0), lease_seconds=30
+    )
+    result = await store.rescue_runs_of_dead_owner(["w1"], now=at(1))
+    assert (result.retried, result.dead, result.cancelled) == ([mine.run.id], [], [])
+    run = await store.get_run("default", mine.run.id)
+    assert run is not None and (run.state, run.available_at) == (RunState.PENDING, at(1))
+    [lost] = await store.list_attempts("default", mine.run.id)
+    assert (lost.outcome, lost.worker_id, lost.error_class, lost.finished_at) == (
+        AttemptOutcome.LOST,
+        "w1",
+        "WorkerGone",
+        at(1),
+    )
+    # another owner's lease is left to its lease rule
+    still = await store.get_run("default", other.run.id)
+    assert still is not None and (still.state, still.lease_owner) == (RunState.RUNNING, "w2")
+    assert await store.list_attempts("default", other.run.id) == []
+
+
+async def test_a_dead_owners_run_on_its_last_attempt_is_dead(store: Store) -> None:
+    [c] = await _claimed(store, make_job(retry=RetryPolicy(max_attempts=1)), ttl=30)
+    result = await store.rescue_runs_of_dead_owner(["w1", "w9"], now=at(1))
+    assert result.dead == [c.run.id]
+    assert (await store.rescue_runs_of_dead_owner([], now=at(2))).retried == []

@@ -495,14 +495,14 @@ SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) 
 
 # -- maintenance ---------------------------------------------------------------------
 
-# Params: $1 now, $2 limit, $3 the reason of an at-most-once run made dead, $4 that of a
-# run that was on its last attempt. The expiry is spelled like Python's isoformat().
-RESCUE_EXPIRED = f"""
+# Params of both rescues: $1 now, $2 limit, $3 the reason of an at-most-once run made
+# dead, $4 that of a run that was on its last attempt (and $5 the dead owners, text[]).
+_RESCUE = """
 WITH expired AS (
     SELECT id, job_id AS id_job, lease_owner, lease_expires_at, attempt, max_attempts,
            cancel_requested
     FROM runs
-    WHERE state = 'running' AND lease_expires_at <= $1
+    WHERE state = 'running' AND {which}
     ORDER BY lease_expires_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -515,10 +515,7 @@ verdict AS (
                 WHEN j.delivery = 'at_most_once' OR e.attempt >= e.max_attempts THEN 'dead'
                 ELSE 'pending' END AS next_state,
            CASE WHEN j.delivery = 'at_most_once' THEN $3 ELSE $4 END AS dead_reason,
-           format('worker %s did not report before its lease expired at %s', e.lease_owner,
-                  replace(to_char(e.lease_expires_at AT TIME ZONE 'UTC',
-                                  'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
-           ) AS message
+           {message} AS message
     FROM expired AS e
     CROSS JOIN LATERAL (SELECT delivery FROM jobs WHERE id = e.id_job OFFSET 0) AS j
 ),
@@ -539,9 +536,9 @@ recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
                           finished_at, outcome, error_class, error_message)
     SELECT tenant_id, id, job_id, attempt, lease_owner, fence, started_at, $1, 'lost',
-           'LeaseExpired', message
+           '{error_class}', message
     FROM rescued
-),{_WAKE_POOLS.format(source="rescued")}
+),{wake}
 SELECT array(SELECT id FROM rescued WHERE state = 'pending' ORDER BY lease_expires_at, id)
            AS retried,
        array(SELECT id FROM rescued WHERE state = 'dead' ORDER BY lease_expires_at, id)
@@ -549,6 +546,24 @@ SELECT array(SELECT id FROM rescued WHERE state = 'pending' ORDER BY lease_expir
        array(SELECT id FROM rescued WHERE state = 'cancelled' ORDER BY lease_expires_at, id)
            AS cancelled,
        (SELECT count(*) FROM woken) AS woken"""
+
+# The expiry is spelled like Python's isoformat().
+RESCUE_EXPIRED = _RESCUE.format(
+    which="lease_expires_at <= $1",
+    message="""format('worker %s did not report before its lease expired at %s', e.lease_owner,
+                  replace(to_char(e.lease_expires_at AT TIME ZONE 'UTC',
+                                  'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
+           )""",
+    error_class="LeaseExpired",
+    wake=_WAKE_POOLS.format(source="rescued"),
+)
+
+RESCUE_DEAD_OWNERS = _RESCUE.format(
+    which="lease_owner = ANY($5::text[])",
+    message="format('worker %s ended without reporting (its process died)', e.lease_owner)",
+    error_class="WorkerGone",
+    wake=_WAKE_POOLS.format(source="rescued"),
+)
 
 # Params: $1 run ids (ascending), $2 fences, $3 worker ids, $4 started flags, $5 why,
 # $6 now, $7 the reason of an at-most-once run made dead. Locked like COMPLETE_RUNS; the
@@ -659,6 +674,24 @@ SELECT array(SELECT id FROM replayed) AS replayed, (SELECT count(*) FROM woken) 
 # -- reads ---------------------------------------------------------------------------
 
 LIST_ATTEMPTS = "SELECT * FROM attempts WHERE tenant_id = $1 AND run_id = $2 ORDER BY attempt, id"
+
+# The live view's reads (list_activity), each along an index: the attempts' key,
+# runs_leases, runs_finished and runs_claimable.
+ACTIVITY_ATTEMPTS = "SELECT * FROM attempts WHERE id > $1 ORDER BY id LIMIT $2"
+ACTIVITY_RUNS_BY_ID = "SELECT * FROM runs WHERE id = ANY($1::bigint[])"
+ACTIVITY_RUNNING = (
+    "SELECT * FROM runs WHERE state = 'running' ORDER BY lease_expires_at, id LIMIT $1"
+)
+ACTIVITY_CLOSED = """
+SELECT * FROM runs r
+WHERE finished_at >= $1 AND NOT EXISTS (
+    SELECT 1 FROM attempts a
+    WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.finished_at = r.finished_at)
+ORDER BY finished_at, id LIMIT $2"""
+ACTIVITY_WAITING = """
+SELECT * FROM runs WHERE id IN (
+    SELECT min(id) FROM runs WHERE state = 'pending' AND available_at <= $1 GROUP BY job_id)
+ORDER BY id LIMIT $2"""
 
 LIST_AUDIT = "SELECT * FROM audit_log WHERE tenant_id = $1 AND entity_id = $2 ORDER BY id"
 

@@ -42,6 +42,7 @@ from cronwheel.model import (
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     ENQUEUE_CHUNK,
+    Activity,
     Capabilities,
     Completion,
     HeartbeatResult,
@@ -574,6 +575,23 @@ class PostgresStore(Store):
             retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
         )
 
+    async def rescue_runs_of_dead_owner(
+        self, owners: Sequence[str], *, now: datetime, limit: int = 1000
+    ) -> RescueResult:
+        if not owners:
+            return RescueResult(retried=[], dead=[], cancelled=[])
+        row = await self._one(
+            sql.RESCUE_DEAD_OWNERS,
+            now,
+            limit,
+            REASON_AT_MOST_ONCE_LOST,
+            REASON_LEASE_LOST_LAST,
+            list(owners),
+        )
+        return RescueResult(
+            retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
+        )
+
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         async with self._connection() as conn:
             status = await conn.execute(sql.DELETE_HISTORY, before, limit)
@@ -650,6 +668,41 @@ class PostgresStore(Store):
             return []
         found = await self._fetch(sql.LIST_ATTEMPTS, tenant_id, run_id)
         return [rows.attempt(r) for r in found]
+
+    async def list_activity(
+        self,
+        *,
+        after_attempt: int,
+        finished_since: datetime,
+        waiting_before: datetime | None = None,
+        limit: int = 500,
+    ) -> Activity:
+        # One snapshot: an attempt and the run it ended were written in one transaction.
+        async with self._connection() as conn, conn.transaction(isolation="repeatable_read"):
+            attempts = [
+                rows.attempt(r)
+                for r in await conn.fetch(sql.ACTIVITY_ATTEMPTS, after_attempt, limit)
+            ]
+            ids = sorted({a.run_id for a in attempts})
+            of_attempts = {
+                r["id"]: rows.run(r) for r in await conn.fetch(sql.ACTIVITY_RUNS_BY_ID, ids)
+            }
+            running = await conn.fetch(sql.ACTIVITY_RUNNING, limit)
+            closed = await conn.fetch(sql.ACTIVITY_CLOSED, finished_since, limit)
+            waiting = (
+                []
+                if waiting_before is None
+                else await conn.fetch(sql.ACTIVITY_WAITING, waiting_before, limit)
+            )
+            latest = await conn.fetchval("SELECT coalesce(max(id), 0) FROM attempts")
+        return Activity(
+            attempts=attempts,
+            runs_of_attempts=of_attempts,
+            running=[rows.run(r) for r in running],
+            closed=[rows.run(r) for r in closed],
+            waiting=[rows.run(r) for r in waiting],
+            latest_attempt=int(latest),
+        )
 
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]:
         found = await self._fetch(sql.LIST_AUDIT, tenant_id, str(entity_id))

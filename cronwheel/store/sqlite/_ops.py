@@ -386,15 +386,22 @@ def release_one(c: sqlite3.Connection, release: Release, at: int) -> tuple[RunSt
     return state, row["pool"]
 
 
-def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
-    expiry = rows.dt(row["lease_expires_at"]).isoformat()
-    message = f"worker {row['lease_owner']} did not report before its lease expired at {expiry}"
+def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int, *, gone: bool = False) -> RunState:
+    """Record a ``lost`` attempt and free the run: its lease expired, or (``gone``) its
+    owner was proved dead before that."""
+    if gone:
+        error_class = "WorkerGone"
+        message = f"worker {row['lease_owner']} ended without reporting (its process died)"
+    else:
+        error_class = "LeaseExpired"
+        expiry = rows.dt(row["lease_expires_at"]).isoformat()
+        message = f"worker {row['lease_owner']} did not report before its lease expired at {expiry}"
     insert_attempt(
         c,
         (row["tenant_id"], row["id"], row["job_id"], row["attempt"], row["lease_owner"]),
         row["fence"],
         (row["started_at"], at, None),
-        (AttemptOutcome.LOST, "LeaseExpired", message),
+        (AttemptOutcome.LOST, error_class, message),
     )
     # An at-most-once run may have started before its worker vanished: it is never
     # started again, whatever its budget says.
@@ -423,3 +430,19 @@ RESCUED = {
     RunState.DEAD: lambda r: r.dead,
     RunState.CANCELLED: lambda r: r.cancelled,
 }
+
+
+# The live view's reads (list_activity), each along an index: runs_leases, runs_finished
+# and runs_claimable.
+ACTIVITY_RUNNING = (
+    "SELECT * FROM runs WHERE state = 'running' ORDER BY lease_expires_at, id LIMIT ?"
+)
+ACTIVITY_CLOSED = (
+    "SELECT * FROM runs r WHERE finished_at >= ? AND NOT EXISTS (SELECT 1 FROM attempts a"
+    " WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.finished_at = r.finished_at)"
+    " ORDER BY finished_at, id LIMIT ?"
+)
+ACTIVITY_WAITING = (
+    "SELECT * FROM runs WHERE id IN (SELECT min(id) FROM runs WHERE state = 'pending'"
+    " AND available_at <= ? GROUP BY job_id) ORDER BY id LIMIT ?"
+)

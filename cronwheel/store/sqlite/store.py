@@ -31,6 +31,7 @@ from cronwheel.model import (
 )
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
+    Activity,
     Capabilities,
     Completion,
     HeartbeatResult,
@@ -530,18 +531,35 @@ class SqliteStore(Store):
 
     # -- maintenance -----------------------------------------------------------------
     async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
+        sql = (
+            "SELECT * FROM runs WHERE state = 'running' AND lease_expires_at <= ?"
+            " ORDER BY lease_expires_at LIMIT ?"
+        )
+        return await self._rescue(sql, (rows.us(now), limit), now, gone=False)
+
+    async def rescue_runs_of_dead_owner(
+        self, owners: Sequence[str], *, now: datetime, limit: int = 1000
+    ) -> RescueResult:
+        if not owners:
+            return RescueResult(retried=[], dead=[], cancelled=[])
+        # runs_leases (state = 'running') holds only the runs in flight: a short scan.
+        sql = (
+            "SELECT * FROM runs WHERE state = 'running'"
+            f" AND lease_owner IN ({ops.placeholders(len(owners))})"
+            " ORDER BY lease_expires_at LIMIT ?"
+        )
+        return await self._rescue(sql, (*owners, limit), now, gone=True)
+
+    async def _rescue(
+        self, select: str, params: tuple[Any, ...], now: datetime, *, gone: bool
+    ) -> RescueResult:
         at = rows.us(now)
 
         def fn(c: sqlite3.Connection) -> tuple[RescueResult, list[str]]:
-            expired = c.execute(
-                "SELECT * FROM runs WHERE state = 'running' AND lease_expires_at <= ?"
-                " ORDER BY lease_expires_at LIMIT ?",
-                (at, limit),
-            ).fetchall()
             result = RescueResult(retried=[], dead=[], cancelled=[])
             pools = []
-            for row in expired:
-                state = ops.rescue_one(c, row, at)
+            for row in c.execute(select, params).fetchall():
+                state = ops.rescue_one(c, row, at, gone=gone)
                 if state is RunState.PENDING:
                     pools.append(row["pool"])
                 ops.RESCUED[state](result).append(row["id"])
@@ -661,6 +679,42 @@ class SqliteStore(Store):
         )
         return [rows.attempt(r) for r in found]
 
+    async def list_activity(
+        self,
+        *,
+        after_attempt: int,
+        finished_since: datetime,
+        waiting_before: datetime | None = None,
+        limit: int = 500,
+    ) -> Activity:
+        def fn(c: sqlite3.Connection) -> Activity:
+            attempts = [
+                rows.attempt(r)
+                for r in c.execute(
+                    "SELECT * FROM attempts WHERE id > ? ORDER BY id LIMIT ?",
+                    (after_attempt, limit),
+                )
+            ]
+            ids = sorted({a.run_id for a in attempts})
+            of_attempts = {
+                r["id"]: rows.run(r)
+                for r in c.execute(
+                    f"SELECT * FROM runs WHERE id IN ({ops.placeholders(len(ids))})", ids
+                )
+            }
+            return Activity(
+                attempts=attempts,
+                runs_of_attempts=of_attempts,
+                running=_runs(c, ops.ACTIVITY_RUNNING, (limit,)),
+                closed=_runs(c, ops.ACTIVITY_CLOSED, (rows.us(finished_since), limit)),
+                waiting=[]
+                if waiting_before is None
+                else _runs(c, ops.ACTIVITY_WAITING, (rows.us(waiting_before), limit)),
+                latest_attempt=c.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()[0],
+            )
+
+        return await self._db.read(fn)
+
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]:
         found = await self._db.read(
             lambda c: c.execute(
@@ -676,6 +730,10 @@ class SqliteStore(Store):
 
     async def wait(self, topics: Sequence[str], timeout: float) -> bool:
         return await self._wakeups.wait(topics, timeout)
+
+
+def _runs(c: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> list[Run]:
+    return [rows.run(r) for r in c.execute(sql, params)]
 
 
 def _due(until: datetime, shards: Sequence[int] | None, shard_count: int) -> tuple[str, list[Any]]:

@@ -1,0 +1,59 @@
+"""The console's lines: one per event, never broken, and a run's true state."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from cronwheel.clock import FrozenClock
+from cronwheel.console import Output
+from cronwheel.console.lines import one_line, stamp, state_label
+from cronwheel.model import Priority, Run, RunState
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def _run(**kw: object) -> Run:
+    run = Run(
+        id=7,
+        tenant_id="default",
+        job_id="j",
+        scheduled_for=T0,
+        available_at=T0,
+        state=RunState.PENDING,
+        pool="default",
+        priority=Priority.NORMAL,
+        attempt=0,
+        max_attempts=3,
+        fence=0,
+        job_version=1,
+        created_at=T0,
+    )
+    return replace(run, **kw)  # type: ignore[arg-type]
+
+
+def test_a_claimed_run_is_not_running_before_its_start() -> None:
+    clock = FrozenClock(T0 - timedelta(seconds=1.25))
+    claimed = _run(state=RunState.RUNNING, attempt=1, started_at=T0, lease_owner="w1")
+    assert state_label(claimed, clock.now()) == "claimed, starts in 1.2 s"
+    clock.advance(1.25)
+    assert state_label(claimed, clock.now()) == "running"
+    later = _run(available_at=T0 + timedelta(seconds=3))
+    assert state_label(later, clock.now()) == "due in 3.0 s"
+    assert state_label(_run(), clock.now()) == "pending"
+
+
+def test_a_line_never_breaks() -> None:
+    assert one_line("boom\r\nat line 2\n\tthen\x1b[31m") == "boom⏎at line 2⏎ then [31m"
+    assert stamp(T0 + timedelta(milliseconds=5)) == "12:00:00.005"
+    assert stamp(T0, with_date=True) == "2030-01-01 12:00:00.000"
+
+
+def test_a_pipe_gets_plain_lines_however_long() -> None:
+    stream = io.StringIO()
+    out = Output(stream)
+    assert not out.terminal
+    text = "run 1 job attempt 1/3 failed: [bold]" + "x" * 300 + "\nmore"
+    out.line(text, "red")
+    assert stream.getvalue() == text.replace("\n", "⏎") + "\n"  # no wrap, no markup, no blank
