@@ -142,6 +142,21 @@ def test_there_are_blocks_to_run() -> None:
     assert {"python", "shell", "transcript"} <= kinds, kinds
 
 
+_TEST_REF = re.compile(r"tests/[a-z0-9_/]+\.py::(?:[A-Z]\w*::)?test_[a-z0-9_]+")
+
+
+def test_the_tests_the_docs_name_exist() -> None:
+    """A page that says "proved by tests/x.py::test_y" (docs/architecture.md) stays true."""
+    missing = []
+    for path in documents():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for ref in _TEST_REF.findall(line):
+                why = check_covered(ref, REPO)
+                if why:
+                    missing.append(f"{path.relative_to(REPO)}:{number}: {ref}: {why}")
+    assert not missing, "\n".join(missing)
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.where for block in BLOCKS])
 def test_block(block: Block, request: pytest.FixtureRequest) -> None:
     if block.marker == "setup" and block.kind not in ("python", "shell"):
