@@ -4,10 +4,11 @@
 bash with ``set -euo pipefail``, ``$ command`` transcripts (``console``, or ``text`` whose
 first line is a prompt) run each command and compare what it prints with the sample,
 ``json`` blocks must parse, ``sql`` blocks run on a freshly migrated PostgreSQL database.
-They all share one working folder and one real ``cronwheel api`` process (a fresh SQLite
-store, a free port, no worker: a webhook job to example.com is stored, never called), with
-``CRONWHEEL_URL``, ``CRONWHEEL_TOKEN`` and ``CRONWHEEL_ADMIN_TOKEN`` exported; blocks run in
-document order. ``text`` blocks never run; any other block must carry a marker. The
+They share one real ``cronwheel api`` process (a fresh SQLite store, a free port, no
+worker: a webhook job to example.com is stored, never called), with ``CRONWHEEL_URL``,
+``CRONWHEEL_TOKEN`` and ``CRONWHEEL_ADMIN_TOKEN`` exported, and HTTP proxies that send
+anything but loopback nowhere; each document has its own working folder, and its blocks
+run in document order. ``text`` blocks never run; any other block must carry a marker. The
 conventions: CONTRIBUTING.md, "Docs that run".
 """
 
@@ -36,6 +37,7 @@ from tests.docs.blocks import Block, DocsError, check_covered, normalise, parse,
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "docs-test-admin-token-0123456789"
+CLOSED_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens there
 TIMEOUT = 60  # seconds for one block; the whole module takes well under 90 s
 _SAVE_AS = re.compile(r"^#\s*(?P<path>[\w./-]+\.py)\s*$")
 
@@ -72,11 +74,22 @@ BLOCKS, PARSE_ERRORS = collect()
 
 @dataclass(frozen=True)
 class DocsEnv:
-    """Where the blocks run: a working folder and the environment of a user's shell."""
+    """Where the blocks run: a working folder per document, and the environment of a
+    user's shell (with the API's address and token)."""
 
-    work: Path
+    root: Path
     env: dict[str, str]
     url: str
+
+    def folder(self, block: Block) -> Path:
+        """The document's own folder: its blocks build on each other, not on another
+        document's files (a ./cronwheel.db with a pending webhook run, say)."""
+        folder = self.root / re.sub(r"[^\w.-]", "_", str(block.path))
+        folder.mkdir(exist_ok=True)
+        return folder
+
+    def env_for(self, block: Block) -> dict[str, str]:
+        return self.env | {"PYTHONPATH": str(self.folder(block))}
 
 
 def free_port() -> int:
@@ -99,11 +112,15 @@ def docs_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsEnv]:
     }
     env |= {
         "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": str(work),
         "CRONWHEEL_URL": url,
         "CRONWHEEL_TOKEN": TOKEN,
         "CRONWHEEL_ADMIN_TOKEN": TOKEN,
     }
+    # No block reaches the network: HTTP clients (httpx, curl) that honour the proxy
+    # variables send anything but loopback to a closed port, and fail at once.
+    for name in ("http_proxy", "https_proxy", "all_proxy"):
+        env[name] = env[name.upper()] = CLOSED_PROXY
+    env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
     log = work / "api.log"
     port = url.rsplit(":", 1)[1]
     command = [str(bin_dir / "cronwheel"), "api", "--db", f"sqlite:///{work / 'api.db'}"]
@@ -157,6 +174,17 @@ def test_the_tests_the_docs_name_exist() -> None:
     assert not missing, "\n".join(missing)
 
 
+def test_blocks_cannot_reach_the_network(docs_env: DocsEnv) -> None:
+    """What a block sends beyond loopback fails at once, network or not; the API answers."""
+    env = docs_env.env
+    outside = subprocess.run(
+        ["curl", "-sS", "https://example.com/hooks/report"], env=env, capture_output=True
+    )
+    assert outside.returncode != 0 and b"127.0.0.1" in outside.stderr, outside
+    inside = subprocess.run(["curl", "-sSf", f"{docs_env.url}/healthz"], env=env, check=False)
+    assert inside.returncode == 0
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.where for block in BLOCKS])
 def test_block(block: Block, request: pytest.FixtureRequest) -> None:
     if block.marker == "setup" and block.kind not in ("python", "shell"):
@@ -202,8 +230,8 @@ def run(
     try:
         return subprocess.run(
             args,
-            cwd=docs.work,
-            env=docs.env,
+            cwd=docs.folder(block),
+            env=docs.env_for(block),
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
@@ -228,12 +256,12 @@ def run_python(block: Block, docs: DocsEnv) -> None:
     first = block.text.splitlines()[0] if block.text.strip() else ""
     save_as = _SAVE_AS.match(first)
     if save_as:  # "# myapp/jobs.py": a module later blocks import
-        target = docs.work / save_as["path"]
+        target = docs.folder(block) / save_as["path"]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(block.text)
-    script = docs.work / script_name(block, ".py")
+    script = docs.folder(block) / script_name(block, ".py")
     script.write_text(code)
-    runner = docs.work / "_run_block.py"
+    runner = docs.root / "_run_block.py"
     runner.write_text(RUNNER)
     result = run([sys.executable, str(runner), str(script)], docs, block)
     if result.returncode != 0:
@@ -243,7 +271,7 @@ def run_python(block: Block, docs: DocsEnv) -> None:
 def run_shell(block: Block, docs: DocsEnv) -> None:
     code = "set -euo pipefail\n" + (block.argument if block.marker == "setup" else "")
     code += block.text
-    script = docs.work / script_name(block, ".sh")
+    script = docs.folder(block) / script_name(block, ".sh")
     script.write_text(code)
     result = run(["bash", str(script)], docs, block)
     if result.returncode != 0:
