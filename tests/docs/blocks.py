@@ -27,7 +27,7 @@ PROMPT = "$ "
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
 _MARKER_START = re.compile(r"<!--\s*docs-test:\s*(?P<rest>.*)$")
-_COVERED = re.compile(r"^covered by\s+(?P<ref>\S+)\s*$")
+_COVERED = re.compile(r"^covered by\s+(?P<ref>\S+)(?:\s.*)?$", re.DOTALL)
 _SKIP = re.compile(r"^skip\s*(?:[\u2014\u2013-]+|:)?\s*(?P<reason>.*)$")
 
 
@@ -139,7 +139,7 @@ def _marker_before(path: Path, lines: list[str], fence: int) -> tuple[str, str, 
         return None
     first = end
     while first >= 0 and not _MARKER_START.search(lines[first]):
-        if first < end and "-->" in lines[first]:
+        if "<!--" in lines[first] or (first < end and "-->" in lines[first]):
             return None  # another comment: not ours
         first -= 1
     if first < 0:
@@ -159,8 +159,8 @@ def _marker_before(path: Path, lines: list[str], fence: int) -> tuple[str, str, 
         if not code.strip():
             raise DocsError(f"{where}: a setup marker holds no code")
         return "setup", code + "\n", first + 1
-    if rest:
-        raise DocsError(f"{where}: only a setup marker may span several lines")
+    # A skip or covered-by marker may wrap its reason over several lines.
+    head = " ".join([head, *(line.strip() for line in rest)]).strip()
     covered = _COVERED.match(head)
     if covered:
         return "covered", covered["ref"], first + 1

@@ -46,6 +46,16 @@ def test_markers_skip_cover_and_set_up() -> None:
     assert (setup.kind, setup.marker, setup.argument) == ("python", "setup", "import os\n")
 
 
+def test_skip_and_covered_markers_may_wrap_and_explain() -> None:
+    text = (
+        "<!-- docs-test: skip — a long reason\n  that wraps -->\n```sh\nx\n```\n"
+        "<!-- docs-test: covered by tests/a.py::test_b (with -duration 5) -->\n```sh\nx\n```\n"
+    )
+    skip, covered = parse(DOC, text)
+    assert (skip.kind, skip.argument) == ("skip", "a long reason that wraps")
+    assert (covered.kind, covered.argument) == ("covered", "tests/a.py::test_b")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -59,6 +69,15 @@ def test_mistakes_are_named_with_their_line(text: str, message: str) -> None:
     with pytest.raises(DocsError) as err:
         parse(DOC, text)
     assert str(err.value).startswith(message), err.value
+
+
+def test_another_comment_before_a_fence_is_no_marker() -> None:
+    text = (
+        "<!-- docs-test: skip — x -->\n```sh\nx\n```\n"
+        "text\n<!-- prettier-ignore -->\n```sh\ny\n```\n"
+    )
+    first, second = parse(DOC, text)
+    assert (first.kind, second.kind, second.marker) == ("skip", "shell", None)
 
 
 def test_a_marker_shown_inside_a_block_is_an_example() -> None:
