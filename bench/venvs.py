@@ -12,7 +12,7 @@ HERE = Path(__file__).resolve().parent
 VENVS = HERE / ".venvs"
 
 PINS: dict[str, list[str]] = {
-    # The versions DESIGN.md's peer figures name; arq at its latest release.
+    # The versions docs/architecture.md's performance goals name; arq at its latest release.
     "pgqueuer": ["pgqueuer==1.6.0", "asyncpg==0.32.0", "uvloop==0.23.0"],
     "procrastinate": ["procrastinate==3.10.0", "psycopg[binary,pool]==3.3.9"],
     "celery": ["celery[redis]==5.7.0"],

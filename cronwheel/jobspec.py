@@ -442,9 +442,24 @@ def spec_of(job: Job) -> dict[str, Any]:
     }
 
 
+_ACTION_TAGS = frozenset({"webhook", "handler"})
+
+
+def field_name(loc: Sequence[int | str]) -> str:
+    """A pydantic location as the dotted field a user wrote. The action union inserts its
+    tag (``action.webhook.url``), which no user writes: it is dropped (``action.url``), so
+    the Python API names the same field as the HTTP API."""
+    kept = [
+        str(part)
+        for i, part in enumerate(loc)
+        if not (i > 0 and loc[i - 1] == "action" and part in _ACTION_TAGS)
+    ]
+    return ".".join(kept)
+
+
 def invalid_input(exc: ValidationError) -> InvalidInput:
     first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "body"
+    where = field_name(first["loc"]) or "body"
     message = str(first["msg"]).removeprefix("Value error, ")
     if where == "schedule":  # "cron: minute: 61 is out of range" names a key of the schedule
         key, sep, rest = message.partition(": ")

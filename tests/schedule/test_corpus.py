@@ -1,12 +1,15 @@
-"""The shared cron corpus: one test per line, and the total score.
+"""The cron corpus: one test per line, the total score, and where each line comes from.
 
-The corpus lives next to the repository (``../shared/corpora/cron``), locally and in CI;
-if it is missing these tests fail rather than skip.
+The corpus is kept in the repository (``tests/schedule/corpus``, its origins and licences in
+the README beside it), so a clone runs it with nothing beside it; if it is missing these
+tests fail rather than skip.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,8 +18,9 @@ import pytest
 
 from cronwheel.schedule import next_times, validate_cron
 
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "cron"
+CORPUS = Path(__file__).resolve().parent / "corpus"
 CASES_FILE = CORPUS / "cases.jsonl"
+NOTICE = CORPUS / "README.md"
 DIALECTS = {
     "posix5": "standard",
     "seconds6": "standard",
@@ -79,6 +83,24 @@ def run_case(case: dict[str, Any]) -> None:
 def test_corpus_is_present() -> None:
     assert CASES_FILE.is_file(), f"cron corpus missing: {CASES_FILE.resolve()}"
     assert len(CASES) > 0
+
+
+def test_corpus_is_inside_the_repository() -> None:
+    # A clone must be complete: nothing outside the repository may be read.
+    repo = Path(__file__).resolve().parents[2]
+    assert CASES_FILE.resolve().is_relative_to(repo)
+
+
+def test_corpus_provenance() -> None:
+    """Every line names its source, reference and licence, and the notice counts them."""
+    for case in CASES:
+        for key in ("id", "source", "source_ref", "license"):
+            assert case.get(key), f"{case.get('id', '?')}: no {key}"
+    counted = Counter((c["source"], c["license"]) for c in CASES)
+    # The table of the notice: | `source` | lines | ... | licence |
+    rows = re.findall(r"^\| `([^`]+)` \| (\d+) \|.*\| ([^|]+) \|$", NOTICE.read_text(), re.M)
+    noted = {(src, lic.split()[0].strip("`:")): int(n) for src, n, lic in rows}
+    assert noted == dict(counted), "tests/schedule/corpus/README.md: the table is out of date"
 
 
 MISSING: list[Any] = [pytest.param(None, id="corpus-missing")]
