@@ -1,9 +1,11 @@
 """``cronwheel jobs|runs|dlq|tenants|keys …``: the API from the terminal.
 
-Human tables by default, ``--json`` for scripts. Exit codes scripts can rely on:
-0 ok · 1 other error · 2 bad input (usage, 400, 422) · 3 not found (404) ·
-4 conflict (409, 412, 428) · 5 not allowed (401, 403) · 6 server unreachable or store
-unavailable (503) · 7 over quota (429).
+Human tables by default (ids and times never cut: see :mod:`cronwheel.cli.tables`),
+tab-separated values in a pipe, ``--json`` for scripts. A job is named by its id, the
+start of its id or its name (:mod:`cronwheel.cli.names`). Exit codes scripts can rely on:
+0 ok · 1 other error · 2 bad input (usage, 400, 422, a job name that names several) ·
+3 not found (404) · 4 conflict (409, 412, 428) · 5 not allowed (401, 403) · 6 server
+unreachable or store unavailable (503) · 7 over quota (429).
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, TextIO, TypeVar
 
 import click
 import httpx
 from pydantic import BaseModel
-from rich.console import Console
-from rich.table import Table
 
+from cronwheel.cli import names
+from cronwheel.cli.describe import job_lines, run_lines
+from cronwheel.cli.tables import Column, print_table
 from cronwheel.sdk import Client
+from cronwheel.sdk.client import TENANT_HEADER
 from cronwheel.sdk.errors import ApiError
 
 T = TypeVar("T")
@@ -50,17 +55,42 @@ token_option = click.option(
     "--token", envvar="CRONWHEEL_TOKEN", default=None, help="API key (env CRONWHEEL_TOKEN)."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+_TENANT_KEY = "cronwheel.tenant"
+
+
+def _remember_tenant(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    ctx.meta[_TENANT_KEY] = value
+
+
+tenant_option = click.option(
+    "--tenant",
+    envvar="CRONWHEEL_TENANT",
+    default=None,
+    expose_value=False,
+    callback=_remember_tenant,
+    help="Act for this tenant (system admins only; env CRONWHEEL_TENANT).",
+)
+"""Every remote command takes it; :func:`_client` sends it as the ``Cronwheel-Tenant``
+header, so the commands need not pass it along."""
+
+
+def chosen_tenant() -> str | None:
+    """The tenant --tenant named for this command, if any."""
+    return click.get_current_context().meta.get(_TENANT_KEY)
 
 
 @contextmanager
 def _client(url: str, token: str | None) -> Iterator[Client]:
-    """A client whose errors become a message on stderr and a meaningful exit code."""
+    """A client (acting for --tenant's tenant) whose errors become a message on stderr
+    and a meaningful exit code."""
     try:
-        with Client(url, token) as client:
+        with Client(url, token, tenant=chosen_tenant()) as client:
             yield client
     except ApiError as exc:
         where = f" ({exc.field})" if exc.field else ""
-        click.echo(f"error: {exc.detail}{where}", err=True)
+        # The header is how the API hears --tenant: say it in the terms the user typed.
+        message = f"{exc.detail}{where}".replace(TENANT_HEADER, "--tenant")
+        click.echo(f"error: {message}", err=True)
         sys.exit(EXIT_CODES.get(exc.status, 1))
     except httpx.TransportError as exc:
         click.echo(f"error: cannot reach {url}: {exc}", err=True)
@@ -68,30 +98,71 @@ def _client(url: str, token: str | None) -> Iterator[Client]:
 
 
 def _dump(value: Any) -> Any:
+    """JSON-ready data, times written as the API writes them (``+00:00``, not ``Z``)."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        return _dump(value.model_dump())
     if isinstance(value, list):
         return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
     return value
 
 
-def _show(value: Any, as_json: bool, columns: tuple[str, ...]) -> None:
-    data = _dump(value)
+def _rows(value: Any) -> list[Any]:
+    """The items of a page, of a list, or the one object, as dicts (times kept as
+    datetimes: the table prints them as the API wrote them)."""
+    items = getattr(value, "items", value)
+    items = items if isinstance(items, list) else [items]
+    return [i.model_dump() if isinstance(i, BaseModel) else i for i in items]
+
+
+def _show(value: Any, as_json: bool, columns: tuple[Column, ...]) -> None:
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(_dump(value), indent=2))
         return
-    items = data.get("items", [data]) if isinstance(data, dict) and "items" in data else data
-    rows = items if isinstance(items, list) else [items]
-    table = Table(*columns)
-    for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
-    Console().print(table)
-    if isinstance(data, dict) and data.get("next_cursor"):
-        click.echo(f"more: --cursor {data['next_cursor']}")
+    print_table(_rows(value), columns)
+    cursor = getattr(value, "next_cursor", None)
+    if cursor:
+        click.echo(f"more: --cursor {cursor}", err=True)
 
 
-JOB_COLUMNS = ("id", "name", "state", "version", "pool", "next_fire_at")
-RUN_COLUMNS = ("id", "job_id", "scheduled_for", "state", "attempt", "last_error")
+def _attempts(row: Any) -> str:
+    return f"{row.get('attempt')}/{row.get('max_attempts')}"
+
+
+JOB_COLUMNS = (
+    Column("id", kind="id"),
+    Column("name", kind="text"),
+    Column("state", rank=1),
+    Column("next_fire_at", kind="time", rank=2),
+    Column("pool", rank=3),
+    Column("version", rank=4),
+)
+RUN_COLUMNS = (
+    Column("id"),
+    Column("scheduled_for", kind="time"),
+    Column("state"),
+    Column("attempt", rank=1, value=_attempts),
+    Column("last_error", kind="text", rank=2),
+    Column("job_id", kind="id", rank=3),
+    Column("reason", kind="text", rank=4),
+)
+TENANT_COLUMNS = (
+    Column("id", kind="id"),
+    Column("name", kind="text"),
+    Column("max_jobs", rank=1),
+    Column("max_creates_per_second", rank=2),
+)
+KEY_COLUMNS = (
+    Column("id", kind="id"),
+    Column("tenant_id", kind="id", rank=1),
+    Column("role"),
+    Column("name", kind="text", rank=2),
+    Column("created_at", kind="time", rank=3),
+    Column("revoked_at", kind="time", rank=4),
+)
 
 
 # -- jobs -------------------------------------------------------------------------------
@@ -177,6 +248,7 @@ def _spec(options: dict[str, Any]) -> dict[str, Any]:
 @jobs.command("create")
 @url_option
 @token_option
+@tenant_option
 @json_option
 @click.option(
     "--file", type=click.File("r"), default=None, help="The whole job spec as JSON ('-' for stdin)."
@@ -208,6 +280,7 @@ def jobs_create(
 @jobs.command("list")
 @url_option
 @token_option
+@tenant_option
 @json_option
 @click.option("--state")
 @click.option("--pool")
@@ -220,23 +293,46 @@ def jobs_list(url: str, token: str | None, as_json: bool, **filters: Any) -> Non
         _show(cw.list_jobs(**filters), as_json, JOB_COLUMNS)
 
 
+JOB_ARGUMENT_HELP = "JOB is a job's id, the start of its id, or its name."
+
+
 def _job_verb(name: str, call: Callable[[Client, str], Any], help_text: str) -> None:
-    @jobs.command(name, help=help_text)
+    @jobs.command(name, help=f"{help_text}\n\n{JOB_ARGUMENT_HELP}")
     @url_option
     @token_option
+    @tenant_option
     @json_option
-    @click.argument("job_id")
-    def command(url: str, token: str | None, as_json: bool, job_id: str) -> None:
+    @click.argument("job", metavar="JOB")
+    def command(url: str, token: str | None, as_json: bool, job: str) -> None:
         with _client(url, token) as cw:
-            result = call(cw, job_id)
+            result = call(cw, names.job_id(cw, job))
             _show(result, as_json, RUN_COLUMNS if name == "trigger" else JOB_COLUMNS)
 
 
-_job_verb("get", Client.get_job, "Show a job.")
 _job_verb("pause", Client.pause_job, "Pause a job: no new runs until resumed.")
 _job_verb("resume", Client.resume_job, "Resume a paused job from now.")
 _job_verb("trigger", Client.trigger_job, "Run a job now, besides its schedule.")
 _job_verb("cancel", Client.cancel_job, "Cancel a job (soft delete; pending runs cancelled).")
+
+
+@jobs.command("get")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("job", metavar="JOB")
+def jobs_get(url: str, token: str | None, as_json: bool, job: str) -> None:
+    """Show a whole job: its schedule in words and next fire times, action, policies,
+    state and last outcome.
+
+    JOB is a job's id, the start of its id, or its name."""
+    with _client(url, token) as cw:
+        found = cw.get_job(names.job_id(cw, job))
+    if as_json:
+        click.echo(json.dumps(_dump(found), indent=2))
+        return
+    for line in job_lines(found.model_dump()):
+        click.echo(line)
 
 
 def _json_value(text: str, hint: str) -> Any:
@@ -276,8 +372,9 @@ def _payloads(values: tuple[str, ...], file: TextIO | None) -> list[Any]:
 @jobs.command("enqueue")
 @url_option
 @token_option
+@tenant_option
 @json_option
-@click.argument("job_id")
+@click.argument("job", metavar="JOB")
 @click.option(
     "--payload",
     "values",
@@ -297,15 +394,17 @@ def jobs_enqueue(
     url: str,
     token: str | None,
     as_json: bool,
-    job_id: str,
+    job: str,
     values: tuple[str, ...],
     payloads_file: TextIO | None,
     idempotency_key: str | None,
 ) -> None:
-    """Enqueue runs to a manual job, one per payload, all or nothing; print their ids."""
+    """Enqueue runs to a manual job, one per payload, all or nothing; print their ids.
+
+    JOB is a job's id, the start of its id, or its name."""
     payloads = _payloads(values, payloads_file)
     with _client(url, token) as cw:
-        run_ids = cw.enqueue(job_id, payloads, idempotency_key=idempotency_key)
+        run_ids = cw.enqueue(names.job_id(cw, job), payloads, idempotency_key=idempotency_key)
     click.echo(
         json.dumps({"run_ids": run_ids}) if as_json else f"enqueued {len(run_ids)}: {run_ids}"
     )
@@ -314,8 +413,9 @@ def jobs_enqueue(
 @jobs.command("update")
 @url_option
 @token_option
+@tenant_option
 @json_option
-@click.argument("job_id")
+@click.argument("job", metavar="JOB")
 @click.option(
     "--version", "version", type=int, required=True, help="The version you are changing (If-Match)."
 )
@@ -326,9 +426,11 @@ def jobs_enqueue(
     help="FIELD=JSON, e.g. --set 'payload={\"a\":1}' (repeatable).",
 )
 def jobs_update(
-    url: str, token: str | None, as_json: bool, job_id: str, version: int, changes: tuple[str, ...]
+    url: str, token: str | None, as_json: bool, job: str, version: int, changes: tuple[str, ...]
 ) -> None:
-    """Change a job's fields; refused if it moved past --version."""
+    """Change a job's fields; refused if it moved past --version.
+
+    JOB is a job's id, the start of its id, or its name."""
     body: dict[str, Any] = {}
     for change in changes:
         key, sep, value = change.partition("=")
@@ -339,21 +441,24 @@ def jobs_update(
         except ValueError:
             body[key] = value  # a bare string: --set name=nightly
     with _client(url, token) as cw:
-        _show(cw.update_job(job_id, version, **body), as_json, JOB_COLUMNS)
+        _show(cw.update_job(names.job_id(cw, job), version, **body), as_json, JOB_COLUMNS)
 
 
 @jobs.command("runs")
 @url_option
 @token_option
+@tenant_option
 @json_option
-@click.argument("job_id")
+@click.argument("job", metavar="JOB")
 @click.option("--state")
 @click.option("--cursor")
 @click.option("--limit", type=int, default=20)
-def jobs_runs(url: str, token: str | None, as_json: bool, job_id: str, **filters: Any) -> None:
-    """A job's runs, newest first: did it run?"""
+def jobs_runs(url: str, token: str | None, as_json: bool, job: str, **filters: Any) -> None:
+    """A job's runs, newest first: did it run?
+
+    JOB is a job's id, the start of its id, or its name."""
     with _client(url, token) as cw:
-        _show(cw.job_runs(job_id, **filters), as_json, RUN_COLUMNS)
+        _show(cw.job_runs(names.job_id(cw, job), **filters), as_json, RUN_COLUMNS)
 
 
 # -- runs -------------------------------------------------------------------------------
@@ -366,6 +471,7 @@ def _run_verb(name: str, call: Callable[[Client, int], Any], help_text: str) -> 
     @runs.command(name, help=help_text)
     @url_option
     @token_option
+    @tenant_option
     @json_option
     @click.argument("run_id", type=int)
     def command(url: str, token: str | None, as_json: bool, run_id: int) -> None:
@@ -373,7 +479,23 @@ def _run_verb(name: str, call: Callable[[Client, int], Any], help_text: str) -> 
             _show(call(cw, run_id), as_json, RUN_COLUMNS)
 
 
-_run_verb("get", Client.get_run, "Show a run with its attempts.")
+@runs.command("get")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("run_id", type=int)
+def runs_get(url: str, token: str | None, as_json: bool, run_id: int) -> None:
+    """Show a run with its attempts: outcome, error, worker, fence, lag, duration."""
+    with _client(url, token) as cw:
+        run = cw.get_run(run_id)
+    if as_json:
+        click.echo(json.dumps(_dump(run), indent=2))
+        return
+    for line in run_lines(run.model_dump()):
+        click.echo(line)
+
+
 _run_verb("cancel", Client.cancel_run, "Cancel a run (a running one stops at its next heartbeat).")
 _run_verb("replay", Client.replay_run, "Replay a dead run with a fresh retry budget.")
 
@@ -387,22 +509,27 @@ def dlq() -> None:
 @dlq.command("list")
 @url_option
 @token_option
+@tenant_option
 @json_option
-@click.option("--job-id")
+@click.option("--job-id", "job", metavar="JOB", help="Only this job's (id, id prefix or name).")
 @click.option("--cursor")
 @click.option("--limit", type=int, default=100)
-def dlq_list(url: str, token: str | None, as_json: bool, **filters: Any) -> None:
+def dlq_list(url: str, token: str | None, as_json: bool, job: str | None, **filters: Any) -> None:
     """Dead runs, newest first."""
     with _client(url, token) as cw:
-        _show(cw.dead_letter(**filters), as_json, RUN_COLUMNS)
+        job_id = None if job is None else names.job_id(cw, job)
+        _show(cw.dead_letter(job_id=job_id, **filters), as_json, RUN_COLUMNS)
 
 
 @dlq.command("replay")
 @url_option
 @token_option
+@tenant_option
 @json_option
 @click.argument("run_ids", type=int, nargs=-1)
-@click.option("--job-id", help="Replay every dead run of this job.")
+@click.option(
+    "--job-id", metavar="JOB", help="Replay every dead run of this job (id, id prefix or name)."
+)
 def dlq_replay(
     url: str, token: str | None, as_json: bool, run_ids: tuple[int, ...], job_id: str | None
 ) -> None:
@@ -410,7 +537,8 @@ def dlq_replay(
     if bool(run_ids) == bool(job_id):
         raise click.UsageError("give run ids or --job-id, not both")
     with _client(url, token) as cw:
-        replayed = cw.replay_dead(list(run_ids) or None, job_id=job_id)
+        job = None if job_id is None else names.job_id(cw, job_id)
+        replayed = cw.replay_dead(list(run_ids) or None, job_id=job)
     click.echo(
         json.dumps({"replayed": replayed}) if as_json else f"replayed {len(replayed)}: {replayed}"
     )
@@ -425,6 +553,7 @@ def tenants() -> None:
 @tenants.command("create")
 @url_option
 @token_option
+@tenant_option
 @json_option
 @click.argument("tenant_id")
 @click.option("--name", default=None)
@@ -438,18 +567,19 @@ def tenants_create(
         _show(
             cw.create_tenant(tenant_id, name or tenant_id, **quotas),
             as_json,
-            ("id", "name", "max_jobs", "max_creates_per_second"),
+            TENANT_COLUMNS,
         )
 
 
 @tenants.command("list")
 @url_option
 @token_option
+@tenant_option
 @json_option
 def tenants_list(url: str, token: str | None, as_json: bool) -> None:
     """List tenants."""
     with _client(url, token) as cw:
-        _show(cw.list_tenants(), as_json, ("id", "name", "max_jobs", "max_creates_per_second"))
+        _show(cw.list_tenants(), as_json, TENANT_COLUMNS)
 
 
 @click.group()
@@ -460,37 +590,35 @@ def keys() -> None:
 @keys.command("create")
 @url_option
 @token_option
+@tenant_option
 @json_option
 @click.option("--role", type=click.Choice(["admin", "write", "read", "worker"]), required=True)
 @click.option("--name", default=None)
-@click.option("--tenant", "tenant_id", default=None, help="Another tenant (system admins only).")
-def keys_create(
-    url: str, token: str | None, as_json: bool, role: str, name: str | None, tenant_id: str | None
-) -> None:
-    """Create a key; its token is shown once."""
+def keys_create(url: str, token: str | None, as_json: bool, role: str, name: str | None) -> None:
+    """Create a key (in --tenant's tenant); its token is shown once."""
     with _client(url, token) as cw:
         _show(
-            cw.create_key(role, name=name, tenant_id=tenant_id),
+            cw.create_key(role, name=name, tenant_id=chosen_tenant()),
             as_json,
-            ("id", "tenant_id", "role", "name", "token"),
+            (*KEY_COLUMNS[:4], Column("token", kind="id")),
         )
 
 
 @keys.command("list")
 @url_option
 @token_option
+@tenant_option
 @json_option
-@click.option("--tenant", "tenant_id", default=None, help="Another tenant (system admins only).")
-def keys_list(url: str, token: str | None, as_json: bool, tenant_id: str | None) -> None:
-    """List keys (never their tokens)."""
+def keys_list(url: str, token: str | None, as_json: bool) -> None:
+    """List keys (never their tokens), of --tenant's tenant."""
     with _client(url, token) as cw:
-        keys = cw.list_keys(tenant_id=tenant_id)
-        _show(keys, as_json, ("id", "tenant_id", "role", "name", "created_at", "revoked_at"))
+        _show(cw.list_keys(tenant_id=chosen_tenant()), as_json, KEY_COLUMNS)
 
 
 @keys.command("revoke")
 @url_option
 @token_option
+@tenant_option
 @click.argument("key_id")
 def keys_revoke(url: str, token: str | None, key_id: str) -> None:
     """Revoke a key at once."""
