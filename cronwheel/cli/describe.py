@@ -21,7 +21,7 @@ from cronwheel.cli.tables import text
 from cronwheel.schedule import next_fire, schedule_from_dict
 
 NEXT_FIRES = 5
-_LABEL = 15
+_LABEL = 17
 _SECRET_HEADER = re.compile(r"auth|token|secret|key|cookie|passw|signature", re.IGNORECASE)
 
 
@@ -238,7 +238,13 @@ def retry_words(retry: Mapping[str, Any]) -> str:
 
 
 def misfire_words(misfire: Mapping[str, Any]) -> str:
-    return f"{misfire.get('mode')} (at most {misfire.get('limit')} missed runs)"
+    """The limit only means something to the modes that run several missed times."""
+    mode = misfire.get("mode")
+    if mode == "backfill":
+        return f"backfill (at most {misfire.get('limit')} missed runs)"
+    if mode == "fire_last":
+        return f"fire_last (the last {misfire.get('limit')} missed runs)"
+    return str(mode)
 
 
 def _last_run(last: Any) -> list[str]:

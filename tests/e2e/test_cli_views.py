@@ -194,6 +194,8 @@ def test_runs_get_shows_the_run_and_each_attempt(api_url: str) -> None:
     _work(api_url, run_id, "failed", "boom again")
     run = json.loads(ok(cli(api_url, "runs", "get", str(run_id), "--json")))
     assert run["state"] == "dead" and len(run["attempts"]) == 2
+    dead = json.loads(ok(cli(api_url, "dlq", "list", "--job-id", "flaky", "--json")))["items"]
+    assert [r["id"] for r in dead] == [run_id]
     code, screen = on_terminal(api_url, "runs", "get", str(run_id))
     assert code == 0, screen
     piped = ok(cli(api_url, "runs", "get", str(run_id)))

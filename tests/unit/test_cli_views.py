@@ -59,7 +59,7 @@ def _job(**changes: Any) -> dict[str, Any]:
 def test_a_job_without_the_newer_fields_reads_as_before() -> None:
     text = "\n".join(job_lines(_job()))
     assert "last run" not in text and "notice" not in text
-    assert "retry:         up to 1 attempt\n" in text + "\n"
+    assert "retry:           up to 1 attempt\n" in text + "\n"
 
 
 def test_a_job_shows_its_last_run_and_its_notices_when_the_server_sends_them() -> None:
@@ -78,12 +78,12 @@ def test_a_job_shows_its_last_run_and_its_notices_when_the_server_sends_them() -
     )
     text = "\n".join(lines)
     assert (
-        "last run:      #41 dead (attempts exhausted) after attempt 3, 2026-11-24T00:20:03+00:00"
+        "last run:        #41 dead (attempts exhausted) after attempt 3, 2026-11-24T00:20:03+00:00"
         in lines
     )
     assert "error: HTTP 500 from https://example.com" in text
-    assert "notice:        ! no live worker serves pool 'email' [no_live_worker]" in lines
-    assert "next fires:    none: the job is completed" in lines
+    assert "notice:          ! no live worker serves pool 'email' [no_live_worker]" in lines
+    assert "next fires:      none: the job is completed" in lines
 
 
 def test_a_run_shows_its_notices_and_says_when_it_has_no_attempt_yet() -> None:
@@ -103,9 +103,9 @@ def test_a_run_shows_its_notices_and_says_when_it_has_no_attempt_yet() -> None:
         "attempts": [],
     }
     lines = run_lines(run)
-    assert "attempts:      none yet" in lines
-    assert "notice:        ! no live worker serves pool 'email' [no_live_worker]" in lines
-    assert "started:       not yet" in lines
+    assert "attempts:        none yet" in lines
+    assert "notice:          ! no live worker serves pool 'email' [no_live_worker]" in lines
+    assert "started:         not yet" in lines
 
 
 def test_schedules_in_words() -> None:
