@@ -29,12 +29,16 @@ def job_id(client: Client, ref: str) -> str:
     ref = ref.strip()
     if _UUID.match(ref.lower()):
         return ref.lower()
-    named = client.list_jobs(name=ref, limit=SHOWN + 1).items
+    # Each answer is checked again here: a server older than these filters ignores them
+    # and answers with every job, which must not read as "this name is ambiguous".
+    named = [j for j in client.list_jobs(name=ref, limit=SHOWN + 1).items if j.name == ref]
     live = [job for job in named if job.state != "cancelled"]
     found = {job.id: job for job in live or named}
-    if _HEX.match(ref.lower()) and ref.replace("-", ""):
+    digits = ref.lower().replace("-", "")
+    if _HEX.match(ref.lower()) and digits:
         for job in client.list_jobs(id_prefix=ref, limit=SHOWN + 1).items:
-            found.setdefault(job.id, job)
+            if job.id.replace("-", "").startswith(digits):
+                found.setdefault(job.id, job)
     if len(found) == 1:
         return next(iter(found))
     if not found:
