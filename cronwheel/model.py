@@ -16,6 +16,8 @@ from datetime import datetime
 from enum import IntEnum, StrEnum
 from typing import Any, TypeVar, dataclass_transform
 
+from cronwheel.errors import InvalidInput
+
 JSON = Any
 """A value that survives ``json.dumps``/``json.loads`` unchanged."""
 
@@ -348,6 +350,20 @@ def new_ids(count: int) -> list[str]:
         # The variant (0b10) takes the top two bits of the 62 random ones' first digit.
         ids.append(f"{prefix}{counter:03x}-{_VARIANT[rand[0]]}{rand[1:4]}-{rand[4:]}")
     return ids
+
+
+def id_prefix_range(prefix: str) -> tuple[str, str]:
+    """The smallest and largest ids that start with ``prefix`` (hex digits, dashes
+    optional, any case): a prefix lookup becomes a range scan of the id index, on both
+    stores. Raises InvalidInput naming ``id_prefix`` for anything that is not one."""
+    digits = prefix.replace("-", "").lower()
+    if not 0 < len(digits) <= 32 or any(c not in "0123456789abcdef" for c in digits):
+        raise InvalidInput("id_prefix", f"{prefix!r} is not the start of a job id (hex digits)")
+
+    def shaped(hex32: str) -> str:
+        return f"{hex32[:8]}-{hex32[8:12]}-{hex32[12:16]}-{hex32[16:20]}-{hex32[20:]}"
+
+    return shaped(digits.ljust(32, "0")), shaped(digits.ljust(32, "f"))
 
 
 _id_lock = threading.Lock()

@@ -3,13 +3,15 @@
 A token is ``cw_<key id>_<secret>``; the store keeps only the SHA-256 of the whole token,
 so a leaked database leaks no usable token. The ``--admin-token`` bootstrap and
 ``--no-auth`` (loopback only, refused elsewhere by the CLI) act as a system admin of the
-``default`` tenant.
+``default`` tenant. A system admin acts for another tenant by naming it in the
+``Cronwheel-Tenant`` header (see :func:`acting_for`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from enum import Enum
@@ -23,6 +25,8 @@ from cronwheel.model import DEFAULT_TENANT, Role
 from cronwheel.store.base import Store
 
 TOKEN_PREFIX = "cw_"
+TENANT_HEADER = "Cronwheel-Tenant"
+_TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TOKEN_LENGTH = 256
 
 
@@ -41,11 +45,16 @@ class Principal:
     tenant_id: str
     role: Role
     actor: str
+    home_tenant_id: str | None = None
+    """The tenant of the caller's key when it acts for ``tenant_id`` (a system admin
+    with the ``Cronwheel-Tenant`` header); None when they are the same."""
 
     @property
     def system_admin(self) -> bool:
-        """An admin of the default tenant also manages tenants and every tenant's keys."""
-        return self.role is Role.ADMIN and self.tenant_id == DEFAULT_TENANT
+        """An admin of the default tenant also manages tenants and every tenant's keys,
+        whichever tenant it acts for."""
+        home = self.home_tenant_id or self.tenant_id
+        return self.role is Role.ADMIN and home == DEFAULT_TENANT
 
 
 class Permission(Enum):
@@ -91,7 +100,28 @@ def _unauthorized(detail: str) -> ApiProblem:
 
 
 async def authenticate(request: Request, credentials: Credentials) -> Principal:
-    """The caller of this request; 401 if it has no valid token."""
+    """The caller of this request, in the tenant it acts for; 401 if it has no valid
+    token."""
+    return await acting_for(request, await _caller(request, credentials))
+
+
+async def acting_for(request: Request, principal: Principal) -> Principal:
+    """The caller as the tenant its ``Cronwheel-Tenant`` header names: only a system
+    admin may name another tenant than its own (403 for anyone else), and only one that
+    exists (422 naming the header: it is a parameter of the request)."""
+    wanted = request.headers.get(TENANT_HEADER)
+    if wanted is None or wanted == principal.tenant_id:
+        return principal
+    if not principal.system_admin:
+        raise ApiProblem(403, f"only a system admin may act for another tenant ({TENANT_HEADER})")
+    store: Store = request.app.state.api.store
+    if not _TENANT_ID.match(wanted) or await store.get_tenant(wanted) is None:
+        raise ApiProblem(422, f"{TENANT_HEADER}: no tenant {wanted[:64]!r}", field=TENANT_HEADER)
+    return Principal(wanted, principal.role, f"{principal.actor} for {wanted}", principal.tenant_id)
+
+
+async def _caller(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
+    """Whose token this request carries."""
     state = request.app.state.api
     config: AuthConfig = state.auth
     if config.disabled:

@@ -23,10 +23,15 @@ T = TypeVar("T")
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
-def _settings(url: str | None, token: str | None) -> tuple[str, dict[str, str]]:
+TENANT_HEADER = "Cronwheel-Tenant"
+
+
+def _settings(url: str | None, token: str | None, tenant: str | None) -> tuple[str, dict[str, str]]:
     url = url or os.environ.get("CRONWHEEL_URL") or DEFAULT_URL
     token = token or os.environ.get("CRONWHEEL_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if tenant:
+        headers[TENANT_HEADER] = tenant
     return url.rstrip("/"), headers
 
 
@@ -42,7 +47,9 @@ def _read(call: calls.Call[T], response: httpx.Response) -> T:
 
 
 class Client:
-    """The API, synchronously. ``url``/``token`` default to CRONWHEEL_URL/CRONWHEEL_TOKEN."""
+    """The API, synchronously. ``url``/``token`` default to CRONWHEEL_URL/CRONWHEEL_TOKEN.
+    ``tenant``: a system admin's token acts for that tenant (the ``Cronwheel-Tenant``
+    header); any other token may only name its own."""
 
     def __init__(
         self,
@@ -51,8 +58,9 @@ class Client:
         *,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        tenant: str | None = None,
     ) -> None:
-        base, headers = _settings(url, token)
+        base, headers = _settings(url, token, tenant)
         self._http = httpx.Client(
             base_url=base, headers=headers, timeout=timeout, transport=transport
         )
@@ -154,8 +162,9 @@ class AsyncClient:
         *,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        tenant: str | None = None,
     ) -> None:
-        base, headers = _settings(url, token)
+        base, headers = _settings(url, token, tenant)
         self._http = httpx.AsyncClient(
             base_url=base, headers=headers, timeout=timeout, transport=transport
         )

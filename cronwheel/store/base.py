@@ -294,11 +294,16 @@ class Store(abc.ABC):
         state: JobState | None = None,
         pool: str | None = None,
         name_prefix: str | None = None,
+        name: str | None = None,
+        id_prefix: str | None = None,
         after_id: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
         """Jobs in id (= creation) order, starting after ``after_id``: a cursor that
-        stays stable while jobs are inserted."""
+        stays stable while jobs are inserted. ``name`` matches exactly (cancelled jobs
+        may share a live job's name); ``id_prefix`` matches the ids that start with it
+        (see :func:`~cronwheel.model.id_prefix_range`): what naming a job by a short
+        id or its name needs."""
 
     @abc.abstractmethod
     async def update_job(

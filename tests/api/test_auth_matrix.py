@@ -22,7 +22,7 @@ from cronwheel.model import ApiKey, AttemptOutcome, Role, RunState, new_id
 from cronwheel.service import JobService
 from cronwheel.store.base import Completion, Store
 from tests.api.conftest import connect
-from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, spec
+from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec
 
 OTHER = "acme"
 _ids = itertools.count()
@@ -352,3 +352,42 @@ async def test_lists_never_show_another_tenants_items(
     async with connect(app, found["tenant-admin"]) as tenant_admin:
         keys = (await tenant_admin.get("/v1/keys")).json()["items"]
         assert {k["tenant_id"] for k in keys} == {OTHER}
+
+
+@pytest.mark.parametrize("who", list(CALLERS))
+async def test_only_a_system_admin_acts_for_another_tenant(
+    who: str, app: FastAPI, client: httpx.AsyncClient, store: Store
+) -> None:
+    """``Cronwheel-Tenant: <tenant>``: a system admin works in that tenant as its admin
+    would; anyone else naming another tenant than its own gets a 403, before anything
+    is looked up."""
+    caller = CALLERS[who]
+    token = (await tokens(client))[who]
+    world = World(store)
+    theirs, own_job = await world.job(OTHER), await world.job("default")
+    for_other = {"Cronwheel-Tenant": OTHER}
+    async with connect(app, token) as as_caller:
+        listed = await as_caller.get("/v1/jobs", headers=for_other)
+        if caller.role is None:
+            assert listed.status_code == 401
+            return
+        if not caller.system_admin:
+            assert caller.tenant == OTHER  # the header names its own tenant: harmless
+            assert listed.status_code == (200 if caller.role in MAY["read"] else 403)
+            refused = await as_caller.get("/v1/jobs", headers={"Cronwheel-Tenant": "default"})
+            body = problem(refused, 403)
+            assert "system admin" in body["detail"] and "Cronwheel-Tenant" in body["detail"]
+            return
+        assert listed.status_code == 200, listed.text
+        assert {j["id"] for j in listed.json()["items"]} == {theirs}
+        assert (await as_caller.get(f"/v1/jobs/{theirs}", headers=for_other)).status_code == 200
+        problem(await as_caller.get(f"/v1/jobs/{own_job}", headers=for_other), 404)
+        created = await as_caller.post("/v1/jobs", json=spec(), headers=for_other)
+        assert created.status_code == 201 and created.json()["tenant_id"] == OTHER
+        key = await as_caller.post("/v1/keys", json={"role": "read"}, headers=for_other)
+        assert key.status_code == 201 and key.json()["tenant_id"] == OTHER
+        # Still a system admin while acting for a tenant: it may list tenants.
+        assert (await as_caller.get("/v1/tenants", headers=for_other)).status_code == 200
+        for unknown in ("nobody", "not a tenant"):
+            missing = await as_caller.get("/v1/jobs", headers={"Cronwheel-Tenant": unknown})
+            problem(missing, 422, "Cronwheel-Tenant")

@@ -62,6 +62,26 @@ async def test_list_filters_by_state_pool_and_name_prefix(client: httpx.AsyncCli
     problem(await client.get("/v1/jobs", params={"limit": 1001}), 422, "limit")
 
 
+async def test_list_finds_a_job_by_exact_name_or_id_prefix(client: httpx.AsyncClient) -> None:
+    first = (await client.post("/v1/jobs", json=spec("backup"))).json()
+    await client.post("/v1/jobs", json=spec("backup-logs"))
+    assert (await client.delete(f"/v1/jobs/{first['id']}")).status_code == 200
+    again = (await client.post("/v1/jobs", json=spec("backup"))).json()
+
+    async def ids(**params: str) -> list[str]:
+        response = await client.get("/v1/jobs", params=params)
+        assert response.status_code == 200, response.text
+        return [j["id"] for j in response.json()["items"]]
+
+    assert await ids(name="backup") == [first["id"], again["id"]]
+    assert await ids(name="backup", state="active") == [again["id"]]
+    assert await ids(name="back") == []
+    assert await ids(id_prefix=again["id"][:-4]) == [again["id"]]
+    assert await ids(id_prefix=again["id"][:-4].replace("-", "").upper()) == [again["id"]]
+    problem(await client.get("/v1/jobs", params={"id_prefix": "backup"}), 422, "id_prefix")
+    problem(await client.get("/v1/jobs", params={"id_prefix": "0" * 37}), 422, "id_prefix")
+
+
 async def test_patch_changes_fields_and_bumps_the_version(client: httpx.AsyncClient) -> None:
     job = (await client.post("/v1/jobs", json=spec(payload={"v": 1}))).json()
     url = f"/v1/jobs/{job['id']}"

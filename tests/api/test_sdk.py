@@ -123,3 +123,21 @@ async def test_enqueue_through_the_sdk(app: FastAPI) -> None:
         assert empty.value.field == "payloads"
         with pytest.raises(NotFoundError):
             await cw.enqueue("01a1ff91-f97e-7000-8a6d-746a4710197a", [1])
+
+
+async def test_a_system_admin_client_acts_for_a_tenant(app: FastAPI) -> None:
+    async with sdk(app) as admin:
+        await admin.create_tenant("acme", "Acme")
+    transport = httpx.ASGITransport(app=app)
+    async with AsyncClient("http://test", ADMIN_TOKEN, transport=transport, tenant="acme") as cw:
+        job = await cw.create_job({"name": "theirs", "schedule": EVERY_MINUTE, "action": WEBHOOK})
+        assert job.tenant_id == "acme"
+        assert [j.id for j in (await cw.list_jobs(name="theirs")).items] == [job.id]
+        assert [j.id for j in (await cw.list_jobs(id_prefix=job.id[:-4])).items] == [job.id]
+    async with sdk(app) as admin:
+        assert (await admin.list_jobs(name="theirs")).items == []
+        key = await admin.create_key("write", tenant_id="acme")
+    assert key.token is not None
+    async with AsyncClient("http://test", key.token, transport=transport, tenant="default") as cw:
+        with pytest.raises(Forbidden, match="system admin"):
+            await cw.list_jobs()

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from cronwheel.errors import Conflict, NotFound, StaleVersion
+from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.model import (
     AttemptOutcome,
     Backoff,
@@ -114,6 +114,34 @@ async def test_name_prefix_is_literal(store: Store) -> None:
     await store.create_jobs([make_job("100%_done"), make_job("100abc")])
     found = await store.list_jobs("default", name_prefix="100%_")
     assert [j.name for j in found] == ["100%_done"]
+
+
+async def test_list_by_exact_name_and_by_id_prefix(store: Store) -> None:
+    """What naming a job by its name or a short id needs: an exact name (cancelled jobs
+    keep theirs, so several may match) and an id prefix, dashes and case aside."""
+    old, live, other = make_job("nightly"), make_job("nightly-2"), make_job("Nightly")
+    await store.create_jobs([old])
+    await store.set_job_state(
+        "default", old.id, JobState.CANCELLED, next_fire_at=None, now=T0, actor="t"
+    )
+    again = make_job("nightly")
+    await store.create_jobs([live, other, again])
+    named = await store.list_jobs("default", name="nightly")
+    assert [j.id for j in named] == [old.id, again.id]
+    assert await store.list_jobs("default", name="nightly", state=JobState.ACTIVE) == [
+        await store.get_job("default", again.id)
+    ]
+    assert await store.list_jobs("other-tenant", name="nightly") == []
+    # Jobs made in one millisecond share their first 13 characters: cut near the end.
+    short = live.id[:-6]
+    for prefix in (short, short.upper(), short.replace("-", ""), live.id):
+        found = await store.list_jobs("default", id_prefix=prefix)
+        assert [j.id for j in found] == [live.id], prefix
+    shared = await store.list_jobs("default", id_prefix=live.id[:1])
+    assert {j.id for j in shared} >= {old.id, live.id, other.id, again.id}
+    assert await store.list_jobs("default", id_prefix="fff") == []
+    with pytest.raises(InvalidInput, match="id_prefix"):
+        await store.list_jobs("default", id_prefix="nightly")
 
 
 async def test_update_bumps_version_and_refuses_a_stale_one(store: Store) -> None:

@@ -20,7 +20,7 @@ from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unpr
 from cronwheel.api.schemas import JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import InvalidInput, NotFound
-from cronwheel.model import JobState, RunState
+from cronwheel.model import JobState, RunState, id_prefix_range
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
@@ -128,10 +128,20 @@ async def list_jobs(
     state: JobState | None = None,
     pool: Annotated[str | None, Query(max_length=64)] = None,
     name_prefix: Annotated[str | None, Query(max_length=200)] = None,
+    name: Annotated[
+        str | None, Query(max_length=200, description="Exactly this name (cancelled jobs too).")
+    ] = None,
+    id_prefix: Annotated[
+        str | None,
+        Query(max_length=36, description="Ids starting with these hex digits (dashes optional)."),
+    ] = None,
     cursor: Cursor = None,
     limit: Limit = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
-    """Jobs in creation order; the cursor stays valid while jobs are created."""
+    """Jobs in creation order; the cursor stays valid while jobs are created. ``name`` and
+    ``id_prefix`` find the job a person names by its name or the start of its id."""
+    if id_prefix is not None:
+        id_prefix_range(id_prefix)  # a 422 naming id_prefix before the store is reached
     jobs = (
         await api_state(request)
         .service(principal)
@@ -140,6 +150,8 @@ async def list_jobs(
             state=state,
             pool=pool,
             name_prefix=name_prefix,
+            name=name,
+            id_prefix=id_prefix,
             after_id=after_job(cursor),
             limit=limit + 1,
         )

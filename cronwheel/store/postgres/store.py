@@ -38,6 +38,7 @@ from cronwheel.model import (
     StoredResponse,
     Tenant,
     WorkerInfo,
+    id_prefix_range,
 )
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
@@ -325,6 +326,8 @@ class PostgresStore(Store):
         state: JobState | None = None,
         pool: str | None = None,
         name_prefix: str | None = None,
+        name: str | None = None,
+        id_prefix: str | None = None,
         after_id: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
@@ -338,6 +341,12 @@ class PostgresStore(Store):
         if name_prefix is not None:
             # starts_with, not LIKE: a prefix with % or _ must match literally.
             select.add("starts_with(name, {})", name_prefix)
+        if name is not None:
+            select.add("name = {}", name)
+        if id_prefix is not None:
+            low, high = id_prefix_range(id_prefix)
+            select.add("id >= {}::uuid", low)
+            select.add("id <= {}::uuid", high)
         if after_id is not None:
             select.add("id > {}::uuid", after_id)
         found = await self._fetch(*select.query("id", limit))

@@ -28,6 +28,7 @@ from cronwheel.model import (
     StoredResponse,
     Tenant,
     WorkerInfo,
+    id_prefix_range,
 )
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
@@ -199,6 +200,8 @@ class SqliteStore(Store):
         state: JobState | None = None,
         pool: str | None = None,
         name_prefix: str | None = None,
+        name: str | None = None,
+        id_prefix: str | None = None,
         after_id: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
@@ -213,6 +216,12 @@ class SqliteStore(Store):
             # substr, not LIKE: a prefix with % or _ must match literally.
             where.append("substr(name, 1, ?) = ?")
             params.extend([len(name_prefix), name_prefix])  # type: ignore[list-item]
+        if name is not None:
+            where.append("name = ?")
+            params.append(name)
+        if id_prefix is not None:
+            where.append("id BETWEEN ? AND ?")
+            params.extend(id_prefix_range(id_prefix))
         if after_id is not None:
             where.append("id > ?")
             params.append(after_id)

@@ -1,0 +1,154 @@
+"""What every remote command shares: --url, --token, --tenant and --json, the client
+whose errors become a message and an exit code, and the columns of each table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import click
+import httpx
+from pydantic import BaseModel
+
+from cronwheel.cli.tables import Column, print_table
+from cronwheel.sdk import Client
+from cronwheel.sdk.client import TENANT_HEADER
+from cronwheel.sdk.errors import ApiError
+
+EXIT_CODES = {
+    400: 2,
+    413: 2,
+    422: 2,
+    404: 3,
+    409: 4,
+    412: 4,
+    428: 4,
+    401: 5,
+    403: 5,
+    429: 7,
+    503: 6,
+}
+
+url_option = click.option(
+    "--url",
+    envvar="CRONWHEEL_URL",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="API base URL (env CRONWHEEL_URL).",
+)
+token_option = click.option(
+    "--token", envvar="CRONWHEEL_TOKEN", default=None, help="API key (env CRONWHEEL_TOKEN)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+_TENANT_KEY = "cronwheel.tenant"
+
+
+def _remember_tenant(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    ctx.meta[_TENANT_KEY] = value
+
+
+tenant_option = click.option(
+    "--tenant",
+    envvar="CRONWHEEL_TENANT",
+    default=None,
+    expose_value=False,
+    callback=_remember_tenant,
+    help="Act for this tenant (system admins only; env CRONWHEEL_TENANT).",
+)
+"""Every remote command takes it; :func:`_client` sends it as the ``Cronwheel-Tenant``
+header, so the commands need not pass it along."""
+
+
+def chosen_tenant() -> str | None:
+    """The tenant --tenant named for this command, if any."""
+    return click.get_current_context().meta.get(_TENANT_KEY)
+
+
+@contextmanager
+def client(url: str, token: str | None) -> Iterator[Client]:
+    """A client (acting for --tenant's tenant) whose errors become a message on stderr
+    and a meaningful exit code."""
+    try:
+        with Client(url, token, tenant=chosen_tenant()) as client:
+            yield client
+    except ApiError as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        # The header is how the API hears --tenant: say it in the terms the user typed.
+        message = f"{exc.detail}{where}".replace(TENANT_HEADER, "--tenant")
+        click.echo(f"error: {message}", err=True)
+        sys.exit(EXIT_CODES.get(exc.status, 1))
+    except httpx.TransportError as exc:
+        click.echo(f"error: cannot reach {url}: {exc}", err=True)
+        sys.exit(6)
+
+
+def dump(value: Any) -> Any:
+    """JSON-ready data, times written as the API writes them (``+00:00``, not ``Z``)."""
+    if isinstance(value, BaseModel):
+        return dump(value.model_dump())
+    if isinstance(value, list):
+        return [dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: dump(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _rows(value: Any) -> list[Any]:
+    """The items of a page, of a list, or the one object, as dicts (times kept as
+    datetimes: the table prints them as the API wrote them)."""
+    items = getattr(value, "items", value)
+    items = items if isinstance(items, list) else [items]
+    return [i.model_dump() if isinstance(i, BaseModel) else i for i in items]
+
+
+def show(value: Any, as_json: bool, columns: tuple[Column, ...]) -> None:
+    if as_json:
+        click.echo(json.dumps(dump(value), indent=2))
+        return
+    print_table(_rows(value), columns)
+    cursor = getattr(value, "next_cursor", None)
+    if cursor:
+        click.echo(f"more: --cursor {cursor}", err=True)
+
+
+def _attempts(row: Any) -> str:
+    return f"{row.get('attempt')}/{row.get('max_attempts')}"
+
+
+JOB_COLUMNS = (
+    Column("id", kind="id"),
+    Column("name", kind="text"),
+    Column("state", rank=1),
+    Column("next_fire_at", kind="time", rank=2),
+    Column("pool", rank=3),
+    Column("version", rank=4),
+)
+RUN_COLUMNS = (
+    Column("id"),
+    Column("scheduled_for", kind="time"),
+    Column("state"),
+    Column("attempt", rank=1, value=_attempts),
+    Column("last_error", kind="text", rank=2),
+    Column("job_id", kind="id", rank=3),
+    Column("reason", kind="text", rank=4),
+)
+TENANT_COLUMNS = (
+    Column("id", kind="id"),
+    Column("name", kind="text"),
+    Column("max_jobs", rank=1),
+    Column("max_creates_per_second", rank=2),
+)
+KEY_COLUMNS = (
+    Column("id", kind="id"),
+    Column("tenant_id", kind="id", rank=1),
+    Column("role"),
+    Column("name", kind="text", rank=2),
+    Column("created_at", kind="time", rank=3),
+    Column("revoked_at", kind="time", rank=4),
+)

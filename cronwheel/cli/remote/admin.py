@@ -1,0 +1,103 @@
+"""``cronwheel tenants …`` and ``cronwheel keys …``: who may use the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cronwheel.cli.remote._base import (
+    KEY_COLUMNS,
+    TENANT_COLUMNS,
+    chosen_tenant,
+    client,
+    json_option,
+    show,
+    tenant_option,
+    token_option,
+    url_option,
+)
+from cronwheel.cli.tables import Column
+
+
+# -- tenants and keys -------------------------------------------------------------------
+@click.group()
+def tenants() -> None:
+    """Tenants (system admins)."""
+
+
+@tenants.command("create")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("tenant_id")
+@click.option("--name", default=None)
+@click.option("--max-jobs", type=int, default=None)
+@click.option("--max-creates-per-second", type=float, default=None)
+def tenants_create(
+    url: str, token: str | None, as_json: bool, tenant_id: str, name: str | None, **quotas: Any
+) -> None:
+    """Create a tenant."""
+    with client(url, token) as cw:
+        show(
+            cw.create_tenant(tenant_id, name or tenant_id, **quotas),
+            as_json,
+            TENANT_COLUMNS,
+        )
+
+
+@tenants.command("list")
+@url_option
+@token_option
+@tenant_option
+@json_option
+def tenants_list(url: str, token: str | None, as_json: bool) -> None:
+    """List tenants."""
+    with client(url, token) as cw:
+        show(cw.list_tenants(), as_json, TENANT_COLUMNS)
+
+
+@click.group()
+def keys() -> None:
+    """API keys (admins)."""
+
+
+@keys.command("create")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.option("--role", type=click.Choice(["admin", "write", "read", "worker"]), required=True)
+@click.option("--name", default=None)
+def keys_create(url: str, token: str | None, as_json: bool, role: str, name: str | None) -> None:
+    """Create a key (in --tenant's tenant); its token is shown once."""
+    with client(url, token) as cw:
+        show(
+            cw.create_key(role, name=name, tenant_id=chosen_tenant()),
+            as_json,
+            (*KEY_COLUMNS[:4], Column("token", kind="id")),
+        )
+
+
+@keys.command("list")
+@url_option
+@token_option
+@tenant_option
+@json_option
+def keys_list(url: str, token: str | None, as_json: bool) -> None:
+    """List keys (never their tokens), of --tenant's tenant."""
+    with client(url, token) as cw:
+        show(cw.list_keys(tenant_id=chosen_tenant()), as_json, KEY_COLUMNS)
+
+
+@keys.command("revoke")
+@url_option
+@token_option
+@tenant_option
+@click.argument("key_id")
+def keys_revoke(url: str, token: str | None, key_id: str) -> None:
+    """Revoke a key at once."""
+    with client(url, token) as cw:
+        cw.revoke_key(key_id)
+    click.echo(f"revoked {key_id}")

@@ -1,0 +1,320 @@
+"""``cronwheel jobs …``: create, list, show, change and control jobs, enqueue runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import click
+
+from cronwheel.cli import names
+from cronwheel.cli.describe import job_lines
+from cronwheel.cli.remote._base import (
+    JOB_COLUMNS,
+    RUN_COLUMNS,
+    client,
+    dump,
+    json_option,
+    show,
+    tenant_option,
+    token_option,
+    url_option,
+)
+from cronwheel.sdk import Client
+
+
+# -- jobs -------------------------------------------------------------------------------
+@click.group()
+def jobs() -> None:
+    """Create and control jobs."""
+
+
+def _schedule(
+    cron: str | None,
+    tz: str,
+    at: str | None,
+    delay: float | None,
+    every: float | None,
+    now: bool,
+    manual: bool,
+) -> dict[str, Any]:
+    chosen = [
+        k
+        for k, v in {
+            "--cron": cron,
+            "--at": at,
+            "--delay": delay,
+            "--every": every,
+            "--now": now or None,
+            "--manual": manual or None,
+        }.items()
+        if v
+    ]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --cron, --at, --delay, --every, --now, --manual"
+        )
+    if manual:
+        return {"kind": "manual"}
+    if cron:
+        return {"kind": "cron", "cron": cron, "timezone": tz}
+    if at:
+        return {"kind": "once", "at": at}
+    if delay is not None:
+        return {"kind": "delay", "seconds": delay}
+    if every is not None:
+        return {"kind": "interval", "every_seconds": every}
+    return {"kind": "immediate"}
+
+
+def _spec(options: dict[str, Any]) -> dict[str, Any]:
+    if options["file"]:
+        return dict(json.load(options["file"]))
+    if not options["name"]:
+        raise click.UsageError("--name is required (or give the whole spec with --file)")
+    if bool(options["webhook"]) == bool(options["handler"]):
+        raise click.UsageError("give exactly one of --webhook URL or --handler NAME")
+    action = (
+        {"type": "webhook", "url": options["webhook"], "method": options["method"]}
+        if options["webhook"]
+        else {"type": "handler", "name": options["handler"]}
+    )
+    spec: dict[str, Any] = {
+        "name": options["name"],
+        "schedule": _schedule(
+            options["cron"],
+            options["tz"],
+            options["at"],
+            options["delay"],
+            options["every"],
+            options["now"],
+            options["manual"],
+        ),
+        "action": action,
+        "pool": options["pool"],
+    }
+    if options["payload"] is not None:
+        try:
+            spec["payload"] = json.loads(options["payload"])
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from exc
+    if options["max_attempts"] is not None:
+        spec["retry"] = {"max_attempts": options["max_attempts"]}
+    return spec
+
+
+@jobs.command("create")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.option(
+    "--file", type=click.File("r"), default=None, help="The whole job spec as JSON ('-' for stdin)."
+)
+@click.option("--name")
+@click.option("--cron", help="A cron expression.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA timezone of --cron.")
+@click.option("--at", help="Once, at this ISO 8601 instant.")
+@click.option("--delay", type=float, help="Once, this many seconds from now.")
+@click.option("--every", type=float, help="Every N seconds.")
+@click.option("--now", is_flag=True, help="Run once, right now.")
+@click.option("--manual", is_flag=True, help="Never by itself: only when triggered or enqueued to.")
+@click.option("--webhook", help="Call this URL.")
+@click.option("--method", default="POST", show_default=True)
+@click.option("--handler", help="Run this registered handler.")
+@click.option("--pool", default="default", show_default=True)
+@click.option("--payload", help="JSON payload.")
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--idempotency-key", default=None, help="Makes a retried create safe.")
+def jobs_create(
+    url: str, token: str | None, as_json: bool, idempotency_key: str | None, **options: Any
+) -> None:
+    """Create a job (from options, or --file spec.json)."""
+    spec = _spec(options)
+    with client(url, token) as cw:
+        show(cw.create_job(spec, idempotency_key=idempotency_key), as_json, JOB_COLUMNS)
+
+
+@jobs.command("list")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.option("--state")
+@click.option("--pool")
+@click.option("--name-prefix")
+@click.option("--cursor")
+@click.option("--limit", type=int, default=100)
+def jobs_list(url: str, token: str | None, as_json: bool, **filters: Any) -> None:
+    """List jobs (creation order; --cursor for the next page)."""
+    with client(url, token) as cw:
+        show(cw.list_jobs(**filters), as_json, JOB_COLUMNS)
+
+
+JOB_ARGUMENT_HELP = "JOB is a job's id, the start of its id, or its name."
+
+
+def _job_verb(name: str, call: Callable[[Client, str], Any], help_text: str) -> None:
+    @jobs.command(name, help=f"{help_text}\n\n{JOB_ARGUMENT_HELP}")
+    @url_option
+    @token_option
+    @tenant_option
+    @json_option
+    @click.argument("job", metavar="JOB")
+    def command(url: str, token: str | None, as_json: bool, job: str) -> None:
+        with client(url, token) as cw:
+            result = call(cw, names.job_id(cw, job))
+            show(result, as_json, RUN_COLUMNS if name == "trigger" else JOB_COLUMNS)
+
+
+_job_verb("pause", Client.pause_job, "Pause a job: no new runs until resumed.")
+_job_verb("resume", Client.resume_job, "Resume a paused job from now.")
+_job_verb("trigger", Client.trigger_job, "Run a job now, besides its schedule.")
+_job_verb("cancel", Client.cancel_job, "Cancel a job (soft delete; pending runs cancelled).")
+
+
+@jobs.command("get")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("job", metavar="JOB")
+def jobs_get(url: str, token: str | None, as_json: bool, job: str) -> None:
+    """Show a whole job: its schedule in words and next fire times, action, policies,
+    state and last outcome.
+
+    JOB is a job's id, the start of its id, or its name."""
+    with client(url, token) as cw:
+        found = cw.get_job(names.job_id(cw, job))
+    if as_json:
+        click.echo(json.dumps(dump(found), indent=2))
+        return
+    for line in job_lines(found.model_dump()):
+        click.echo(line)
+
+
+def _json_value(text: str, hint: str) -> Any:
+    """One JSON value, or a usage error naming the option (exit 2). NaN and Infinity are
+    refused here: Python reads them, JSON has no such numbers."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except (ValueError, RecursionError) as exc:
+        shown = text if len(text) <= 60 else f"{text[:57]}..."
+        raise click.BadParameter(f"{shown!r} is not JSON: {exc}", param_hint=hint) from exc
+
+
+def _payloads(values: tuple[str, ...], file: TextIO | None) -> list[Any]:
+    if values and file is not None:
+        raise click.UsageError("give --payload (repeatable) or --payloads-file, not both")
+    if file is None:
+        if not values:
+            raise click.UsageError("give a --payload per run (repeatable) or --payloads-file")
+        return [_json_value(value, "--payload") for value in values]
+    try:
+        text = file.read()
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(f"not UTF-8 text: {exc}", param_hint="--payloads-file") from exc
+    payloads = _json_value(text, "--payloads-file")
+    if not isinstance(payloads, list) or not payloads:
+        raise click.BadParameter(
+            'expected a JSON array with one payload per run, e.g. [{"id": 1}, {"id": 2}]',
+            param_hint="--payloads-file",
+        )
+    return payloads
+
+
+@jobs.command("enqueue")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("job", metavar="JOB")
+@click.option(
+    "--payload",
+    "values",
+    multiple=True,
+    metavar="JSON",
+    help="A run's payload, 'null' for the job's (repeatable: one run each).",
+)
+@click.option(
+    "--payloads-file",
+    type=click.File("r"),
+    default=None,
+    metavar="PATH",
+    help="A JSON array of payloads, one run each ('-' for stdin).",
+)
+@click.option("--idempotency-key", default=None, help="Makes a retried enqueue safe.")
+def jobs_enqueue(
+    url: str,
+    token: str | None,
+    as_json: bool,
+    job: str,
+    values: tuple[str, ...],
+    payloads_file: TextIO | None,
+    idempotency_key: str | None,
+) -> None:
+    """Enqueue runs to a manual job, one per payload, all or nothing; print their ids.
+
+    JOB is a job's id, the start of its id, or its name."""
+    payloads = _payloads(values, payloads_file)
+    with client(url, token) as cw:
+        run_ids = cw.enqueue(names.job_id(cw, job), payloads, idempotency_key=idempotency_key)
+    click.echo(
+        json.dumps({"run_ids": run_ids}) if as_json else f"enqueued {len(run_ids)}: {run_ids}"
+    )
+
+
+@jobs.command("update")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("job", metavar="JOB")
+@click.option(
+    "--version", "version", type=int, required=True, help="The version you are changing (If-Match)."
+)
+@click.option(
+    "--set",
+    "changes",
+    multiple=True,
+    help="FIELD=JSON, e.g. --set 'payload={\"a\":1}' (repeatable).",
+)
+def jobs_update(
+    url: str, token: str | None, as_json: bool, job: str, version: int, changes: tuple[str, ...]
+) -> None:
+    """Change a job's fields; refused if it moved past --version.
+
+    JOB is a job's id, the start of its id, or its name."""
+    body: dict[str, Any] = {}
+    for change in changes:
+        key, sep, value = change.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{change!r}: expected FIELD=JSON", param_hint="--set")
+        try:
+            body[key] = json.loads(value)
+        except ValueError:
+            body[key] = value  # a bare string: --set name=nightly
+    with client(url, token) as cw:
+        show(cw.update_job(names.job_id(cw, job), version, **body), as_json, JOB_COLUMNS)
+
+
+@jobs.command("runs")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("job", metavar="JOB")
+@click.option("--state")
+@click.option("--cursor")
+@click.option("--limit", type=int, default=20)
+def jobs_runs(url: str, token: str | None, as_json: bool, job: str, **filters: Any) -> None:
+    """A job's runs, newest first: did it run?
+
+    JOB is a job's id, the start of its id, or its name."""
+    with client(url, token) as cw:
+        show(cw.job_runs(names.job_id(cw, job), **filters), as_json, RUN_COLUMNS)

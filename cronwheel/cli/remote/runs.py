@@ -1,0 +1,106 @@
+"""``cronwheel runs …`` and ``cronwheel dlq …``: runs, their attempts, dead letters."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from cronwheel.cli import names
+from cronwheel.cli.describe import run_lines
+from cronwheel.cli.remote._base import (
+    RUN_COLUMNS,
+    client,
+    dump,
+    json_option,
+    show,
+    tenant_option,
+    token_option,
+    url_option,
+)
+from cronwheel.sdk import Client
+
+
+# -- runs -------------------------------------------------------------------------------
+@click.group()
+def runs() -> None:
+    """Inspect, cancel and replay runs."""
+
+
+def _run_verb(name: str, call: Callable[[Client, int], Any], help_text: str) -> None:
+    @runs.command(name, help=help_text)
+    @url_option
+    @token_option
+    @tenant_option
+    @json_option
+    @click.argument("run_id", type=int)
+    def command(url: str, token: str | None, as_json: bool, run_id: int) -> None:
+        with client(url, token) as cw:
+            show(call(cw, run_id), as_json, RUN_COLUMNS)
+
+
+@runs.command("get")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("run_id", type=int)
+def runs_get(url: str, token: str | None, as_json: bool, run_id: int) -> None:
+    """Show a run with its attempts: outcome, error, worker, fence, lag, duration."""
+    with client(url, token) as cw:
+        run = cw.get_run(run_id)
+    if as_json:
+        click.echo(json.dumps(dump(run), indent=2))
+        return
+    for line in run_lines(run.model_dump()):
+        click.echo(line)
+
+
+_run_verb("cancel", Client.cancel_run, "Cancel a run (a running one stops at its next heartbeat).")
+_run_verb("replay", Client.replay_run, "Replay a dead run with a fresh retry budget.")
+
+
+# -- dead-letter queue ------------------------------------------------------------------
+@click.group()
+def dlq() -> None:
+    """The dead-letter queue."""
+
+
+@dlq.command("list")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.option("--job-id", "job", metavar="JOB", help="Only this job's (id, id prefix or name).")
+@click.option("--cursor")
+@click.option("--limit", type=int, default=100)
+def dlq_list(url: str, token: str | None, as_json: bool, job: str | None, **filters: Any) -> None:
+    """Dead runs, newest first."""
+    with client(url, token) as cw:
+        job_id = None if job is None else names.job_id(cw, job)
+        show(cw.dead_letter(job_id=job_id, **filters), as_json, RUN_COLUMNS)
+
+
+@dlq.command("replay")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("run_ids", type=int, nargs=-1)
+@click.option(
+    "--job-id", metavar="JOB", help="Replay every dead run of this job (id, id prefix or name)."
+)
+def dlq_replay(
+    url: str, token: str | None, as_json: bool, run_ids: tuple[int, ...], job_id: str | None
+) -> None:
+    """Replay dead runs by id, or all of one job's."""
+    if bool(run_ids) == bool(job_id):
+        raise click.UsageError("give run ids or --job-id, not both")
+    with client(url, token) as cw:
+        job = None if job_id is None else names.job_id(cw, job_id)
+        replayed = cw.replay_dead(list(run_ids) or None, job_id=job)
+    click.echo(
+        json.dumps({"replayed": replayed}) if as_json else f"replayed {len(replayed)}: {replayed}"
+    )

@@ -1,0 +1,126 @@
+"""Tables for people and for pipes, that never cut an id or a time.
+
+A UUIDv7 cut to ``01a20aee-b808…`` names nothing (ids made in the same second share
+their first 13 characters), and a time cut to ``2026-11-24T00:2…`` says nothing. So:
+
+- on a terminal, ids and times are printed whole; when the table is wider than the
+  terminal, the least important columns are left out (each column has a rank), and the
+  free-text ones (a name, an error) wrap;
+- in a pipe, every column is printed whole as tab-separated values under a header line,
+  one row per line, whatever ``COLUMNS`` says: ``cut -f1`` gives the ids, and
+  ``--json`` gives everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+Kind = Literal["id", "time", "text", "short"]
+_GAP = 2  # spaces between two columns on a terminal
+_MIN_TEXT = 12  # a free-text column narrower than this is not worth showing
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: the field it shows, how, and its rank (0: always shown; among the
+    others, the highest rank is left out first when the terminal is too narrow)."""
+
+    key: str
+    header: str | None = None
+    kind: Kind = "short"
+    rank: int = 0
+    value: Callable[[Mapping[str, Any]], Any] | None = None
+
+    @property
+    def title(self) -> str:
+        return self.header or self.key
+
+    def cell(self, row: Mapping[str, Any]) -> str:
+        """The text of this column in ``row``, whole."""
+        return text(self.value(row) if self.value else row.get(self.key))
+
+
+def text(value: Any) -> str:
+    """A value as a person reads it: times in ISO 8601 as the API gives them (with
+    ``+00:00``), nothing for a missing value."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def is_terminal() -> bool:
+    """Whether stdout is a terminal a person reads (as rich decides it)."""
+    return Console().is_terminal
+
+
+def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> None:
+    """``rows`` as a table on a terminal, as tab-separated values in a pipe."""
+    cells = [[column.cell(row) for column in columns] for row in rows]
+    if not is_terminal():
+        _print_tsv(columns, cells)
+        return
+    console = Console()
+    shown = fit(columns, cells, console.width)
+    table = Table(box=None, pad_edge=False, padding=(0, _GAP // 2), header_style="bold")
+    for index in shown:
+        column = columns[index]
+        whole = column.kind in ("id", "time")
+        table.add_column(
+            column.title,
+            no_wrap=whole,
+            overflow="fold",  # never "…": if a value cannot fit, it goes on the next line
+            min_width=_natural(column, cells, index) if whole else None,
+        )
+    for row in cells:
+        table.add_row(*(row[index] for index in shown))
+    console.print(table, crop=False)
+
+
+def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> list[int]:
+    """The indexes of the columns shown in ``width`` characters: every rank-0 column,
+    then the others by rank while they fit (an empty one is not worth its room), in
+    their own order."""
+    need = {i: _least(column, cells, i) for i, column in enumerate(columns)}
+    chosen = {i for i, column in enumerate(columns) if column.rank == 0}
+    used = sum(need[i] for i in chosen) + _GAP * (len(chosen) - 1)
+    optional = sorted(
+        (c.rank, i) for i, c in enumerate(columns) if c.rank > 0 and any(r[i] for r in cells)
+    )
+    for _, index in optional:
+        if used + _GAP + need[index] <= width:
+            chosen.add(index)
+            used += _GAP + need[index]
+    return sorted(chosen)
+
+
+def _natural(column: Column, cells: Sequence[Sequence[str]], index: int) -> int:
+    return max([len(column.title), *(len(row[index]) for row in cells)])
+
+
+def _least(column: Column, cells: Sequence[Sequence[str]], index: int) -> int:
+    """The narrowest a column may be: whole for ids, times and short values; free text
+    wraps, down to a dozen characters."""
+    natural = _natural(column, cells, index)
+    return min(natural, max(_MIN_TEXT, len(column.title))) if column.kind == "text" else natural
+
+
+def _print_tsv(columns: Sequence[Column], cells: Sequence[Sequence[str]]) -> None:
+    click.echo("\t".join(column.title for column in columns))
+    for row in cells:
+        click.echo("\t".join(_one_field(value) for value in row))
+
+
+def _one_field(value: str) -> str:
+    # A tab or a line break inside a value would split it into two fields or two rows.
+    return " ".join(value.replace("\t", " ").splitlines()) if value else ""
