@@ -12,6 +12,7 @@ from typing import Any
 
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import (
+    REASON_LOST,
     AttemptOutcome,
     ClaimedRun,
     Job,
@@ -256,7 +257,8 @@ COMPLETE_RUNS = (
     " finished_at = json_extract(d.value, '$[3]'),"
     " available_at = coalesce(json_extract(d.value, '$[4]'), available_at),"
     " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
-    " last_error = json_extract(d.value, '$[5]')"
+    " last_error = json_extract(d.value, '$[5]'),"
+    " reason = coalesce(json_extract(d.value, '$[6]'), reason)"
     " FROM json_each(?) AS d"
     " WHERE runs.id = json_extract(d.value, '$[0]')"
     " AND runs.fence = json_extract(d.value, '$[1]') AND runs.state = 'running'"
@@ -278,6 +280,7 @@ def complete_many(
                 rows.us(d.finished_at) if d.state.finished else None,
                 rows.us_or_none(d.available_at),
                 d.error_message,
+                d.reason,
             )
             for d in completions
         ]
@@ -345,11 +348,16 @@ def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
     else:
         state = RunState.PENDING
     final = state.finished
+    dead_reason = REASON_LOST.format(attempt=row["attempt"], max_attempts=row["max_attempts"])
     c.execute(
         "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN available_at ELSE ? END,"
         " finished_at = CASE WHEN ? THEN ? END, lease_owner = NULL, lease_expires_at = NULL,"
-        " cancel_requested = 0, last_error = ? WHERE id = ?",
-        (state.value, final, at, final, at, message, row["id"]),
+        " cancel_requested = 0, last_error = ?,"
+        " reason = CASE WHEN ? THEN ? ELSE reason END WHERE id = ?",
+        (
+            *(state.value, final, at, final, at, message),
+            *(state is RunState.DEAD, dead_reason, row["id"]),
+        ),
     )
     return state
 
