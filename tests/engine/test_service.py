@@ -268,3 +268,28 @@ async def test_replay_gives_the_jobs_full_budget_again(
         4,
         run.idempotency_key,
     )
+
+
+async def test_the_python_api_shows_how_the_last_run_ended(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    from cronwheel.actions import PermanentError
+    from cronwheel.worker import Worker, WorkerConfig
+
+    job = await service.create(name="once-now", schedule={"kind": "immediate"}, action=HANDLER)
+    assert (await service.get(job.id)).last_run is None
+    worker = Worker(store, WorkerConfig(pools={"default": 1}), clock=clock, webhook_secret=b"s")
+
+    @worker.handler("noop")
+    def refuse(ctx: object) -> None:
+        raise PermanentError("the account is closed")
+
+    assert await worker.run_once() == 1
+    found = await service.get(job.id)
+    assert found.state is JobState.COMPLETED
+    assert found.last_run is not None
+    assert (found.last_run.state, found.last_run.attempt) == (RunState.DEAD, 1)
+    assert found.last_run.reason is not None and "permanent" in found.last_run.reason
+    assert found.last_run.last_error == "the account is closed"
+    [listed] = await service.list_jobs()
+    assert listed.last_run == found.last_run

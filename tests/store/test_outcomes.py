@@ -160,9 +160,12 @@ async def test_setting_the_state_a_job_is_in_changes_nothing(store: Store) -> No
     cancelled = await store.set_job_state(
         "default", job.id, JobState.CANCELLED, next_fire_at=None, now=at(3), actor="ops"
     )
-    assert await store.set_job_state(
-        "default", job.id, JobState.CANCELLED, next_fire_at=None, now=at(4), actor="ops"
-    ) == cancelled
+    assert (
+        await store.set_job_state(
+            "default", job.id, JobState.CANCELLED, next_fire_at=None, now=at(4), actor="ops"
+        )
+        == cancelled
+    )
     with pytest.raises(Conflict):
         await store.set_job_state(
             "default", job.id, JobState.ACTIVE, next_fire_at=None, now=at(5), actor="ops"
