@@ -51,10 +51,10 @@ from cronwheel.store.sqlite._wakeups import Wakeups
 
 # One probe of runs_job_finished per job (the correlated subquery), whatever their number.
 LAST_RUNS = (
-    "SELECT * FROM runs WHERE id IN (SELECT (SELECT r.id FROM runs AS r"
+    "SELECT runs.* FROM json_each(?) AS j JOIN runs ON runs.id = (SELECT r.id FROM runs AS r"
     " WHERE r.job_id = j.value AND r.finished_at IS NOT NULL"
-    " ORDER BY r.finished_at DESC, r.id DESC LIMIT 1) FROM json_each(?) AS j)"
-    " AND tenant_id = ?"
+    " ORDER BY r.finished_at DESC, r.id DESC LIMIT 1)"
+    " WHERE +runs.tenant_id = ?"  # + : the run is found by id, never by a scan of its tenant
 )
 
 
