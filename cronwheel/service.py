@@ -99,7 +99,8 @@ class JobService:
         **changes: Any,
     ) -> Job:
         """Change a job's definition; its version bumps. If its schedule changed, the
-        next fire time is computed again from now."""
+        next fire time is computed again from now. Changes that change nothing (every
+        value as it is) return the job as it is, at the same version."""
         current = await self.get(job_id, tenant_id=tenant_id)
         expected = current.version if expected_version is None else expected_version
         now = self.clock.now()
@@ -115,6 +116,11 @@ class JobService:
         replan = fresh.schedule != current.schedule
         if not replan:
             updated = replace(updated, next_fire_at=current.next_fire_at)
+        unchanged = replace(
+            updated, version=current.version, updated_at=current.updated_at, last_run=None
+        ) == replace(current, last_run=None)
+        if unchanged and expected == current.version:
+            return current  # nothing to change: no version bump, no audit row
         job = await self.store.update_job(
             updated, expected_version=expected, actor=self.actor, replan=replan
         )

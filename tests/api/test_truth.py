@@ -148,6 +148,8 @@ async def test_control_verbs_are_idempotent(app: FastAPI, client: httpx.AsyncCli
     assert (paused.status_code, again.status_code) == (200, 200)
     assert again.json() == paused.json() and paused.json()["version"] == 2
     assert again.headers["ETag"] == '"2"'
+    patched = await client.patch(url, json={"pool": job["pool"]}, headers={"If-Match": "2"})
+    assert (patched.status_code, patched.headers["ETag"]) == (200, '"2"')  # nothing changed
     resumed = (await client.post(f"{url}/resume")).json()
     assert (await client.post(f"{url}/resume")).json() == resumed
     cancelled = await client.delete(url)

@@ -293,3 +293,16 @@ async def test_the_python_api_shows_how_the_last_run_ended(
     assert found.last_run.last_error == "the account is closed"
     [listed] = await service.list_jobs()
     assert listed.last_run == found.last_run
+
+
+async def test_an_update_that_changes_nothing_bumps_nothing(
+    service: JobService, store: Store
+) -> None:
+    job = await service.create(name="same", schedule=EVERY_MINUTE, action=HANDLER, payload=[1])
+    same = await service.update(job.id, expected_version=1, payload=[1], schedule=EVERY_MINUTE)
+    assert same == job and same.version == 1
+    with pytest.raises(StaleVersion):  # an edit of a version that is not the job's
+        await service.update(job.id, expected_version=7, payload=[1])
+    changed = await service.update(job.id, expected_version=1, payload=[2])
+    assert (changed.version, changed.payload) == (2, [2])
+    assert [e.action for e in await store.list_audit("default", job.id)] == ["created", "updated"]
