@@ -33,9 +33,7 @@ REASON_REPLANNED = "replanned: the job's schedule changed"
 REASON_PERMANENT = "permanent error: the action said retrying cannot help"
 REASON_EXHAUSTED = "attempts exhausted: attempt {attempt} of {max_attempts} failed"
 REASON_TIMED_OUT = "timed out on its last attempt ({attempt} of {max_attempts})"
-REASON_LOST = (
-    "lease lost on its last attempt ({attempt} of {max_attempts}): its worker never reported"
-)
+REASON_LEASE_LOST_LAST = "its worker's lease expired on its last attempt"
 REASON_BUDGET = "retry budget spent: the next retry would start after retry.budget_seconds"
 REASON_AT_MOST_ONCE = "at-most-once delivery: a failed attempt is never retried"
 DEFAULT_POOL = "default"

@@ -9,7 +9,7 @@ import pytest
 
 from cronwheel.errors import Conflict
 from cronwheel.model import (
-    REASON_LOST,
+    REASON_LEASE_LOST_LAST,
     REASON_PERMANENT,
     AttemptOutcome,
     JobState,
@@ -141,7 +141,7 @@ async def test_a_lease_lost_on_the_last_attempt_says_so(store: Store) -> None:
     assert rescued.dead == [run_id]
     dead = await store.get_run("default", run_id)
     assert dead is not None
-    assert dead.reason == REASON_LOST.format(attempt=2, max_attempts=2)
+    assert dead.reason == REASON_LEASE_LOST_LAST
     assert dead.last_error is not None and "did not report" in dead.last_error
 
 

@@ -512,7 +512,8 @@ SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) 
 
 # -- maintenance ---------------------------------------------------------------------
 
-# Params: $1 now, $2 limit. The expiry is spelled like Python's isoformat().
+# Params: $1 now, $2 limit, $3 the reason of a run made dead. The expiry is spelled like
+# Python's isoformat().
 RESCUE_EXPIRED = f"""
 WITH expired AS (
     SELECT id, lease_owner, lease_expires_at, attempt, max_attempts, cancel_requested
@@ -530,9 +531,7 @@ verdict AS (
            format('worker %s did not report before its lease expired at %s', e.lease_owner,
                   replace(to_char(e.lease_expires_at AT TIME ZONE 'UTC',
                                   'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
-           ) AS message,
-           format('lease lost on its last attempt (%s of %s): its worker never reported',
-                  e.attempt, e.max_attempts) AS dead_reason
+           ) AS message
     FROM expired AS e
 ),
 rescued AS (
@@ -542,7 +541,7 @@ rescued AS (
         finished_at = CASE WHEN v.next_state = 'pending' THEN NULL ELSE $1 END,
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
         last_error = v.message,
-        reason = CASE WHEN v.next_state = 'dead' THEN v.dead_reason ELSE r.reason END
+        reason = CASE WHEN v.next_state = 'dead' THEN $3 ELSE r.reason END
     FROM verdict AS v
     WHERE r.id = v.id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.fence, r.pool, r.state, r.started_at,

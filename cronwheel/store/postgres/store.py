@@ -19,6 +19,7 @@ import asyncpg
 
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.model import (
+    REASON_LEASE_LOST_LAST,
     REASON_OVERLAP_SKIP,
     REASON_REPLANNED,
     ApiKey,
@@ -560,7 +561,7 @@ class PostgresStore(Store):
 
     # -- maintenance -----------------------------------------------------------------
     async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
-        row = await self._one(sql.RESCUE_EXPIRED, now, limit)
+        row = await self._one(sql.RESCUE_EXPIRED, now, limit, REASON_LEASE_LOST_LAST)
         return RescueResult(
             retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
         )

@@ -12,7 +12,7 @@ from typing import Any
 
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import (
-    REASON_LOST,
+    REASON_LEASE_LOST_LAST,
     AttemptOutcome,
     ClaimedRun,
     Job,
@@ -348,7 +348,6 @@ def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
     else:
         state = RunState.PENDING
     final = state.finished
-    dead_reason = REASON_LOST.format(attempt=row["attempt"], max_attempts=row["max_attempts"])
     c.execute(
         "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN available_at ELSE ? END,"
         " finished_at = CASE WHEN ? THEN ? END, lease_owner = NULL, lease_expires_at = NULL,"
@@ -356,7 +355,7 @@ def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
         " reason = CASE WHEN ? THEN ? ELSE reason END WHERE id = ?",
         (
             *(state.value, final, at, final, at, message),
-            *(state is RunState.DEAD, dead_reason, row["id"]),
+            *(state is RunState.DEAD, REASON_LEASE_LOST_LAST, row["id"]),
         ),
     )
     return state
