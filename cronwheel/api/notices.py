@@ -5,6 +5,7 @@ never refused for them (the worker may simply not be started yet)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -33,18 +34,19 @@ class Notices:
     store: Store
     clock: Clock
     cache_seconds: float = CACHE_SECONDS
+    monotonic: Callable[[], float] = time.monotonic
     _served: dict[str, tuple[float, set[str]]] = field(default_factory=dict)
 
     async def served_pools(self, tenant_id: str) -> set[str]:
         """The pools some live worker serves for the tenant, from a cache of a few seconds."""
         cached = self._served.get(tenant_id)
-        if cached is not None and cached[0] > time.monotonic():
+        if cached is not None and cached[0] > self.monotonic():
             return cached[1]
         since = self.clock.now() - LIVE_WINDOW
         pools = await self.store.served_pools(tenant_id, seen_since=since)
         if len(self._served) > 10_000:  # tenants come and go: never grow without bound
             self._served.clear()
-        self._served[tenant_id] = (time.monotonic() + self.cache_seconds, pools)
+        self._served[tenant_id] = (self.monotonic() + self.cache_seconds, pools)
         return pools
 
     async def for_job(self, job: Job) -> list[Notice]:
