@@ -13,7 +13,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from cronwheel.model import AttemptOutcome, Backoff, ClaimedRun, RetryPolicy, RunState
+from cronwheel.model import (
+    REASON_AT_MOST_ONCE,
+    REASON_BUDGET,
+    REASON_EXHAUSTED,
+    REASON_PERMANENT,
+    REASON_TIMED_OUT,
+    AttemptOutcome,
+    Backoff,
+    ClaimedRun,
+    Delivery,
+    RetryPolicy,
+    RunState,
+)
 from cronwheel.store.base import Completion
 
 
@@ -40,7 +52,7 @@ class Outcome:
 _ATTEMPT_OUTCOME = {
     OutcomeKind.SUCCEEDED: AttemptOutcome.SUCCEEDED,
     OutcomeKind.FAILED: AttemptOutcome.FAILED,
-    OutcomeKind.PERMANENT: AttemptOutcome.FAILED,
+    OutcomeKind.PERMANENT: AttemptOutcome.PERMANENT,
     OutcomeKind.TIMED_OUT: AttemptOutcome.TIMED_OUT,
     OutcomeKind.CANCELLED: AttemptOutcome.CANCELLED,
 }
@@ -71,7 +83,7 @@ def completion_for(
 ) -> Completion:
     """The one store write that records ``outcome`` for a claimed run."""
     run = claimed.run
-    state, available_at = _next_state(claimed, outcome, finished_at, rng)
+    state, available_at, reason = _next_state(claimed, outcome, finished_at, rng)
     return Completion(
         run_id=run.id,
         fence=run.fence,
@@ -84,23 +96,35 @@ def completion_for(
         error_class=outcome.error_class,
         error_message=outcome.error_message,
         available_at=available_at,
+        reason=reason,
     )
 
 
 def _next_state(
     claimed: ClaimedRun, outcome: Outcome, now: datetime, rng: random.Random
-) -> tuple[RunState, datetime | None]:
+) -> tuple[RunState, datetime | None, str | None]:
+    """The run's next state, when it is due again (a retry), and why it is dead."""
     if outcome.kind is OutcomeKind.SUCCEEDED:
-        return RunState.SUCCEEDED, None
+        return RunState.SUCCEEDED, None, None
     if outcome.kind is OutcomeKind.CANCELLED:
-        return RunState.CANCELLED, None
+        return RunState.CANCELLED, None, None
     run, policy = claimed.run, claimed.retry
-    if outcome.kind is OutcomeKind.PERMANENT or run.attempt >= run.max_attempts:
-        return RunState.DEAD, None
+    if outcome.kind is OutcomeKind.PERMANENT:
+        return RunState.DEAD, None, REASON_PERMANENT
+    if run.attempt >= run.max_attempts:
+        return RunState.DEAD, None, _last_attempt_reason(claimed, outcome)
     delay = max(retry_delay(policy, run.attempt, rng), outcome.retry_after or 0.0)
     retry_at = now + timedelta(seconds=delay)
     if policy.budget_seconds is not None:
         deadline = run.scheduled_for + timedelta(seconds=policy.budget_seconds)
         if retry_at > deadline:
-            return RunState.DEAD, None
-    return RunState.PENDING, retry_at
+            return RunState.DEAD, None, REASON_BUDGET
+    return RunState.PENDING, retry_at, None
+
+
+def _last_attempt_reason(claimed: ClaimedRun, outcome: Outcome) -> str:
+    run = claimed.run
+    if claimed.delivery is Delivery.AT_MOST_ONCE:
+        return REASON_AT_MOST_ONCE
+    template = REASON_TIMED_OUT if outcome.kind is OutcomeKind.TIMED_OUT else REASON_EXHAUSTED
+    return template.format(attempt=run.attempt, max_attempts=run.max_attempts)

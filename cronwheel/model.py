@@ -38,6 +38,14 @@ REASON_AT_MOST_ONCE_LOST = (
     "at-most-once run interrupted after it started: its worker's lease expired"
 )
 REASON_LEASE_LOST_LAST = "its worker's lease expired on its last attempt"
+
+# Why a run is dead: every dead run carries one of these as its ``reason`` (the error
+# itself is in ``last_error``), so "why did this stop retrying?" has an answer.
+REASON_PERMANENT = "permanent error: the action said retrying cannot help"
+REASON_EXHAUSTED = "attempts exhausted: attempt {attempt} of {max_attempts} failed"
+REASON_TIMED_OUT = "timed out on its last attempt ({attempt} of {max_attempts})"
+REASON_BUDGET = "retry budget spent: the next retry would start after retry.budget_seconds"
+REASON_AT_MOST_ONCE = "at-most-once delivery: a failed attempt is never retried"
 DEFAULT_POOL = "default"
 
 
@@ -101,6 +109,8 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "cancelled"
     LOST = "lost"
     """The worker's lease expired before it reported: it crashed, froze or lost the store."""
+    PERMANENT = "permanent"
+    """A failure that retrying cannot fix: a PermanentError, a webhook's 4xx."""
 
 
 class Backoff(StrEnum):
@@ -207,10 +217,28 @@ class Job:
     version: int = 1
     next_fire_at: datetime | None = None
     last_fire_at: datetime | None = None
+    last_run: LastRun | None = None
+    """The job's newest finished run, where the reader asked for it (the service's get
+    and list); None when none has finished yet, or when it was not looked up."""
 
     @property
     def shard_key(self) -> int:
         return shard_key(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class LastRun:
+    """How a job's newest finished run (by ``finished_at``) ended: what a user asks of a
+    job first. Derived from the runs table on read, so it lives as long as its run
+    (retention deletes old history)."""
+
+    id: int
+    state: RunState
+    scheduled_for: datetime
+    finished_at: datetime
+    attempt: int
+    reason: str | None
+    last_error: str | None
 
 
 @hot_record

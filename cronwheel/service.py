@@ -73,13 +73,22 @@ class JobService:
         return jobs
 
     async def get(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
+        """The job, with its ``last_run``: how its newest finished run ended."""
         job = await self.store.get_job(tenant_id, job_id)
         if job is None:
             raise NotFound("job", job_id)
-        return job
+        return await self._with_last_run(job)
+
+    async def _with_last_run(self, job: Job) -> Job:
+        last = await self.store.last_runs(job.tenant_id, [job.id])
+        return replace(job, last_run=last.get(job.id))
 
     async def list_jobs(self, *, tenant_id: str = DEFAULT_TENANT, **filters: Any) -> list[Job]:
-        return await self.store.list_jobs(tenant_id, **filters)
+        """Jobs in creation order (see :meth:`Store.list_jobs`), each with its
+        ``last_run``, looked up in one query for the page."""
+        jobs = await self.store.list_jobs(tenant_id, **filters)
+        last = await self.store.last_runs(tenant_id, [j.id for j in jobs])
+        return [replace(j, last_run=last.get(j.id)) for j in jobs]
 
     async def update(
         self,
@@ -90,7 +99,8 @@ class JobService:
         **changes: Any,
     ) -> Job:
         """Change a job's definition; its version bumps. If its schedule changed, the
-        next fire time is computed again from now."""
+        next fire time is computed again from now. Changes that change nothing (every
+        value as it is) return the job as it is, at the same version."""
         current = await self.get(job_id, tenant_id=tenant_id)
         expected = current.version if expected_version is None else expected_version
         now = self.clock.now()
@@ -106,15 +116,24 @@ class JobService:
         replan = fresh.schedule != current.schedule
         if not replan:
             updated = replace(updated, next_fire_at=current.next_fire_at)
+        unchanged = replace(
+            updated, version=current.version, updated_at=current.updated_at, last_run=None
+        ) == replace(current, last_run=None)
+        if unchanged and expected == current.version:
+            return current  # nothing to change: no version bump, no audit row
         job = await self.store.update_job(
             updated, expected_version=expected, actor=self.actor, replan=replan
         )
         await self.store.notify(JOBS_TOPIC)
-        return job
+        # Looked up again: a replan cancels the runs the old schedule planned.
+        return await self._with_last_run(job)
 
     async def pause(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
-        """No new runs until resumed; runs already pending stay pending."""
+        """No new runs until resumed; runs already pending stay pending. Pausing a paused
+        job changes nothing (no version bump) and returns it as it is."""
         job = await self.get(job_id, tenant_id=tenant_id)
+        if job.state is JobState.PAUSED:
+            return job
         return await self._set_state(job, JobState.PAUSED, job.next_fire_at)
 
     async def resume(
@@ -122,8 +141,11 @@ class JobService:
     ) -> Job:
         """Resume from now: occurrences the pause covered are recorded as skipped
         (``paused``). With ``catch_up``, they are handed to the job's misfire policy
-        instead, as if the scheduler had been down."""
+        instead, as if the scheduler had been down. Resuming an active job changes
+        nothing and returns it as it is; a completed or cancelled one: Conflict."""
         job = await self.get(job_id, tenant_id=tenant_id)
+        if job.state is JobState.ACTIVE:
+            return job
         if job.state is not JobState.PAUSED:
             raise Conflict("state", f"the job is {job.state.value}, not paused")
         if catch_up or job.next_fire_at is None:
@@ -136,8 +158,11 @@ class JobService:
         return await self._set_state(job, JobState.ACTIVE, following, runs=skipped)
 
     async def cancel(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
-        """Soft delete: no new runs, pending runs cancelled, the job kept for audit."""
+        """Soft delete: no new runs, pending runs cancelled, the job kept for audit.
+        Cancelling a cancelled job changes nothing and returns it as it is."""
         job = await self.get(job_id, tenant_id=tenant_id)
+        if job.state is JobState.CANCELLED:
+            return job
         return await self._set_state(job, JobState.CANCELLED, None)
 
     async def trigger(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Run:
@@ -207,7 +232,8 @@ class JobService:
             runs=runs or [],
         )
         await self.store.notify(JOBS_TOPIC)
-        return updated
+        # Looked up again: a cancel cancels pending runs, a resume records skipped ones.
+        return await self._with_last_run(updated)
 
     # -- runs ----------------------------------------------------------------------------
     async def runs(
@@ -227,6 +253,8 @@ class JobService:
         return await self.store.list_attempts(tenant_id, run_id)
 
     async def cancel_run(self, run_id: int, *, tenant_id: str = DEFAULT_TENANT) -> Run:
+        """Cancel a pending run, or ask a running one to stop. Idempotent: a finished run,
+        or one already asked to stop, is returned as it is."""
         return await self.store.cancel_run(
             tenant_id, run_id, now=self.clock.now(), actor=self.actor
         )

@@ -109,6 +109,8 @@ class Worker:
         self.clock: Clock = clock or SystemClock()
         self.handlers = handlers or HandlerRegistry()
         secret = webhook_secret or os.environ.get("CRONWHEEL_WEBHOOK_SECRET", "").encode()
+        self.signs_verifiably = bool(secret)
+        """False: no secret was given, webhooks are signed with a random one (see run)."""
         self.webhooks = WebhookAction(secret or os.urandom(32))
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
@@ -157,8 +159,19 @@ class Worker:
     # -- the loops ---------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain: finish or release in-flight runs."""
+        if not self.signs_verifiably:
+            log.warning(
+                "CRONWHEEL_WEBHOOK_SECRET is not set: worker %s signs webhooks with a random"
+                " secret of its own, so targets cannot check the Cronwheel-Signature header;"
+                " set the same secret on every worker and on your targets",
+                self.id,
+            )
         await self.sync_clock()
         self._started_at = self.clock.now()
+        with contextlib.suppress(Exception):  # the claim loop reports a store outage
+            # Announced at once, not at the first heartbeat: the API tells users whether a
+            # live worker serves a pool (their runs wait otherwise).
+            await self.store.register_worker(self._announcement())
         background = [
             asyncio.create_task(self._heartbeat_loop(stop), name="heartbeat"),
             asyncio.create_task(self._completion_loop(), name="completions"),

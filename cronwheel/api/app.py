@@ -15,6 +15,7 @@ from cronwheel.api import docs_ui, openapi, problems
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
+from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas
 from cronwheel.api.routes import admin, health, jobs, runs, workers
 from cronwheel.api.state import ApiState
@@ -46,7 +47,8 @@ def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) ->
         docs_url=None,  # docs_ui serves /docs from the package, not from a CDN
         redoc_url=None,
     )
-    app.state.api = ApiState(store, auth, clock or SystemClock(), Quotas(store))
+    clock = clock or SystemClock()
+    app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock))
     problems.install(app)
     for module in (health, jobs, runs, workers, admin):
         app.include_router(module.router)

@@ -3,11 +3,13 @@ engine's dataclasses. Times are ISO 8601 with ``+00:00`` (pydantic would write `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
+from cronwheel.api.notices import Notice
 from cronwheel.model import (
     ApiKey,
     Attempt,
@@ -17,6 +19,7 @@ from cronwheel.model import (
     Delivery,
     Job,
     JobState,
+    LastRun,
     MisfireMode,
     Overlap,
     Priority,
@@ -63,6 +66,37 @@ class MisfireOut(_Out):
     limit: int
 
 
+class LastRunOut(_Out):
+    """How a job's newest finished run ended."""
+
+    id: int
+    state: RunState
+    scheduled_for: Instant
+    finished_at: Instant
+    attempt: int
+    reason: str | None = Field(description="Why it ended so: every dead run has one.")
+    last_error: str | None
+
+    @classmethod
+    def of(cls, last: LastRun) -> LastRunOut:
+        return cls(**fields(last, cls))
+
+
+class NoticeOut(_Out):
+    """Something to know that is not an error, e.g. ``no_live_worker``: no live worker
+    serves the pool, so runs wait."""
+
+    code: str
+    message: str
+
+    @classmethod
+    def of(cls, notice: Notice) -> NoticeOut:
+        return cls(code=notice.code, message=notice.message)
+
+
+NOTICES_DOC = "What to know that is not an error (e.g. code `no_live_worker`); may be empty."
+
+
 class JobOut(_Out):
     """A job definition and where it is in its life."""
 
@@ -87,14 +121,22 @@ class JobOut(_Out):
     last_fire_at: Instant | None
     created_at: Instant
     updated_at: Instant
+    last_run: LastRunOut | None = Field(
+        None,
+        description="The newest finished run (succeeded, dead, cancelled or skipped), by"
+        " finish time; null while none has finished (or retention deleted it).",
+    )
+    notices: list[NoticeOut] = Field(default_factory=list, description=NOTICES_DOC)
 
     @classmethod
-    def of(cls, job: Job) -> JobOut:
+    def of(cls, job: Job, notices: Sequence[Notice] = ()) -> JobOut:
         return cls(
-            **fields(job, cls, "priority", "retry", "misfire"),
+            **fields(job, cls, "priority", "retry", "misfire", "last_run", "notices"),
             priority=priority_name(job.priority),
             retry=RetryOut(**job.retry.to_dict()),
             misfire=MisfireOut(**job.misfire.to_dict()),
+            last_run=None if job.last_run is None else LastRunOut.of(job.last_run),
+            notices=[NoticeOut.of(n) for n in notices],
         )
 
 
@@ -125,10 +167,15 @@ class RunOut(_Out):
         description="The run's own payload, given when it was enqueued; null: its job's payload."
     )
     created_at: Instant
+    notices: list[NoticeOut] = Field(default_factory=list, description=NOTICES_DOC)
 
     @classmethod
-    def of(cls, run: Run) -> RunOut:
-        return cls(**fields(run, RunOut, "priority"), priority=priority_name(run.priority))
+    def of(cls, run: Run, notices: Sequence[Notice] = ()) -> RunOut:
+        return cls(
+            **fields(run, RunOut, "priority", "notices"),
+            priority=priority_name(run.priority),
+            notices=[NoticeOut.of(n) for n in notices],
+        )
 
 
 class AttemptOut(_Out):
@@ -158,8 +205,10 @@ class RunDetailOut(RunOut):
     attempts: list[AttemptOut]
 
     @classmethod
-    def with_attempts(cls, run: Run, attempts: list[Attempt]) -> RunDetailOut:
-        base = RunOut.of(run).model_dump()
+    def with_attempts(
+        cls, run: Run, attempts: list[Attempt], notices: Sequence[Notice] = ()
+    ) -> RunDetailOut:
+        base = RunOut.of(run, notices).model_dump()
         return cls(**base, attempts=[AttemptOut.of(a) for a in attempts])
 
 

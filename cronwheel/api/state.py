@@ -8,6 +8,7 @@ from typing import cast
 from fastapi import Request
 
 from cronwheel.api.auth import AuthConfig, Principal
+from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas
 from cronwheel.clock import Clock
 from cronwheel.service import JobService
@@ -20,6 +21,7 @@ class ApiState:
     auth: AuthConfig
     clock: Clock
     quotas: Quotas
+    notices: Notices
 
     def service(self, principal: Principal) -> JobService:
         """The application layer, acting as ``principal`` (cheap: one per request)."""

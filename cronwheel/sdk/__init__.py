@@ -2,7 +2,16 @@
 
 from cronwheel.sdk import errors
 from cronwheel.sdk.client import AsyncClient, Client
-from cronwheel.sdk.models import AttemptInfo, JobInfo, KeyInfo, Page, RunInfo, TenantInfo
+from cronwheel.sdk.models import (
+    AttemptInfo,
+    JobInfo,
+    KeyInfo,
+    LastRunInfo,
+    NoticeInfo,
+    Page,
+    RunInfo,
+    TenantInfo,
+)
 
 __all__ = [
     "AsyncClient",
@@ -10,6 +19,8 @@ __all__ = [
     "Client",
     "JobInfo",
     "KeyInfo",
+    "LastRunInfo",
+    "NoticeInfo",
     "Page",
     "RunInfo",
     "TenantInfo",

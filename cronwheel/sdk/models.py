@@ -15,6 +15,25 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
+class NoticeInfo(_Wire):
+    """Something to know that is not an error, e.g. ``no_live_worker``."""
+
+    code: str
+    message: str
+
+
+class LastRunInfo(_Wire):
+    """How a job's newest finished run ended."""
+
+    id: int
+    state: str
+    scheduled_for: datetime
+    finished_at: datetime
+    attempt: int
+    reason: str | None = None
+    last_error: str | None = None
+
+
 class JobInfo(_Wire):
     id: str
     tenant_id: str
@@ -37,6 +56,9 @@ class JobInfo(_Wire):
     last_fire_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
+    last_run: LastRunInfo | None = None
+    """The newest finished run; None while none has finished (or from an older server)."""
+    notices: list[NoticeInfo] = []
 
 
 class AttemptInfo(_Wire):
@@ -74,6 +96,7 @@ class RunInfo(_Wire):
     payload: Any = None
     """The run's own payload, given when it was enqueued; None: its job's payload."""
     attempts: list[AttemptInfo] | None = None
+    notices: list[NoticeInfo] = []
 
 
 class Page(_Wire, Generic[T]):

@@ -36,6 +36,7 @@ from cronwheel.model import (
     ClaimedRun,
     Job,
     JobState,
+    LastRun,
     NewRun,
     Run,
     RunState,
@@ -115,6 +116,9 @@ class Completion:
     error_class: str | None = None
     error_message: str | None = None
     available_at: datetime | None = None
+    reason: str | None = None
+    """Why the run ends this way (every ``dead`` completion has one); None keeps the
+    run's reason as it was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +278,13 @@ class Store(abc.ABC):
     async def remove_worker(self, worker_id: str) -> None:
         """Forget a worker (it stopped cleanly)."""
 
+    @abc.abstractmethod
+    async def served_pools(self, tenant_id: str, *, seen_since: datetime) -> set[str]:
+        """The pools that some worker heard from at or after ``seen_since`` serves for the
+        tenant: a remote worker serves its own tenant (its id is ``<tenant>/<id>``), any
+        other worker (``cronwheel worker``, ``cronwheel dev``) claims for every tenant.
+        One query, whatever the number of workers."""
+
     # -- jobs ------------------------------------------------------------------------
     @abc.abstractmethod
     async def create_jobs(
@@ -285,6 +296,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def get_job(self, tenant_id: str, job_id: str) -> Job | None: ...
+
+    @abc.abstractmethod
+    async def last_runs(self, tenant_id: str, job_ids: Sequence[str]) -> dict[str, LastRun]:
+        """Each job's newest finished run (by ``finished_at``, then id), for the jobs that
+        have one: one query for all of them, one index probe per job."""
 
     @abc.abstractmethod
     async def list_jobs(
@@ -329,7 +345,8 @@ class Store(abc.ABC):
     ) -> Job:
         """Pause, resume, complete or cancel a job (version bump, audited), inserting
         ``runs`` (e.g. the occurrences a pause skipped) in the same transaction.
-        Cancelling also cancels its pending runs. A cancelled job cannot change state
+        Cancelling also cancels its pending runs. A job already in ``state`` is returned
+        as it is: no version bump, no audit row. A cancelled job cannot change state
         again: Conflict. Raises NotFound."""
 
     # -- scheduler -------------------------------------------------------------------
@@ -490,7 +507,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def cancel_run(self, tenant_id: str, run_id: int, *, now: datetime, actor: str) -> Run:
         """Cancel a pending run at once; ask a running one to stop (its worker sees it at
-        the next heartbeat). A finished run is left as it is. Raises NotFound."""
+        the next heartbeat). A finished run, or a running one already asked to stop, is
+        left as it is, without an audit row: cancelling is idempotent. Raises NotFound."""
 
     @abc.abstractmethod
     async def replay_runs(

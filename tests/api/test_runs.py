@@ -36,7 +36,8 @@ async def test_run_detail_has_attempts(app: FastAPI, client: httpx.AsyncClient) 
     assert run["idempotency_key"].startswith(run["job_id"])
     [attempt] = run["attempts"]
     assert attempt["run_id"] == run_id
-    assert attempt["outcome"] == "failed"
+    assert attempt["outcome"] == "permanent"  # a permanent failure says so in its attempt
+    assert run["reason"].startswith("permanent error")
     assert attempt["finished_at"].endswith("+00:00")
 
 

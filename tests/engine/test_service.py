@@ -126,8 +126,8 @@ async def test_pause_then_resume_records_what_the_pause_skipped(
         (at(120), RunState.SKIPPED, "paused"),
         (at(60), RunState.SKIPPED, "paused"),
     ]
-    with pytest.raises(Conflict):
-        await service.resume(job.id)
+    # Resuming an active job is a no-op (docs/lifecycle.md): same job, same version.
+    assert await service.resume(job.id) == resumed
 
 
 async def test_resume_with_catch_up_hands_the_backlog_to_the_misfire_policy(
@@ -269,3 +269,41 @@ async def test_replay_gives_the_jobs_full_budget_again(
         4,
         run.idempotency_key,
     )
+
+
+async def test_the_python_api_shows_how_the_last_run_ended(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    from cronwheel.actions import PermanentError
+    from cronwheel.worker import Worker, WorkerConfig
+
+    job = await service.create(name="once-now", schedule={"kind": "immediate"}, action=HANDLER)
+    assert (await service.get(job.id)).last_run is None
+    worker = Worker(store, WorkerConfig(pools={"default": 1}), clock=clock, webhook_secret=b"s")
+
+    @worker.handler("noop")
+    def refuse(ctx: object) -> None:
+        raise PermanentError("the account is closed")
+
+    assert await worker.run_once() == 1
+    found = await service.get(job.id)
+    assert found.state is JobState.COMPLETED
+    assert found.last_run is not None
+    assert (found.last_run.state, found.last_run.attempt) == (RunState.DEAD, 1)
+    assert found.last_run.reason is not None and "permanent" in found.last_run.reason
+    assert found.last_run.last_error == "the account is closed"
+    [listed] = await service.list_jobs()
+    assert listed.last_run == found.last_run
+
+
+async def test_an_update_that_changes_nothing_bumps_nothing(
+    service: JobService, store: Store
+) -> None:
+    job = await service.create(name="same", schedule=EVERY_MINUTE, action=HANDLER, payload=[1])
+    same = await service.update(job.id, expected_version=1, payload=[1], schedule=EVERY_MINUTE)
+    assert same == job and same.version == 1
+    with pytest.raises(StaleVersion):  # an edit of a version that is not the job's
+        await service.update(job.id, expected_version=7, payload=[1])
+    changed = await service.update(job.id, expected_version=1, payload=[2])
+    assert (changed.version, changed.payload) == (2, [2])
+    assert [e.action for e in await store.list_audit("default", job.id)] == ["created", "updated"]

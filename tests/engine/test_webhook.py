@@ -6,7 +6,7 @@ import importlib.metadata
 import json
 
 from cronwheel.actions import verify
-from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.model import REASON_PERMANENT, AttemptOutcome, RetryPolicy, RunState
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker
 from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
@@ -72,6 +72,9 @@ async def test_other_4xx_are_permanent(store: Store) -> None:
     run = await one_run(store, job.id)
     assert (run.state, run.attempt) == (RunState.DEAD, 1)
     assert "answered 410" in (run.last_error or "")
+    assert run.reason == REASON_PERMANENT
+    [attempt] = await store.list_attempts(run.tenant_id, run.id)
+    assert (attempt.outcome, attempt.error_class) == (AttemptOutcome.PERMANENT, "HTTP410")
 
 
 async def test_a_connection_error_is_retryable(store: Store) -> None:

@@ -155,3 +155,48 @@ async def test_an_unknown_target_is_refused(fresh: StoreFactory) -> None:
     with pytest.raises(ValueError, match="target"):
         await store.migrate(target=999)
     assert await store.schema_version() == 0
+
+
+async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:
+    """SQLite cannot alter a CHECK: step 5 copies the attempts table. Nothing is lost,
+    and the new outcome is accepted afterwards."""
+    from cronwheel.model import AttemptOutcome, RunState
+    from cronwheel.store.base import Completion
+    from tests.store.factories import at, make_job, make_run
+
+    store, _ = await fresh()
+    await store.migrate(target=4)
+    job = make_job()
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])
+    claimed = await store.claim_runs(
+        "w", ["default"], limit=2, now=at(1), prefetch_until=at(1), lease_seconds=5
+    )
+    first, second = (c.run for c in claimed)
+    failed = Completion(
+        run_id=first.id,
+        fence=first.fence,
+        worker_id="w",
+        state=RunState.DEAD,
+        outcome=AttemptOutcome.FAILED,
+        started_at=at(1),
+        finished_at=at(2),
+        error_message="before the upgrade",
+    )
+    assert await store.complete_runs([failed]) == [first.id]
+    assert await store.migrate() == [5]
+    [kept] = await store.list_attempts("default", first.id)
+    assert (kept.outcome, kept.error_message) == (AttemptOutcome.FAILED, "before the upgrade")
+    permanent = Completion(
+        run_id=second.id,
+        fence=second.fence,
+        worker_id="w",
+        state=RunState.DEAD,
+        outcome=AttemptOutcome.PERMANENT,
+        started_at=at(1),
+        finished_at=at(3),
+    )
+    assert await store.complete_runs([permanent]) == [second.id]
+    [recorded] = await store.list_attempts("default", second.id)
+    assert recorded.outcome is AttemptOutcome.PERMANENT
+    assert (await store.last_runs("default", [job.id]))[job.id].id == second.id

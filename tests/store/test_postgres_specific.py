@@ -23,7 +23,7 @@ import pytest
 from cronwheel.errors import NotFound, StoreUnavailable
 from cronwheel.model import AttemptOutcome, Overlap, RunState
 from cronwheel.store.base import Completion, JobAdvance
-from cronwheel.store.migrate import fresh_schema
+from cronwheel.store.migrate import fresh_schema, migrations
 from cronwheel.store.postgres import PostgresStore, _rows
 from cronwheel.store.postgres import _sql as sql
 from tests import pg
@@ -342,8 +342,9 @@ async def test_concurrent_migrators_apply_each_migration_once(dsn: str) -> None:
     stores = [await PostgresStore.connect(_dsn_of(name)) for _ in range(4)]
     try:
         applied = await asyncio.gather(*(s.migrate() for s in stores))
-        assert sorted(applied, key=len) == [[], [], [], [1, 2, 3, 4]]
-        assert {await s.schema_version() for s in stores} == {4}
+        every = [m.version for m in migrations("postgres")]
+        assert sorted(applied, key=len) == [[], [], [], every]
+        assert {await s.schema_version() for s in stores} == {every[-1]}
     finally:
         for s in stores:
             await s.close()
@@ -357,7 +358,7 @@ async def test_an_upgrade_applies_only_the_missing_migrations(dsn: str) -> None:
     try:
         assert await store.schema_version() == 0
         assert await store.migrate(target=1) == [1]
-        assert await store.migrate() == [2, 3, 4]
+        assert await store.migrate() == [m.version for m in migrations("postgres")][1:]
         assert await store.migrate() == []
         async with store._connection() as conn:
             tenants = await conn.fetch("SELECT id FROM tenants")

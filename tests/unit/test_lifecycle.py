@@ -10,6 +10,9 @@ import pytest
 
 from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for, retry_delay
 from cronwheel.model import (
+    REASON_AT_MOST_ONCE,
+    REASON_BUDGET,
+    REASON_PERMANENT,
     AttemptOutcome,
     Backoff,
     ClaimedRun,
@@ -144,3 +147,39 @@ def test_lag_is_measured_from_when_the_run_was_due() -> None:
         rng=random.Random(0),
     )
     assert done.lag_seconds == 1.0
+
+
+def _why(claimed: ClaimedRun, outcome: Outcome) -> tuple[RunState, AttemptOutcome, str | None]:
+    done = completion_for(
+        claimed, outcome, worker_id="w", started_at=at(0), finished_at=at(10), rng=random.Random(1)
+    )
+    return done.state, done.outcome, done.reason
+
+
+def test_every_dead_completion_says_why() -> None:
+    failed, timed_out = Outcome(OutcomeKind.FAILED, "E"), Outcome(OutcomeKind.TIMED_OUT, "T")
+    assert _why(_claimed(3, 3), failed) == (
+        RunState.DEAD,
+        AttemptOutcome.FAILED,
+        "attempts exhausted: attempt 3 of 3 failed",
+    )
+    assert _why(_claimed(2, 2), timed_out) == (
+        RunState.DEAD,
+        AttemptOutcome.TIMED_OUT,
+        "timed out on its last attempt (2 of 2)",
+    )
+    assert _why(_claimed(1, 3), Outcome(OutcomeKind.PERMANENT, "HTTP404")) == (
+        RunState.DEAD,
+        AttemptOutcome.PERMANENT,
+        REASON_PERMANENT,
+    )
+    spent = _claimed(1, 3, backoff=Backoff.FIXED, initial_delay=3.0, budget_seconds=5.0)
+    assert _why(spent, failed) == (RunState.DEAD, AttemptOutcome.FAILED, REASON_BUDGET)
+    once = replace(_claimed(1, 1), delivery=Delivery.AT_MOST_ONCE)
+    assert _why(once, failed) == (RunState.DEAD, AttemptOutcome.FAILED, REASON_AT_MOST_ONCE)
+
+
+def test_a_retry_or_a_success_leaves_the_reason_alone() -> None:
+    assert _why(_claimed(1, 3), Outcome(OutcomeKind.FAILED))[2] is None
+    assert _why(_claimed(3, 3), Outcome(OutcomeKind.SUCCEEDED))[2] is None
+    assert _why(_claimed(3, 3), Outcome(OutcomeKind.CANCELLED))[2] is None

@@ -20,7 +20,7 @@ from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unpr
 from cronwheel.api.schemas import JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import InvalidInput, NotFound
-from cronwheel.model import JobState, RunState, id_prefix_range
+from cronwheel.model import Job, JobState, Run, RunState, id_prefix_range
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
@@ -68,6 +68,16 @@ def _plannable(specs: list[JobSpec], tenant_id: str, now: datetime, *, batch: bo
         raise unprocessable(errors)
 
 
+async def job_body(state: ApiState, job: Job) -> Any:
+    """A job as JSON, with its notices (e.g. no live worker serves its pool)."""
+    return dump(JobOut.of(job, await state.notices.for_job(job)))
+
+
+async def run_body(state: ApiState, run: Run) -> Any:
+    """A run as JSON, with its notices."""
+    return dump(RunOut.of(run, await state.notices.for_run(run)))
+
+
 def _spec(spec: JobSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json")
 
@@ -80,7 +90,7 @@ async def _create(
     _plannable(specs, tenant, state.clock.now(), batch=batch)
     await state.quotas.admit(tenant, len(specs))
     jobs = await state.service(principal).create_many([_spec(s) for s in specs], tenant_id=tenant)
-    return [dump(JobOut.of(j)) for j in jobs]
+    return [await job_body(state, j) for j in jobs]
 
 
 @router.post(
@@ -157,14 +167,15 @@ async def list_jobs(
         )
     )
     items, next_cursor = page(jobs, limit, "job", "id")
-    return {"items": [dump(JobOut.of(j)) for j in items], "next_cursor": next_cursor}
+    api = api_state(request)
+    return {"items": [await job_body(api, j) for j in items], "next_cursor": next_cursor}
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=problems(404), summary="Read a job")
 async def get_job(job_id: JobId, request: Request, principal: Reader) -> JSONResponse:
-    service = api_state(request).service(principal)
-    job = await service.get(checked_job_id(job_id), tenant_id=principal.tenant_id)
-    return job_response(dump(JobOut.of(job)))
+    state = api_state(request)
+    job = await state.service(principal).get(checked_job_id(job_id), tenant_id=principal.tenant_id)
+    return job_response(await job_body(state, job))
 
 
 def expected_version(if_match: str | None) -> int | None:
@@ -194,36 +205,40 @@ async def update_job(
 ) -> JSONResponse:
     """Each field sent replaces the job's value; the version bumps."""
     expected = expected_version(if_match)
-    job = (
-        await api_state(request)
-        .service(principal)
-        .update(
-            checked_job_id(job_id),
-            expected_version=expected,
-            tenant_id=principal.tenant_id,
-            **patch.changes(),
-        )
+    state = api_state(request)
+    job = await state.service(principal).update(
+        checked_job_id(job_id),
+        expected_version=expected,
+        tenant_id=principal.tenant_id,
+        **patch.changes(),
     )
-    return job_response(dump(JobOut.of(job)))
+    return job_response(await job_body(state, job))
 
 
 @router.delete(
     "/{job_id}", response_model=JobOut, responses=problems(404, 409), summary="Cancel a job"
 )
 async def cancel_job(job_id: JobId, request: Request, principal: Writer) -> JSONResponse:
-    """Soft delete: no new runs, pending runs cancelled, the job kept for audit."""
-    service = api_state(request).service(principal)
-    job = await service.cancel(checked_job_id(job_id), tenant_id=principal.tenant_id)
-    return job_response(dump(JobOut.of(job)))
+    """Soft delete: no new runs, pending runs cancelled, the job kept for audit.
+    Idempotent: cancelling a cancelled job answers 200 with it unchanged."""
+    state = api_state(request)
+    job = await state.service(principal).cancel(
+        checked_job_id(job_id), tenant_id=principal.tenant_id
+    )
+    return job_response(await job_body(state, job))
 
 
 @router.post(
     "/{job_id}/pause", response_model=JobOut, responses=problems(404, 409), summary="Pause a job"
 )
 async def pause_job(job_id: JobId, request: Request, principal: Writer) -> JSONResponse:
-    service = api_state(request).service(principal)
-    job = await service.pause(checked_job_id(job_id), tenant_id=principal.tenant_id)
-    return job_response(dump(JobOut.of(job)))
+    """No new runs until resumed. Idempotent: pausing a paused job answers 200 with it
+    unchanged (same version); a cancelled job: 409."""
+    state = api_state(request)
+    job = await state.service(principal).pause(
+        checked_job_id(job_id), tenant_id=principal.tenant_id
+    )
+    return job_response(await job_body(state, job))
 
 
 @router.post(
@@ -236,14 +251,15 @@ async def resume_job(
     job_id: JobId, request: Request, principal: Writer, body: ResumeIn | None = None
 ) -> JSONResponse:
     """From now on; with ``catch_up`` the occurrences missed are handed to the misfire
-    policy instead of being recorded as skipped."""
-    service = api_state(request).service(principal)
-    job = await service.resume(
+    policy instead of being recorded as skipped. Idempotent: resuming an active job
+    answers 200 with it unchanged (same version); a completed or cancelled job: 409."""
+    state = api_state(request)
+    job = await state.service(principal).resume(
         checked_job_id(job_id),
         catch_up=body is not None and body.catch_up,
         tenant_id=principal.tenant_id,
     )
-    return job_response(dump(JobOut.of(job)))
+    return job_response(await job_body(state, job))
 
 
 @router.post(
@@ -263,7 +279,7 @@ async def trigger_job(
     if replay is None:
         service = state.service(principal)
         run = await service.trigger(checked_job_id(job_id), tenant_id=principal.tenant_id)
-        replay = await idempotency.remember(201, dump(RunOut.of(run)))
+        replay = await idempotency.remember(201, await run_body(state, run))
     location = {"Location": f"/v1/runs/{replay.body['id']}"}
     return JSONResponse(replay.body, status_code=replay.status, headers=location)
 
@@ -315,16 +331,13 @@ async def job_runs(
     cursor: Cursor = None,
     limit: Limit = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
-    runs = (
-        await api_state(request)
-        .service(principal)
-        .runs(
-            checked_job_id(job_id),
-            tenant_id=principal.tenant_id,
-            state=state,
-            before_id=before_run(cursor),
-            limit=limit + 1,
-        )
+    api = api_state(request)
+    runs = await api.service(principal).runs(
+        checked_job_id(job_id),
+        tenant_id=principal.tenant_id,
+        state=state,
+        before_id=before_run(cursor),
+        limit=limit + 1,
     )
     items, next_cursor = page(runs, limit, "run", "id")
-    return {"items": [dump(RunOut.of(r)) for r in items], "next_cursor": next_cursor}
+    return {"items": [await run_body(api, r) for r in items], "next_cursor": next_cursor}

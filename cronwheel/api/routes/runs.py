@@ -31,10 +31,12 @@ REPLAY_PAGE = 1000
     summary="Read a run and its attempts",
 )
 async def get_run(run_id: RunId, request: Request, principal: Reader) -> Any:
-    service = api_state(request).service(principal)
+    state = api_state(request)
+    service = state.service(principal)
     run = await service.run(run_id, tenant_id=principal.tenant_id)
     attempts = await service.store.list_attempts(principal.tenant_id, run_id)
-    return dump(RunDetailOut.with_attempts(run, attempts))
+    notices = await state.notices.for_run(run)
+    return dump(RunDetailOut.with_attempts(run, attempts, notices))
 
 
 @router.post(
@@ -45,7 +47,8 @@ async def get_run(run_id: RunId, request: Request, principal: Reader) -> Any:
 )
 async def cancel_run(run_id: RunId, request: Request, principal: Writer) -> Any:
     """A pending run is cancelled at once; a running one is asked to stop (its worker
-    sees it at its next heartbeat); a finished one is left as it is."""
+    sees it at its next heartbeat). Idempotent: a finished run, or a running one already
+    asked to stop, answers 200 with the run unchanged."""
     service = api_state(request).service(principal)
     return dump(RunOut.of(await service.cancel_run(run_id, tenant_id=principal.tenant_id)))
 

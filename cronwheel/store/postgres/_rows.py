@@ -23,6 +23,7 @@ from cronwheel.model import (
     Delivery,
     Job,
     JobState,
+    LastRun,
     MisfirePolicy,
     NewRun,
     Overlap,
@@ -185,7 +186,7 @@ def target_columns(runs: Sequence[NewRun], advances: Sequence[JobAdvance]) -> li
 
 
 def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
-    """The 11 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
+    """The 12 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
     rows = [
         (
             c.run_id,
@@ -199,10 +200,11 @@ def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
             c.error_class,
             c.error_message,
             c.available_at,
+            c.reason,
         )
         for c in sorted(completions, key=lambda c: c.run_id)
     ]
-    return _columns(rows, 11)
+    return _columns(rows, 12)
 
 
 def job(row: Record) -> Job:
@@ -255,6 +257,18 @@ def run(row: Record) -> Run:
         row["last_error"],
         decode.OVERLAPS[row["overlap"]],
         row["payload"],
+    )
+
+
+def last_run(row: Record) -> LastRun:
+    return LastRun(
+        id=row["id"],
+        state=decode.RUN_STATES[row["state"]],
+        scheduled_for=row["scheduled_for"],
+        finished_at=row["finished_at"],
+        attempt=row["attempt"],
+        reason=row["reason"],
+        last_error=row["last_error"],
     )
 
 

@@ -109,6 +109,13 @@ LIST_WORKERS = "SELECT * FROM workers WHERE tenant_id = $1 AND last_seen_at >= $
 
 REMOVE_WORKER = "DELETE FROM workers WHERE id = $1"
 
+# Params: $1 tenant, $2 seen since. A remote worker's id is "<tenant>/<id>" and it claims
+# for its tenant only; any other worker claims for every tenant.
+SERVED_POOLS = """
+SELECT DISTINCT p.pool
+FROM workers AS w CROSS JOIN LATERAL jsonb_array_elements_text(w.pools) AS p(pool)
+WHERE w.last_seen_at >= $2 AND (w.tenant_id = $1 OR NOT starts_with(w.id, w.tenant_id || '/'))"""
+
 # -- jobs ----------------------------------------------------------------------------
 
 _NEW_RUNS = """
@@ -242,6 +249,19 @@ SELECT array_agg(id ORDER BY scheduled_for) AS ids, (SELECT count(*) FROM woken)
 FROM inserted"""
 
 GET_JOB = "SELECT * FROM jobs WHERE tenant_id = $1 AND id = $2"
+
+# Params: $1 tenant, $2 job ids. One probe of runs_job_finished per job.
+LAST_RUNS = """
+SELECT r.job_id, r.id, r.state, r.scheduled_for, r.finished_at, r.attempt, r.reason,
+       r.last_error
+FROM unnest($2::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+    SELECT * FROM runs
+    WHERE job_id = j.id AND finished_at IS NOT NULL
+    ORDER BY finished_at DESC, id DESC
+    LIMIT 1
+) AS r
+WHERE r.tenant_id = $1"""
 
 LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
 
@@ -463,9 +483,9 @@ COMPLETE_RUNS = f"""
 WITH done AS (
     SELECT d.* FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                            $6::timestamptz[], $7::timestamptz[], $8::float8[], $9::text[],
-                           $10::text[], $11::timestamptz[])
+                           $10::text[], $11::timestamptz[], $12::text[])
         AS d(run_id, fence, worker_id, state, outcome, started_at, finished_at, lag_seconds,
-             error_class, error_message, available_at)
+             error_class, error_message, available_at, reason)
     CROSS JOIN LATERAL (
         SELECT fence, state FROM runs WHERE id = d.run_id OFFSET 0 FOR NO KEY UPDATE
     ) AS r
@@ -477,7 +497,7 @@ accepted AS (
         finished_at = CASE WHEN d.state IN {FINISHED_STATES} THEN d.finished_at END,
         available_at = coalesce(d.available_at, r.available_at),
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
-        last_error = d.error_message
+        last_error = d.error_message, reason = coalesce(d.reason, r.reason)
     FROM done AS d
     WHERE r.id = d.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, d.worker_id, d.fence,
@@ -628,7 +648,7 @@ DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"""
 
 # -- run control ---------------------------------------------------------------------
 
-LOCK_RUN = "SELECT state FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+LOCK_RUN = "SELECT state, cancel_requested FROM runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
 
 # Params: $1 run id, $2 now, $3 reason, $4 actor.
 CANCEL_PENDING_RUN = """
@@ -661,7 +681,8 @@ REPLAY_RUNS = f"""
 WITH replayed AS (
     UPDATE runs
     SET state = 'pending', available_at = $3, finished_at = NULL, max_attempts = attempt + $4,
-        last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false
+        last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
+        reason = 'replayed by ' || $5
     WHERE tenant_id = $1 AND id = ANY($2::bigint[]) AND state = 'dead'
     RETURNING id, tenant_id, pool, state
 ),

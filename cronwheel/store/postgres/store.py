@@ -30,6 +30,7 @@ from cronwheel.model import (
     ClaimedRun,
     Job,
     JobState,
+    LastRun,
     NewRun,
     Run,
     RunState,
@@ -277,6 +278,9 @@ class PostgresStore(Store):
         found = await self._fetch(sql.LIST_WORKERS, tenant_id, seen_since)
         return [rows.worker(r) for r in found]
 
+    async def served_pools(self, tenant_id: str, *, seen_since: datetime) -> set[str]:
+        return {r["pool"] for r in await self._fetch(sql.SERVED_POOLS, tenant_id, seen_since)}
+
     async def remove_worker(self, worker_id: str) -> None:
         await self._execute(sql.REMOVE_WORKER, worker_id)
 
@@ -318,6 +322,14 @@ class PostgresStore(Store):
             return None
         row = await self._fetchrow(sql.GET_JOB, tenant_id, job_id)
         return None if row is None else rows.job(row)
+
+    async def last_runs(self, tenant_id: str, job_ids: Sequence[str]) -> dict[str, LastRun]:
+        ids = [j for j in job_ids if rows.is_uuid(j)]
+        if not ids:
+            return {}
+        return {
+            r["job_id"]: rows.last_run(r) for r in await self._fetch(sql.LAST_RUNS, tenant_id, ids)
+        }
 
     async def list_jobs(
         self,
@@ -390,6 +402,10 @@ class PostgresStore(Store):
             if current is None:
                 raise NotFound("job", job_id)
             before = JobState(current["state"])
+            if before is state:  # nothing changes: no version bump, no audit row
+                unchanged = await conn.fetchrow(sql.GET_JOB, tenant_id, job_id)
+                assert unchanged is not None  # the row is locked
+                return rows.job(unchanged)
             if before is JobState.CANCELLED:
                 raise Conflict("state", "the job is cancelled; create a new job instead")
             details = {"from": before.value, "to": state.value}
@@ -617,7 +633,7 @@ class PostgresStore(Store):
             if current["state"] == RunState.PENDING:
                 reason = f"cancelled by {actor}"
                 row = await conn.fetchrow(sql.CANCEL_PENDING_RUN, run_id, now, reason, actor)
-            elif current["state"] == RunState.RUNNING:
+            elif current["state"] == RunState.RUNNING and not current["cancel_requested"]:
                 row = await conn.fetchrow(sql.REQUEST_CANCEL, run_id, now, actor)
             else:
                 row = await conn.fetchrow(sql.GET_RUN, tenant_id, run_id)

@@ -189,5 +189,17 @@ def list_workers(c: sqlite3.Connection, tenant_id: str, seen_since: datetime) ->
     return [rows.worker(r) for r in found]
 
 
+def served_pools(c: sqlite3.Connection, tenant_id: str, seen_since: datetime) -> set[str]:
+    # A remote worker's id is "<tenant>/<id>" and it claims for its tenant only; any other
+    # worker claims for every tenant.
+    found = c.execute(
+        "SELECT DISTINCT p.value FROM workers AS w, json_each(w.pools) AS p"
+        " WHERE w.last_seen_at >= ? AND (w.tenant_id = ?"
+        " OR substr(w.id, 1, length(w.tenant_id) + 1) <> w.tenant_id || '/')",
+        (rows.us(seen_since), tenant_id),
+    )
+    return {r[0] for r in found}
+
+
 def remove_worker(c: sqlite3.Connection, worker_id: str) -> None:
     c.execute("DELETE FROM workers WHERE id = ?", (worker_id,))

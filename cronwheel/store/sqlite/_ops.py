@@ -261,7 +261,8 @@ COMPLETE_RUNS = (
     " finished_at = json_extract(d.value, '$[3]'),"
     " available_at = coalesce(json_extract(d.value, '$[4]'), available_at),"
     " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
-    " last_error = json_extract(d.value, '$[5]')"
+    " last_error = json_extract(d.value, '$[5]'),"
+    " reason = coalesce(json_extract(d.value, '$[6]'), reason)"
     " FROM json_each(?) AS d"
     " WHERE runs.id = json_extract(d.value, '$[0]')"
     " AND runs.fence = json_extract(d.value, '$[1]') AND runs.state = 'running'"
@@ -283,6 +284,7 @@ def complete_many(
                 rows.us(d.finished_at) if d.state.finished else None,
                 rows.us_or_none(d.available_at),
                 d.error_message,
+                d.reason,
             )
             for d in completions
         ]

@@ -14,6 +14,7 @@ from cronwheel.model import (
     AttemptOutcome,
     AuditEntry,
     Job,
+    LastRun,
     Role,
     Run,
     StoredResponse,
@@ -217,6 +218,18 @@ def response(row: sqlite3.Row) -> StoredResponse:
         # Always JSON text, "null" included: the column is NOT NULL.
         body=json.loads(row["response"]),
         created_at=dt(row["created_at"]),
+    )
+
+
+def last_run(row: sqlite3.Row) -> LastRun:
+    return LastRun(
+        id=row["id"],
+        state=decode.RUN_STATES[row["state"]],
+        scheduled_for=dt(row["scheduled_for"]),
+        finished_at=dt(row["finished_at"]),
+        attempt=row["attempt"],
+        reason=row["reason"],
+        last_error=row["last_error"],
     )
 
 

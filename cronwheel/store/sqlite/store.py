@@ -19,6 +19,7 @@ from cronwheel.model import (
     ClaimedRun,
     Job,
     JobState,
+    LastRun,
     NewRun,
     Overlap,
     Run,
@@ -51,6 +52,14 @@ from cronwheel.store.sqlite import _rows as rows
 from cronwheel.store.sqlite import _shards
 from cronwheel.store.sqlite._conn import Connection
 from cronwheel.store.sqlite._wakeups import Wakeups
+
+# One probe of runs_job_finished per job (the correlated subquery), whatever their number.
+LAST_RUNS = (
+    "SELECT runs.* FROM json_each(?) AS j JOIN runs ON runs.id = (SELECT r.id FROM runs AS r"
+    " WHERE r.job_id = j.value AND r.finished_at IS NOT NULL"
+    " ORDER BY r.finished_at DESC, r.id DESC LIMIT 1)"
+    " WHERE +runs.tenant_id = ?"  # + : the run is found by id, never by a scan of its tenant
+)
 
 
 class SqliteStore(Store):
@@ -169,6 +178,9 @@ class SqliteStore(Store):
     async def list_workers(self, tenant_id: str, *, seen_since: datetime) -> list[WorkerInfo]:
         return await self._db.read(lambda c: admin.list_workers(c, tenant_id, seen_since))
 
+    async def served_pools(self, tenant_id: str, *, seen_since: datetime) -> set[str]:
+        return await self._db.read(lambda c: admin.served_pools(c, tenant_id, seen_since))
+
     async def remove_worker(self, worker_id: str) -> None:
         await self._db.write(lambda c: admin.remove_worker(c, worker_id))
 
@@ -192,6 +204,13 @@ class SqliteStore(Store):
             ).fetchone()
         )
         return None if row is None else rows.job(row)
+
+    async def last_runs(self, tenant_id: str, job_ids: Sequence[str]) -> dict[str, LastRun]:
+        if not job_ids:
+            return {}
+        ids = json.dumps(list(job_ids))
+        found = await self._db.read(lambda c: c.execute(LAST_RUNS, (ids, tenant_id)).fetchall())
+        return {r["job_id"]: rows.last_run(r) for r in found}
 
     async def list_jobs(
         self,
@@ -274,7 +293,10 @@ class SqliteStore(Store):
         at = rows.us(now)
 
         def fn(c: sqlite3.Connection) -> Job:
-            before = JobState(ops.job_state(c, tenant_id, job_id)["state"])
+            current = ops.job_state(c, tenant_id, job_id)
+            before = JobState(current["state"])
+            if before is state:  # nothing changes: no version bump, no audit row
+                return rows.job(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
             if before is JobState.CANCELLED:
                 raise Conflict("state", "the job is cancelled; create a new job instead")
             c.execute(
@@ -595,7 +617,8 @@ class SqliteStore(Store):
 
         def fn(c: sqlite3.Connection) -> Run:
             row = c.execute(
-                "SELECT state FROM runs WHERE tenant_id = ? AND id = ?", (tenant_id, run_id)
+                "SELECT state, cancel_requested FROM runs WHERE tenant_id = ? AND id = ?",
+                (tenant_id, run_id),
             ).fetchone()
             if row is None:
                 raise NotFound("run", run_id)
@@ -605,7 +628,7 @@ class SqliteStore(Store):
                     (at, f"cancelled by {actor}", run_id),
                 )
                 ops.audit(c, tenant_id, "run", run_id, "cancelled", actor, at)
-            elif row["state"] == RunState.RUNNING:
+            elif row["state"] == RunState.RUNNING and not row["cancel_requested"]:
                 c.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
                 ops.audit(c, tenant_id, "run", run_id, "cancel_requested", actor, at)
             return rows.run(c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
@@ -629,9 +652,9 @@ class SqliteStore(Store):
                 row = c.execute(
                     "UPDATE runs SET state = 'pending', available_at = ?, finished_at = NULL,"
                     " max_attempts = attempt + ?, last_error = NULL, lease_owner = NULL,"
-                    " lease_expires_at = NULL, cancel_requested = 0"
+                    " lease_expires_at = NULL, cancel_requested = 0, reason = ?"
                     " WHERE tenant_id = ? AND id = ? AND state = 'dead' RETURNING pool",
-                    (at, extra_attempts, tenant_id, run_id),
+                    (at, extra_attempts, f"replayed by {actor}", tenant_id, run_id),
                 ).fetchone()
                 if row is not None:
                     replayed.append(run_id)

@@ -83,6 +83,8 @@ CREATE INDEX runs_running_by_job ON runs (job_id) WHERE state = 'running';
 CREATE INDEX runs_leases ON runs (lease_expires_at) WHERE state = 'running';
 -- Retention: finished runs by age.
 CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+-- A job's last outcome: its newest finished run (0005).
+CREATE INDEX runs_job_finished ON runs (job_id, finished_at, id) WHERE finished_at IS NOT NULL;
 -- Tenant-wide listings (the dead-letter queue) newest first.
 CREATE INDEX runs_tenant_state ON runs (tenant_id, state, id);
 
@@ -97,7 +99,7 @@ CREATE TABLE attempts (
     started_at     INTEGER,
     finished_at    INTEGER NOT NULL,
     lag_seconds    REAL,
-    outcome        TEXT NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled', 'lost')),
+    outcome        TEXT NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'permanent', 'timed_out', 'cancelled', 'lost')),
     error_class    TEXT,
     error_message  TEXT
 );
