@@ -26,6 +26,7 @@ from cronwheel.model import (
     Tenant,
     WorkerInfo,
 )
+from cronwheel.redact import mask_action
 
 Instant = Annotated[
     datetime,
@@ -91,7 +92,9 @@ class JobOut(_Out):
     @classmethod
     def of(cls, job: Job) -> JobOut:
         return cls(
-            **fields(job, cls, "priority", "retry", "misfire"),
+            **fields(job, cls, "priority", "retry", "misfire", "action"),
+            # Secret headers and a URL's password are shown masked; workers send them.
+            action=mask_action(job.action),
             priority=priority_name(job.priority),
             retry=RetryOut(**job.retry.to_dict()),
             misfire=MisfireOut(**job.misfire.to_dict()),

@@ -13,12 +13,13 @@ from rich.console import Console
 
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.api.auth import AuthConfig
-from cronwheel.api.server import ApiService
-from cronwheel.cli._common import db_option, run_async
+from cronwheel.api.server import ApiService, listen_socket
+from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret
 from cronwheel.cli.api import is_loopback
 from cronwheel.console import watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.maintenance import Maintenance
+from cronwheel.redact import mask_url, register_secret
 from cronwheel.runtime import Service, load_handlers, serve, tune_process
 from cronwheel.scheduler import Scheduler
 from cronwheel.service import JobService
@@ -62,14 +63,9 @@ async def _store(url: str) -> AsyncIterator[Store]:
         await store.close()
 
 
-def _log_to_stderr() -> None:
-    """Timestamped lines on stderr (journald, honcho and the like collect them): warnings
-    (an outage and its end, a lost lease, a refused completion) and the few info lines
-    of the cluster's life (shards changing hands, expired leases rescued)."""
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("cronwheel").setLevel(logging.INFO)  # not httpx's line per request
+def _webhook_secret() -> None:
+    """The worker signs with CRONWHEEL_WEBHOOK_SECRET: never shown by this process."""
+    register_secret(os.environ.get("CRONWHEEL_WEBHOOK_SECRET"))
 
 
 def _stop_after(seconds: float | None, stop: asyncio.Event) -> None:
@@ -125,14 +121,16 @@ def worker(
         grace_seconds=grace_seconds,
     )
 
-    _log_to_stderr()
+    _webhook_secret()
+    log_to_stderr()
 
     async def main() -> None:
         async with _store(db_url) as store:
             stop = asyncio.Event()
             _stop_after(duration, stop)
             w = Worker(store, config, handlers=registry)
-            click.echo(f"worker {w.id} serving {dict(config.pools)} on {db_url}", err=True)
+            shown = mask_url(db_url)
+            click.echo(f"worker {w.id} serving {dict(config.pools)} on {shown}", err=True)
             tune_process()
             await serve([w, Maintenance(store)], stop=stop)
 
@@ -165,7 +163,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
 
-    _log_to_stderr()
+    log_to_stderr()
 
     async def main() -> None:
         async with _store(db_url) as store:
@@ -173,7 +171,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
             _stop_after(duration, stop)
             service = Scheduler(store, sharding=sharding)
             holder = service.owner.holder if service.owner else "?"
-            click.echo(f"scheduler {holder} on {db_url}, {shard_count} shards", err=True)
+            click.echo(f"scheduler {holder} on {mask_url(db_url)}, {shard_count} shards", err=True)
             tune_process()
             await serve([service, Maintenance(store)], stop=stop)
 
@@ -192,6 +190,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
     "--admin-token",
     envvar="CRONWHEEL_ADMIN_TOKEN",
     default=None,
+    callback=secret,
     help="Required when --host is not a loopback address.",
 )
 @duration_option
@@ -216,23 +215,23 @@ def dev(
     if demo and app is not None:
         registry.include(_registry(app))
     config = WorkerConfig(pools=_pools(pools, registry, concurrency))
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _webhook_secret()
+    log_to_stderr(logging.WARNING, logging.WARNING)
 
     async def main() -> None:
+        sock = listen_socket(host, port)  # a port in use is said before anything starts
         async with _store(db_url) as store:
             stop = asyncio.Event()
             _stop_after(duration, stop)
             services: list[Service] = [
-                ApiService(store, host=host, port=port, auth=auth),
+                ApiService(store, host=host, port=port, auth=auth, sock=sock),
                 Scheduler(store),
                 Worker(store, config, handlers=registry),
                 Maintenance(store),
             ]
             console = Console(stderr=False)
             console.print(
-                f"[bold]cronwheel dev[/] on {db_url} (pid {os.getpid()}),"
+                f"[bold]cronwheel dev[/] on {mask_url(db_url)} (pid {os.getpid()}),"
                 f" pools {dict(config.pools)}"
             )
             note = "no authentication: loopback only" if auth.disabled else "token required"
