@@ -185,7 +185,13 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
 @concurrency_option
 @click.option("--demo", is_flag=True, help="Create example jobs and watch them fire.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Where the API listens.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Where the API listens (0: a free port, shown at start).",
+)
 @click.option(
     "--admin-token",
     envvar="CRONWHEEL_ADMIN_TOKEN",
@@ -220,6 +226,7 @@ def dev(
 
     async def main() -> None:
         sock = listen_socket(host, port)  # a port in use is said before anything starts
+        bound = sock.getsockname()[1]
         async with _store(db_url) as store:
             stop = asyncio.Event()
             _stop_after(duration, stop)
@@ -235,7 +242,7 @@ def dev(
                 f" pools {dict(config.pools)}"
             )
             note = "no authentication: loopback only" if auth.disabled else "token required"
-            console.print(f"API on http://{host}:{port}/v1 ({note}); docs at /docs")
+            console.print(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs")
             with echo_server() as echo_url:
                 if demo:
                     created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)
