@@ -27,9 +27,21 @@ _URL_PASSWORD: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*
 # libpq's key/value form: password=secret or password='se cret'.
 _KV_PASSWORD: Final = re.compile(r"(?P<head>\bpassword\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)", re.I)
 
-# Headers whose value is a credential, whatever their spelling.
-_SECRET_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
-_SECRET_HEADER_WORDS: Final = ("token", "secret", "api-key", "apikey", "api_key", "password")
+# Headers whose value is a credential, whatever their spelling: any name containing one
+# of these words (Authorization, Proxy-Authorization, X-Auth-Token, Cookie, Set-Cookie,
+# X-Api-Key, X-Webhook-Secret, X-Signature…). Broad on purpose: a header masked needlessly
+# costs a `***` in a listing, one missed leaks a credential. The CLI's job view
+# (cronwheel.cli.describe) masks by the same words.
+_SECRET_HEADER_WORDS: Final = (
+    "auth",
+    "token",
+    "secret",
+    "key",
+    "cookie",
+    "passw",
+    "signature",
+    "credential",
+)
 
 # Shorter values would mask innocent words; every real secret is longer.
 _MIN_SECRET_LENGTH: Final = 6
@@ -86,10 +98,10 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
 
 
 def is_secret_header(name: str) -> bool:
-    """Authorization, Proxy-Authorization, Cookie, Set-Cookie, and any header whose name
-    contains token, secret, api-key (apikey, api_key) or password."""
-    lowered = name.strip().lower()
-    return lowered in _SECRET_HEADERS or any(w in lowered for w in _SECRET_HEADER_WORDS)
+    """Whether a header's value is a credential: its name contains auth, token, secret,
+    key, cookie, passw(ord), signature or credential (case-insensitive)."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_HEADER_WORDS)
 
 
 def mask_headers(headers: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,6 +66,9 @@ def test_registered_secrets_are_masked_anywhere(monkeypatch: pytest.MonkeyPatch)
         "apikey",
         "X-Webhook-Secret",
         "X-Password",
+        "X-Signature",
+        "X-Amz-Security-Token",
+        "Idempotency-Key",
     ],
 )
 def test_secret_headers(name: str) -> None:
