@@ -28,6 +28,8 @@ def store_url(value: str) -> str:
     value = value.strip()
     if not value:
         raise InvalidInput("url", f"is empty: use {ACCEPTED_FORMS}")
+    if value == ":memory:":
+        return "sqlite:///:memory:"
     if "://" not in value:
         if ":" in value.split("/", 1)[0] and not value.startswith("."):
             # "postgresql:/host/db", "sqlite:file.db": a URL mistyped, not a file name.

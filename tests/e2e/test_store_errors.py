@@ -131,6 +131,8 @@ def test_db_takes_bare_paths_and_sqlalchemy_urls(tmp_path: Path) -> None:
         result = run("migrate", "--db", db, cwd=tmp_path)
         assert result.returncode == 0, (db, result.stderr)
         assert file.is_file(), db
+    memory = run("migrate", "--db", ":memory:", cwd=tmp_path)
+    assert memory.returncode == 0 and "schema at version" in memory.stdout, memory.stderr
 
 
 @pytest.mark.parametrize("db", ["mysql://host/db", "postgresql:/host/db", "sqlite://", ""])
