@@ -8,6 +8,7 @@ plain-string ``body``, ``application/json`` otherwise), unless the job's headers
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import json
 import time
@@ -20,6 +21,7 @@ from cronwheel._version import installed_version
 from cronwheel.actions import signing
 from cronwheel.actions.context import RunContext
 from cronwheel.lifecycle import Outcome, OutcomeKind
+from cronwheel.redact import is_secret_header, mask_url, redact
 
 RETRYABLE_STATUS = frozenset({408, 429})
 USER_AGENT = f"cronwheel/{installed_version()}"
@@ -95,6 +97,17 @@ def outcome_of(response: httpx.Response) -> Outcome:
     return Outcome(OutcomeKind.PERMANENT, f"HTTP{status}", message)
 
 
+def _without_secrets(outcome: Outcome, action: Mapping[str, Any]) -> Outcome:
+    """The outcome with no credential in its error: the URL's password, and the secret
+    headers' values a target may echo back in the body of its error answer."""
+    if outcome.error_message is None:
+        return outcome
+    headers = action.get("headers") or {}
+    sent = [str(v) for k, v in headers.items() if is_secret_header(str(k))]
+    sent += [str(v).split(" ", 1)[1] for v in sent if " " in str(v)]  # "Bearer <token>"
+    return dataclasses.replace(outcome, error_message=redact(outcome.error_message, sent))
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """Retry-After in seconds, from either form the header may take."""
     value = response.headers.get("Retry-After")
@@ -122,6 +135,7 @@ class WebhookAction:
     async def execute(self, action: Mapping[str, Any], ctx: RunContext, timeout: float) -> Outcome:
         body = request_body(action, ctx)
         method = str(action.get("method") or "POST").upper()
+        url = mask_url(str(action["url"]))
         try:
             response = await self.client.request(
                 method,
@@ -131,12 +145,13 @@ class WebhookAction:
                 timeout=timeout,
             )
         except httpx.TimeoutException as exc:
-            return Outcome(OutcomeKind.FAILED, "Timeout", f"{method} {action['url']}: {exc!r}")
+            return Outcome(OutcomeKind.FAILED, "Timeout", redact(f"{method} {url}: {exc!r}"))
         except httpx.TransportError as exc:
+            # Recorded in the run's history, which the API shows: no URL password.
             return Outcome(
-                OutcomeKind.FAILED, exc.__class__.__name__, f"{method} {action['url']}: {exc}"
+                OutcomeKind.FAILED, exc.__class__.__name__, redact(f"{method} {url}: {exc}")
             )
-        return outcome_of(response)
+        return _without_secrets(outcome_of(response), action)
 
     async def close(self) -> None:
         await self.client.aclose()

@@ -29,6 +29,7 @@ from cronwheel.model import (
     Tenant,
     WorkerInfo,
 )
+from cronwheel.redact import mask_action
 
 Instant = Annotated[
     datetime,
@@ -131,7 +132,9 @@ class JobOut(_Out):
     @classmethod
     def of(cls, job: Job, notices: Sequence[Notice] = ()) -> JobOut:
         return cls(
-            **fields(job, cls, "priority", "retry", "misfire", "last_run", "notices"),
+            **fields(job, cls, "priority", "retry", "misfire", "last_run", "notices", "action"),
+            # Secret headers and a URL's password are shown masked; workers send them.
+            action=mask_action(job.action),
             priority=priority_name(job.priority),
             retry=RetryOut(**job.retry.to_dict()),
             misfire=MisfireOut(**job.misfire.to_dict()),

@@ -1,17 +1,41 @@
-"""Options and error handling shared by the commands."""
+"""Options and error handling shared by the commands.
+
+Exit codes (the README's): 0 ok, 1 other error (a port in use included), 2 bad input,
+5 not allowed, 6 store unavailable (a database that does not exist, a server down, a
+user or password refused, an SQLite folder that does not exist).
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Coroutine
+from types import TracebackType
 from typing import Any, TypeVar
 
 import click
 
 from cronwheel import eventloop
-from cronwheel.errors import CronwheelError, InvalidInput
-from cronwheel.store import DEFAULT_URL
+from cronwheel.errors import CronwheelError, InvalidInput, StoreUnavailable
+from cronwheel.redact import RedactingFormatter, redact, register_secret, register_url
+from cronwheel.store import ACCEPTED_FORMS, DEFAULT_URL, store_url
 
 T = TypeVar("T")
+
+EXIT_OTHER = 1
+EXIT_NOT_ALLOWED = 5
+EXIT_UNAVAILABLE = 6
+
+
+def _db_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """The store URL, normalised (a bare path is an SQLite file); its password is never
+    shown by this process."""
+    register_url(value)
+    try:
+        return store_url(value)
+    except InvalidInput as exc:
+        raise click.BadParameter(exc.reason, ctx=ctx, param=param) from None
+
 
 db_option = click.option(
     "--db",
@@ -19,16 +43,63 @@ db_option = click.option(
     envvar="CRONWHEEL_DB",
     default=DEFAULT_URL,
     show_default=True,
-    help="Store URL: sqlite:///file.db or postgresql://user@host/db (env CRONWHEEL_DB).",
+    callback=_db_url,
+    help=f"Store URL (env CRONWHEEL_DB): {ACCEPTED_FORMS}.",
 )
 
 
+def secret(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback for options holding a secret (tokens): never shown again."""
+    register_secret(value)
+    return value
+
+
+class Failure(click.ClickException):
+    """A one-line error with its exit code; the message is redacted."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_OTHER) -> None:
+        super().__init__(redact(message))
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it a ClassVar
+
+
 def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine for a command; cronwheel's own errors become a message and exit 2
-    (bad input) or 1 (anything else it refused), never a traceback."""
+    """Run a coroutine for a command; cronwheel's own errors become a message and the
+    documented exit code, never a traceback."""
+    from cronwheel.api.server import CannotListen
+    from cronwheel.store.postgres._connect import CreateDatabaseRefused
+
     try:
         return eventloop.run(main())
     except InvalidInput as exc:
-        raise click.UsageError(str(exc)) from exc
+        if exc.field == "url":
+            raise click.BadParameter(redact(exc.reason), param_hint="'--db'") from None
+        raise click.UsageError(redact(str(exc))) from None
+    except StoreUnavailable as exc:
+        raise Failure(str(exc), EXIT_UNAVAILABLE) from None
+    except CreateDatabaseRefused as exc:
+        raise Failure(str(exc), EXIT_NOT_ALLOWED) from None
+    except CannotListen as exc:
+        raise Failure(str(exc), EXIT_OTHER) from None
     except (CronwheelError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise Failure(str(exc), EXIT_OTHER) from None
+
+
+def log_to_stderr(level: int = logging.WARNING, cronwheel_level: int = logging.INFO) -> None:
+    """Timestamped lines on stderr (journald, honcho and the like collect them) from
+    ``level`` up, and cronwheel's own from ``cronwheel_level`` (the few info lines of a
+    cluster's life, not httpx's line per request), with URL passwords and the process's
+    secrets masked."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+    logging.getLogger("cronwheel").setLevel(cronwheel_level)
+    sys.excepthook = _redacted_excepthook
+
+
+def _redacted_excepthook(
+    kind: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:
+    # A crash (a bug) still prints its traceback, but never a secret.
+    import traceback
+
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, exc, tb))))

@@ -11,7 +11,9 @@ import click
 import uvicorn
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.cli._common import db_option, run_async
+from cronwheel.api.server import listen_socket
+from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret
+from cronwheel.redact import mask_url
 from cronwheel.store import open_store
 
 
@@ -33,6 +35,7 @@ def is_loopback(host: str) -> bool:
     "--admin-token",
     envvar="CRONWHEEL_ADMIN_TOKEN",
     default=None,
+    callback=secret,
     help="Accept this token as a system admin (env CRONWHEEL_ADMIN_TOKEN): the bootstrap.",
 )
 @click.option(
@@ -48,12 +51,15 @@ def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: boo
     if admin_token is not None and len(admin_token) < 16:
         raise click.BadParameter("must be at least 16 characters", param_hint="--admin-token")
     auth = AuthConfig(admin_token=admin_token, disabled=no_auth)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_to_stderr(logging.INFO, logging.INFO)
 
     async def main() -> None:
-        store = await open_store(db_url)
+        sock = listen_socket(host, port)  # a port in use is said before the store opens
+        try:
+            store = await open_store(db_url)
+        except BaseException:
+            sock.close()
+            raise
         try:
             await store.migrate()
             config = uvicorn.Config(
@@ -61,9 +67,12 @@ def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: boo
             )
             server = uvicorn.Server(config)
             _stop_on_signals(server)
+            bound_host, bound_port = sock.getsockname()[:2]
+            where = f"http://{bound_host}:{bound_port}"
+            click.echo(f"cronwheel api on {where} (store {mask_url(db_url)})", err=True)
             if no_auth:
                 click.echo(f"cronwheel api: NO AUTHENTICATION on {host}:{port}", err=True)
-            await server.serve()
+            await server.serve(sockets=[sock])
         finally:
             await store.close()
 

@@ -10,19 +10,17 @@ are there and not missed when they are not.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 from cronwheel.cli.tables import text
+from cronwheel.redact import MASK, is_secret_header, mask_url
 from cronwheel.schedule import next_fire, schedule_from_dict
 
 NEXT_FIRES = 5
 _LABEL = 17
-_SECRET_HEADER = re.compile(r"auth|token|secret|key|cookie|passw|signature", re.IGNORECASE)
 
 
 def job_lines(job: Mapping[str, Any]) -> list[str]:
@@ -213,7 +211,7 @@ def action_words(action: Mapping[str, Any]) -> list[str]:
     """A webhook's method and URL and its headers (secret ones masked: the API may
     already have masked them), or a handler's name."""
     if action.get("type") == "webhook":
-        lines = [f"webhook {action.get('method', 'POST')} {_safe_url(str(action.get('url')))}"]
+        lines = [f"webhook {action.get('method', 'POST')} {mask_url(str(action.get('url')))}"]
         headers = action.get("headers") or {}
         lines += [f"  {name}: {_masked(name, value)}" for name, value in headers.items()]
         if action.get("body") is not None:
@@ -297,19 +295,8 @@ def _seconds(value: Any) -> str:
 
 
 def _masked(name: str, value: Any) -> str:
-    shown = str(value)
-    if _SECRET_HEADER.search(name) and set(shown) - {"*"}:
-        return "***"
-    return shown
-
-
-def _safe_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    # The API masks these already; an older server may not, so the CLI does too.
+    return MASK if is_secret_header(name) else str(value)
 
 
 def _instant(value: Any) -> datetime | None:

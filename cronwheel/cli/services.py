@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
@@ -13,12 +14,13 @@ import click
 
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.api.auth import AuthConfig
-from cronwheel.api.server import ApiService
-from cronwheel.cli._common import db_option, run_async
+from cronwheel.api.server import ApiService, listen_socket
+from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret
 from cronwheel.cli.api import is_loopback
 from cronwheel.console import Output, watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.maintenance import Maintenance, MaintenanceResult
+from cronwheel.redact import mask_url, register_secret
 from cronwheel.runtime import Service, load_handlers, serve, tune_process
 from cronwheel.scheduler import Scheduler
 from cronwheel.service import JobService
@@ -96,14 +98,9 @@ def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
     return f"recovered {n} {runs} {who} held when it died: {', '.join(parts)}"
 
 
-def _log_to_stderr() -> None:
-    """Timestamped lines on stderr (journald, honcho and the like collect them): warnings
-    (an outage and its end, a lost lease, a refused completion) and the few info lines
-    of the cluster's life (shards changing hands, expired leases rescued)."""
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("cronwheel").setLevel(logging.INFO)  # not httpx's line per request
+def _webhook_secret() -> None:
+    """The worker signs with CRONWHEEL_WEBHOOK_SECRET: never shown by this process."""
+    register_secret(os.environ.get("CRONWHEEL_WEBHOOK_SECRET"))
 
 
 def _stop_after(seconds: float | None, stop: asyncio.Event) -> None:
@@ -159,14 +156,16 @@ def worker(
         grace_seconds=grace_seconds,
     )
 
-    _log_to_stderr()
+    _webhook_secret()
+    log_to_stderr()
 
     async def main() -> None:
         async with _store(db_url) as store:
             stop = asyncio.Event()
             _stop_after(duration, stop)
             w = Worker(store, config, handlers=registry)
-            click.echo(f"worker {w.id} serving {dict(config.pools)} on {db_url}", err=True)
+            shown = mask_url(db_url)
+            click.echo(f"worker {w.id} serving {dict(config.pools)} on {shown}", err=True)
             tune_process()
             await serve([w, Maintenance(store)], stop=stop)
 
@@ -199,7 +198,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
 
-    _log_to_stderr()
+    log_to_stderr()
 
     async def main() -> None:
         async with _store(db_url) as store:
@@ -207,7 +206,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
             _stop_after(duration, stop)
             service = Scheduler(store, sharding=sharding)
             holder = service.owner.holder if service.owner else "?"
-            click.echo(f"scheduler {holder} on {db_url}, {shard_count} shards", err=True)
+            click.echo(f"scheduler {holder} on {mask_url(db_url)}, {shard_count} shards", err=True)
             tune_process()
             await serve([service, Maintenance(store)], stop=stop)
 
@@ -221,11 +220,18 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
 @concurrency_option
 @click.option("--demo", is_flag=True, help="Create example jobs and watch them fire.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Where the API listens.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Where the API listens (0: a free port, shown at start).",
+)
 @click.option(
     "--admin-token",
     envvar="CRONWHEEL_ADMIN_TOKEN",
     default=None,
+    callback=secret,
     help="Required when --host is not a loopback address.",
 )
 @duration_option
@@ -250,26 +256,29 @@ def dev(
     if demo and app is not None:
         registry.include(_registry(app))
     config = WorkerConfig(pools=_pools(pools, registry, concurrency))
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _webhook_secret()
+    log_to_stderr(logging.WARNING, logging.WARNING)
 
     async def main() -> None:
+        sock = listen_socket(host, port)  # a port in use is said before anything starts
+        bound = sock.getsockname()[1]
         async with _store(db_url) as store:
             owner = _own_file(store)
             try:
-                await _dev(store, owner)
+                await _dev(store, owner, sock, bound)
             finally:
                 if owner is not None:
                     owner.release()
 
-    async def _dev(store: Store, owner: OwnerLock | None) -> None:
+    async def _dev(store: Store, owner: OwnerLock | None, sock: socket.socket, bound: int) -> None:
         stop = asyncio.Event()
         _stop_after(duration, stop)
         worker = Worker(store, config, handlers=registry)
         maintenance = Maintenance(store)
         output = Output()
-        output.line(f"cronwheel dev on {db_url} (pid {os.getpid()}), pools {dict(config.pools)}")
+        output.line(
+            f"cronwheel dev on {mask_url(db_url)} (pid {os.getpid()}), pools {dict(config.pools)}"
+        )
         if owner is not None:
             # The lock was free: the dev before us is dead, and so are its workers.
             rescued = await maintenance.rescue_dead_owners(owner.previous)
@@ -277,13 +286,13 @@ def dev(
             if rescued.retried or rescued.dead or rescued.cancelled:
                 output.line(_recovered(rescued, owner.previous_pid))
         services: list[Service] = [
-            ApiService(store, host=host, port=port, auth=auth),
+            ApiService(store, host=host, port=port, auth=auth, sock=sock),
             Scheduler(store),
             worker,
             maintenance,
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
-        output.line(f"API on http://{host}:{port}/v1 ({note}); docs at /docs")
+        output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs")
         with echo_server() as echo_url:
             if demo:
                 created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)

@@ -1,8 +1,9 @@
 """The example cluster's handlers: ``cronwheel worker --app hello:worker`` (with this
-folder on ``PYTHONPATH``). Create a job that runs it through either API process:
+folder on ``PYTHONPATH``). Create a job that runs it, from the repository root:
 
-    cronwheel jobs create --url http://127.0.0.1:8081 --token "$CRONWHEEL_ADMIN_TOKEN" \\
-        --name hello --cron "*/5 * * * * *" --handler hello --payload '{"who": "world"}'
+    . examples/cluster/env.sh
+    cronwheel jobs create --name hello --cron "*/5 * * * * *" --handler hello \\
+        --payload '{"who": "world"}'
 """
 
 from __future__ import annotations

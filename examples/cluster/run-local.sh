@@ -1,33 +1,33 @@
 #!/usr/bin/env bash
 # The cluster of examples/cluster/Procfile with plain background processes, for those
-# without honcho: 2 API processes (ports 8081, 8082), 2 schedulers, 3 workers, on the
-# PostgreSQL database $CRONWHEEL_DB (created beforehand: createdb cronwheel).
+# without honcho: 2 API processes ($CRONWHEEL_API1_PORT, $CRONWHEEL_API2_PORT: 8081 and
+# 8082 by default), 2 schedulers, 3 workers, on the PostgreSQL database $CRONWHEEL_DB,
+# which it creates if it does not exist. Run it in the virtualenv where cronwheel is
+# installed (the `cronwheel` command; or set CRONWHEEL=/path/to/bin/cronwheel):
 #
 #   examples/cluster/run-local.sh          # Ctrl-C stops everything gracefully
 #
-# Settings come from examples/cluster/cluster.env unless already in the environment.
-# Each process logs to $LOGS/<name>.log (default examples/cluster/logs). Like honcho,
-# it stops the whole cluster when one process exits.
+# Settings: examples/cluster/env.sh, where what you exported wins. Each process logs to
+# $LOGS/<name>.log (default examples/cluster/logs). Like honcho, it stops the whole
+# cluster when one process exits.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-while IFS='=' read -r key value; do
-  [[ -z "$key" || "$key" == \#* ]] && continue
-  [[ -z "${!key:-}" ]] && export "$key=$value"
-done < examples/cluster/cluster.env
+. examples/cluster/env.sh
+export PYTHONPATH="examples/cluster${PYTHONPATH:+:$PYTHONPATH}"
 
-PYTHON=${PYTHON:-python}
+CRONWHEEL=${CRONWHEEL:-cronwheel}
 LOGS=${LOGS:-examples/cluster/logs}
 mkdir -p "$LOGS"
 
-"$PYTHON" -m cronwheel migrate --db "$CRONWHEEL_DB"
+"$CRONWHEEL" migrate --create-database
 
 pids=()
 stopping=0
 start() {
   local name=$1
   shift
-  "$PYTHON" -m cronwheel "$@" >"$LOGS/$name.log" 2>&1 &
+  "$CRONWHEEL" "$@" >"$LOGS/$name.log" 2>&1 &
   pids+=($!)
   echo "$name: pid $! (log $LOGS/$name.log)"
 }
@@ -41,15 +41,14 @@ stop() {
 }
 trap stop INT TERM
 
+# --db, --admin-token, --shards and --shard-lease come from the environment (env.sh).
+start api1 api --port "$CRONWHEEL_API1_PORT"
+start api2 api --port "$CRONWHEEL_API2_PORT"
 for i in 1 2; do
-  start "api$i" api --db "$CRONWHEEL_DB" --port "808$i" --admin-token "$CRONWHEEL_ADMIN_TOKEN"
-done
-for i in 1 2; do
-  start "scheduler$i" scheduler --db "$CRONWHEEL_DB" --shards "$CRONWHEEL_SHARDS" \
-    --shard-lease "$CRONWHEEL_SHARD_LEASE"
+  start "scheduler$i" scheduler
 done
 for i in 1 2 3; do
-  start "worker$i" worker --db "$CRONWHEEL_DB" --app hello:worker --pool default=10 --lease 30
+  start "worker$i" worker --app hello:worker --pool default=10 --lease 30
 done
 
 # Until Ctrl-C (the trap stops everything), or until one process exits on its own.

@@ -222,3 +222,23 @@ def transcript(text: str) -> list[tuple[str, str]]:
 def normalise(output: str) -> str:
     """Output as compared: trailing spaces of each line and trailing blank lines dropped."""
     return "\n".join(line.rstrip() for line in output.splitlines()).strip("\n")
+
+
+ELLIPSIS = "…"
+
+
+def matches(expected: str, printed: str) -> bool:
+    """Whether ``printed`` is the sample: line for line, where ``…`` in a sample's line
+    stands for any text within that line (an id, a time: what differs on every run)."""
+    want, got = expected.splitlines(), printed.splitlines()
+    if len(want) != len(got):
+        return False
+    for sample, line in zip(want, got, strict=True):
+        if ELLIPSIS not in sample:
+            if sample != line:
+                return False
+            continue
+        pattern = ".*".join(re.escape(part) for part in sample.split(ELLIPSIS))
+        if re.fullmatch(pattern, line) is None:
+            return False
+    return True

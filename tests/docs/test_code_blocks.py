@@ -33,7 +33,15 @@ import httpx
 import pytest
 
 from tests import pg
-from tests.docs.blocks import Block, DocsError, check_covered, normalise, parse, transcript
+from tests.docs.blocks import (
+    Block,
+    DocsError,
+    check_covered,
+    matches,
+    normalise,
+    parse,
+    transcript,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "docs-test-admin-token-0123456789"
@@ -284,7 +292,7 @@ def run_transcript(block: Block, docs: DocsEnv) -> None:
     for command, expected in steps:
         result = run(["bash", "-o", "pipefail", "-c", command], docs, block)
         printed = normalise(result.stdout + result.stderr)
-        if printed != expected:
+        if not matches(expected, printed):
             diff = "\n".join(
                 difflib.unified_diff(
                     expected.splitlines(), printed.splitlines(), "the docs", "printed", lineterm=""

@@ -60,3 +60,11 @@ def test_a_setup_runs_before_its_block(docs: DocsEnv) -> None:
 def test_a_block_may_await_at_the_top_level(docs: DocsEnv) -> None:
     (block,) = parse(DOC, "```python\nimport asyncio\nawait asyncio.sleep(0)\n```\n")
     run_python(block, docs)
+
+
+def test_an_ellipsis_in_a_sample_stands_for_any_text_within_its_line(docs: DocsEnv) -> None:
+    run_transcript(parse(DOC, "```console\n$ echo id: 0192-abc\nid: …\n```\n")[0], docs)
+    message = failure(run_transcript, "```console\n$ printf 'a\\nb\\n'\na…\n```\n", docs)
+    assert "printed something else than the sample" in message
+    message = failure(run_transcript, "```console\n$ echo id: 1\nname: …\n```\n", docs)
+    assert "printed something else than the sample" in message

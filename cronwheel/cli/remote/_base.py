@@ -15,6 +15,7 @@ import httpx
 from pydantic import BaseModel
 
 from cronwheel.cli.tables import Column, print_table
+from cronwheel.redact import mask_url
 from cronwheel.sdk import Client
 from cronwheel.sdk.client import TENANT_HEADER
 from cronwheel.sdk.errors import ApiError
@@ -82,7 +83,7 @@ def client(url: str, token: str | None) -> Iterator[Client]:
         click.echo(f"error: {message}", err=True)
         sys.exit(EXIT_CODES.get(exc.status, 1))
     except httpx.TransportError as exc:
-        click.echo(f"error: cannot reach {url}: {exc}", err=True)
+        click.echo(f"error: cannot reach {mask_url(url)}: {exc}", err=True)
         sys.exit(6)
 
 

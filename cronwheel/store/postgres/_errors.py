@@ -21,6 +21,13 @@ UNAVAILABLE: Final = (
     asyncpg.exceptions.TooManyConnectionsError,
 )
 
+# Errors of opening a connection that mean "not with these settings": a database that
+# does not exist (or was dropped), a user or password the server refuses.
+REFUSED: Final = (
+    asyncpg.exceptions.InvalidCatalogNameError,
+    asyncpg.exceptions.InvalidAuthorizationSpecificationError,
+)
+
 
 def unique_conflict(exc: asyncpg.UniqueViolationError, jobs: Sequence[Job]) -> Conflict:
     """The Conflict a unique violation on ``jobs`` means to the caller."""

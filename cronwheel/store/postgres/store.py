@@ -41,6 +41,7 @@ from cronwheel.model import (
     WorkerInfo,
     id_prefix_range,
 )
+from cronwheel.redact import redact
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     ENQUEUE_CHUNK,
@@ -59,7 +60,13 @@ from cronwheel.store.base import (
 from cronwheel.store.postgres import _rows as rows
 from cronwheel.store.postgres import _shards
 from cronwheel.store.postgres import _sql as sql
-from cronwheel.store.postgres._errors import UNAVAILABLE, missing_parent, unique_conflict
+from cronwheel.store.postgres._connect import CONNECT_ERRORS, CONNECT_TIMEOUT, connect_error
+from cronwheel.store.postgres._errors import (
+    REFUSED,
+    UNAVAILABLE,
+    missing_parent,
+    unique_conflict,
+)
 from cronwheel.store.postgres._listen import Listener
 from cronwheel.store.postgres._migrate import migrate
 
@@ -114,18 +121,23 @@ class PostgresStore(Store):
                 max_size=max_size,
                 init=_init_connection,
                 server_settings=_SERVER_SETTINGS,
+                timeout=CONNECT_TIMEOUT,
             )
-        except UNAVAILABLE as exc:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        except CONNECT_ERRORS as exc:
+            # Not chained: asyncpg's exception may carry the DSN, password included.
+            raise connect_error(exc, dsn) from None
         return cls(pool, dsn)
 
     async def _connect_listener(self) -> asyncpg.Connection[asyncpg.Record]:
         try:
             conn: asyncpg.Connection[asyncpg.Record] = await asyncpg.connect(
-                self._dsn, server_settings=_SERVER_SETTINGS
+                self._dsn, server_settings=_SERVER_SETTINGS, timeout=CONNECT_TIMEOUT
             )
-        except UNAVAILABLE as exc:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        except CONNECT_ERRORS as exc:
+            error = connect_error(exc, self._dsn)
+            if isinstance(error, StoreUnavailable):
+                raise error from None
+            raise StoreUnavailable(str(error)) from None
         return conn
 
     @contextlib.asynccontextmanager
@@ -135,7 +147,11 @@ class PostgresStore(Store):
             async with self._pool.acquire() as conn:
                 yield conn
         except UNAVAILABLE as exc:
-            raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+            raise StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}") from exc
+        except REFUSED as exc:
+            # A pooled connection re-opened after the database was dropped or the
+            # user's rights changed: an outage to ride out, like a server down.
+            raise StoreUnavailable(str(connect_error(exc, self._dsn))) from exc
 
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self._connection() as conn:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cronwheel.errors import Conflict, NotFound, StaleVersion
+from cronwheel.errors import Conflict, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.model import (
     REASON_OVERLAP_SKIP,
     REASON_REPLANNED,
@@ -74,7 +74,14 @@ class SqliteStore(Store):
     @classmethod
     async def open(cls, path: str | Path) -> SqliteStore:
         store = cls(path)
-        await store._db.open()
+        try:
+            await store._db.open()
+        except sqlite3.Error as exc:
+            await store._db.close()
+            raise StoreUnavailable(
+                f"cannot open the SQLite file {path}: {exc} (check that it is a cronwheel"
+                " database and that this user may read and write it and its folder)"
+            ) from None
         return store
 
     @property

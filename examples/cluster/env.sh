@@ -1,0 +1,22 @@
+# The settings of the example cluster, for what you have not set yourself: a value you
+# exported before wins. Source it from the repository root, in each shell you use:
+#
+#   . examples/cluster/env.sh
+#
+# The Procfile and run-local.sh source it too. POSIX sh, so that honcho's `sh -c` can.
+
+# The PostgreSQL database every process shares (`cronwheel migrate --create-database`
+# creates it). A password in it is never printed: processes show it as ***.
+export CRONWHEEL_DB="${CRONWHEEL_DB:-postgresql://postgres@127.0.0.1:5432/cronwheel}"
+# The bootstrap system-admin token of the API processes (at least 16 characters). They
+# listen on 127.0.0.1 only; change it before you let anything else reach them.
+export CRONWHEEL_ADMIN_TOKEN="${CRONWHEEL_ADMIN_TOKEN:-local-cluster-admin-token-change-me}"
+# Where the two API processes listen.
+export CRONWHEEL_API1_PORT="${CRONWHEEL_API1_PORT:-8081}"
+export CRONWHEEL_API2_PORT="${CRONWHEEL_API2_PORT:-8082}"
+# Every scheduler must use the same shard count.
+export CRONWHEEL_SHARDS="${CRONWHEEL_SHARDS:-64}"
+export CRONWHEEL_SHARD_LEASE="${CRONWHEEL_SHARD_LEASE:-10}"
+# The CLI (`cronwheel jobs …`) talks to the first API process with the admin token.
+export CRONWHEEL_URL="${CRONWHEEL_URL:-http://127.0.0.1:$CRONWHEEL_API1_PORT}"
+export CRONWHEEL_TOKEN="${CRONWHEEL_TOKEN:-$CRONWHEEL_ADMIN_TOKEN}"
