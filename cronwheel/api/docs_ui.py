@@ -1,6 +1,6 @@
 """``/docs`` without the internet: Swagger UI's files are served from the installed
 ``swagger-ui-bundle-v2`` package instead of a CDN, so the page works on an isolated
-network. ``/redoc`` is not offered (decision 0010-worker-offline-docs)."""
+network. ``/redoc`` is not offered (decision 0016)."""
 
 from __future__ import annotations
 

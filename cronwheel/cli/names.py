@@ -5,7 +5,7 @@ by id prefix (``GET /v1/jobs?name=`` and ``?id_prefix=``); a live job of that na
 over cancelled ones of the same name (cancelled jobs keep their names for the record).
 One job found: that one. None: exit 3. Several: exit 2 — the name given does not say
 which, so it is bad input — with the candidates listed (see
-docs/decisions/0010-cli-naming-jobs-and-tables.md).
+docs/decisions/0011-naming-jobs-and-tables.md).
 """
 
 from __future__ import annotations

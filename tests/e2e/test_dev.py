@@ -52,7 +52,8 @@ async def test_dev_demo_serves_the_api_and_shows_runs_succeeding_and_one_dead_le
     ):
         assert line in out, out
     [dead] = [line for line in out.splitlines() if "demo-flaky attempt 3/3 failed" in line]
-    assert dead.endswith("→ run dead"), dead
+    # The line says what became of the run, and why.
+    assert dead.endswith("→ run dead (attempts exhausted: attempt 3 of 3 failed)"), dead
     assert "stopped" in out
 
 

@@ -1,4 +1,4 @@
--- cronwheel PostgreSQL schema, step 5: truthful outcomes (docs/decisions/0010-truth-*).
+-- cronwheel PostgreSQL schema, step 5: truthful outcomes (docs/decisions/0012-idempotent-control-and-last-outcome.md).
 -- An attempt that failed for good (a PermanentError, a webhook's 4xx) says so: outcome
 -- 'permanent'. A job's last outcome is its newest finished run, found through an index of
 -- finished runs by job, so reading it costs one index probe per job and no write path

@@ -1,4 +1,4 @@
--- cronwheel SQLite schema, step 5: truthful outcomes (docs/decisions/0010-truth-*).
+-- cronwheel SQLite schema, step 5: truthful outcomes (docs/decisions/0012-idempotent-control-and-last-outcome.md).
 -- An attempt that failed for good (a PermanentError, a webhook's 4xx) says so: outcome
 -- 'permanent'. SQLite cannot change a CHECK in place, so the attempts table is copied
 -- into one that allows it. A job's last outcome is its newest finished run, found through
