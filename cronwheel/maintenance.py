@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -21,7 +22,7 @@ from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import new_id
-from cronwheel.store.base import Store
+from cronwheel.store.base import RescueResult, Store
 
 log = logging.getLogger("cronwheel.maintenance")
 
@@ -63,17 +64,9 @@ class Maintenance:
 
     async def run_once(self) -> MaintenanceResult:
         """One pass: every expired lease rescued, one batch of old history deleted."""
-        result = MaintenanceResult()
-        while True:
-            rescued = await self.store.rescue_expired(
-                now=self.clock.now(), limit=self.config.rescue_batch
-            )
-            result.retried += rescued.retried
-            result.dead += rescued.dead
-            result.cancelled += rescued.cancelled
-            found = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
-            if found < self.config.rescue_batch:
-                break
+        result = await self._rescue_all(
+            lambda: self.store.rescue_expired(now=self.clock.now(), limit=self.config.rescue_batch)
+        )
         if self.config.retention_days is not None:
             before = self.clock.now() - timedelta(days=self.config.retention_days)
             result.deleted = await self.store.delete_history(
@@ -100,19 +93,13 @@ class Maintenance:
         """Rescue at once every run still held by ``owners``, workers the caller proved
         dead (``cronwheel dev`` holds the lock of its SQLite file that they held): their
         runs need not wait out their leases. The dead workers' records are forgotten."""
-        result = MaintenanceResult()
         if not owners:
-            return result
-        while True:
-            rescued = await self.store.rescue_runs_of_dead_owner(
+            return MaintenanceResult()
+        result = await self._rescue_all(
+            lambda: self.store.rescue_runs_of_dead_owner(
                 owners, now=self.clock.now(), limit=self.config.rescue_batch
             )
-            result.retried += rescued.retried
-            result.dead += rescued.dead
-            result.cancelled += rescued.cancelled
-            found = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
-            if found < self.config.rescue_batch:
-                break
+        )
         for owner in owners:
             with contextlib.suppress(Exception):  # a stale record only ages out later
                 await self.store.remove_worker(owner)
@@ -154,3 +141,15 @@ class Maintenance:
             await sleep_or_stop(stop, self.config.interval_seconds)
         with contextlib.suppress(Exception):
             await self.store.release_shards(self.holder, [MAINTENANCE_LEASE])
+
+    async def _rescue_all(self, batch: Callable[[], Awaitable[RescueResult]]) -> MaintenanceResult:
+        """Call a rescue batch until one comes back short: every run it finds, rescued."""
+        result = MaintenanceResult()
+        while True:
+            rescued = await batch()
+            result.retried += rescued.retried
+            result.dead += rescued.dead
+            result.cancelled += rescued.cancelled
+            found = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
+            if found < self.config.rescue_batch:
+                return result

@@ -11,17 +11,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests import pg
-from tests.e2e.test_dev import free_port
+from tests.e2e.procs import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MARK = (
@@ -50,19 +48,6 @@ def without_setup(block: str) -> str:
         kept = [c for c in commands if c not in SETUP]
         lines.append(" && ".join(kept))
     return "\n".join(lines) + "\n"
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with the cluster's log."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if result := check():
-                return result
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout} s; the cluster printed:\n{log.read_text()}")
 
 
 @pytest.fixture
@@ -106,11 +91,11 @@ def test_readme_cluster_quickstart(fresh_db: tuple[str, str], tmp_path: Path) ->
         )
     try:
         for port in (port1, port2):
-            wait_for(
+            wait_until(
                 f"the API on port {port} answers",
                 lambda p=port: httpx.get(f"http://127.0.0.1:{p}/readyz", timeout=2).is_success,
                 90,
-                log,
+                [log],
             )
         created = subprocess.run(
             ["bash", "-e", "-c", job_block],
@@ -141,8 +126,10 @@ def test_readme_cluster_quickstart(fresh_db: tuple[str, str], tmp_path: Path) ->
             runs = api2.get(f"/v1/jobs/{jobs[0]['id']}/runs").json()["items"]
             return any(r["state"] == "succeeded" for r in runs)
 
-        wait_for("a run of the job succeeds", succeeded, 60, log)
-        wait_for("a worker says hello", lambda: "hello, cluster: run" in log.read_text(), 30, log)
+        wait_until("a run of the job succeeds", succeeded, 60, [log])
+        wait_until(
+            "a worker says hello", lambda: "hello, cluster: run" in log.read_text(), 30, [log]
+        )
     finally:
         # Ctrl-C in the terminal: SIGINT to the whole process group.
         if cluster.poll() is None:

@@ -7,9 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,3 +47,19 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float, logs: Sequence[Path]) -> Any:
+    """Poll ``check`` (a server not answering yet counts as not yet) until it returns
+    something truthy, and return it; past ``timeout``, fail with what the processes
+    printed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if result := check():
+                return result
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    printed = "\n".join(f"== {p.name}\n{p.read_text()}" for p in logs)
+    raise AssertionError(f"{what} within {timeout} s; the processes printed:\n{printed}")

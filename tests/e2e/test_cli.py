@@ -12,9 +12,8 @@ import httpx
 import pytest
 
 from cronwheel.sdk import Client
-from tests.e2e.procs import REPO
+from tests.e2e.procs import REPO, free_port
 from tests.e2e.procs import cronwheel as cronwheel_proc
-from tests.e2e.test_dev import free_port
 
 TOKEN = "admin-token-for-the-cli-tests"
 

@@ -12,9 +12,8 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,9 +24,8 @@ import httpx
 import pytest
 
 from tests import pg
-from tests.e2e.procs import REPO
+from tests.e2e.procs import REPO, free_port, wait_until
 from tests.e2e.procs import cronwheel as cronwheel_proc
-from tests.e2e.test_dev import free_port
 
 DB_PASSWORD = "dbpw-" + uuid.uuid4().hex  # trust authentication accepts and ignores it
 ADMIN_TOKEN = "admin-" + uuid.uuid4().hex
@@ -86,19 +84,6 @@ def secret_db(pg_dsn: str) -> Iterator[str]:
         pg.drop_database(name)
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float, logs: list[Path]) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if result := check():
-                return result
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    printed = "\n".join(f"== {p.name}\n{p.read_text()}" for p in logs)
-    raise AssertionError(f"{what} within {timeout} s:\n{printed}")
-
-
 @pytest.mark.timeout(150)
 def test_no_secret_in_any_log_line_error_or_answer(
     secret_db: str, target: str, tmp_path: Path
@@ -133,7 +118,7 @@ def test_no_secret_in_any_log_line_error_or_answer(
             cronwheel_proc("worker", "--pool", "default", env=env, log=logs[3])
         )
         client = httpx.Client(base_url=api, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-        wait_for("the API answers", lambda: client.get("/readyz").is_success, 60, logs)
+        wait_until("the API answers", lambda: client.get("/readyz").is_success, 60, logs)
 
         # A bad token: refused, and the refusal does not quote it.
         refused = httpx.get(f"{api}/v1/jobs", headers={"Authorization": f"Bearer {BAD_TOKEN}"})
@@ -183,7 +168,7 @@ def test_no_secret_in_any_log_line_error_or_answer(
             runs = [client.get(f"/v1/jobs/{i}/runs").json()["items"] for i in ids]
             return all(r and r[0]["state"] == "dead" for r in runs)
 
-        wait_for("both jobs' runs go dead after two attempts", both_dead, 60, logs)
+        wait_until("both jobs' runs go dead after two attempts", both_dead, 60, logs)
 
         # The worker sent the real values; the target got them.
         assert any(h.get("Authorization") == f"Bearer {BEARER}" for h in Target.received)

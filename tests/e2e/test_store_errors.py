@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests import pg
-from tests.e2e.procs import REPO
-from tests.e2e.test_dev import free_port
+from tests.e2e.procs import REPO, free_port
 
 PASSWORD = "pw-" + uuid.uuid4().hex  # trust authentication accepts and ignores it
 
