@@ -136,9 +136,10 @@ class Release:
     """A run a stopping worker gives back without an outcome.
 
     ``started`` says whether its action had begun. A release that never started
-    spends none of the run's attempt budget; one that started does not either for an
-    at-least-once job (a stop is not the run's failure), but an at-most-once run that
-    started is never started again: it becomes ``dead``.
+    leaves no attempt in the run's history and spends nothing: the claim is undone. One
+    that started is an attempt (``cancelled``, ``WorkerShutdown``) that spends no budget
+    either for an at-least-once job (a stop is not the run's failure), but an
+    at-most-once run that started is never started again: it becomes ``dead``.
     """
 
     run_id: int
@@ -146,7 +147,7 @@ class Release:
     worker_id: str
     started: bool
     why: str
-    """Recorded as the attempt's error message and the run's ``last_error``."""
+    """For a run that had started: its attempt's error message and its ``last_error``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,13 +473,23 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def release_runs(self, releases: Sequence[Release], *, now: datetime) -> ReleaseResult:
-        """Give back fenced runs a stopping worker holds, recording each as a
-        ``cancelled`` attempt (error class ``WorkerShutdown``). Where each goes:
-        ``cancelled`` if its cancellation was asked for; ``dead`` (with a ``reason``) if
-        it started and its job is at-most-once; otherwise ``pending`` again, due at
+        """Give back fenced runs a stopping worker holds, in one write for the batch.
+
+        A run that had not started leaves no trace but its fence (fences only grow): no
+        attempt is recorded, its ``attempt`` goes back down by one (the claim counted
+        it) and its ``started_at`` back to its previous attempt's, its ``max_attempts``,
+        ``available_at`` and ``last_error`` stay as they were; it is ``pending`` again,
+        or ``cancelled`` if its cancellation was asked for.
+
+        A run that had started is recorded as a ``cancelled`` attempt (error class
+        ``WorkerShutdown``, the ``why`` as its message and the run's ``last_error``),
+        then goes: ``cancelled`` if its cancellation was asked for; ``dead`` (with a
+        ``reason``) if its job is at-most-once; otherwise ``pending`` again, due at
         ``max(available_at, now)``, its ``max_attempts`` raised by one so the release
-        spends none of its budget. A stale fence, or a run no longer running, changes
-        nothing and appears in no list."""
+        spends none of its budget.
+
+        A stale fence, or a run no longer running, changes nothing and appears in no
+        list."""
 
     # -- maintenance -----------------------------------------------------------------
     @abc.abstractmethod

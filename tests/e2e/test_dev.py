@@ -12,7 +12,7 @@ import httpx
 
 import cronwheel
 from cronwheel.maintenance import Maintenance
-from cronwheel.model import RunState
+from cronwheel.model import Run, RunState
 from cronwheel.runtime import serve
 from cronwheel.scheduler import Scheduler
 from cronwheel.worker import Worker, WorkerConfig
@@ -166,6 +166,49 @@ async def test_dev_in_a_pipe_prints_each_event_once_at_its_time_and_history_afte
     assert any(f"run {run.id} fails-once attempt 2/3 succeeded" in line for line in history)
     assert all(f"run {run.id} " not in line for line in lines[live:]), lines
     assert any("quick attempt 1/3 succeeded" in line for line in lines[live:])
+
+
+async def test_dev_stopped_with_a_run_claimed_ahead_says_nothing_of_it_and_leaves_no_attempt(
+    tmp_path: Path, marks: Path
+) -> None:
+    """A run the worker had claimed ahead of its instant (about 2 s) and not started when
+    the process stopped used to be printed as ``attempt 1/3 cancelled: WorkerShutdown:
+    released before it started`` and kept that attempt in its history: it had none."""
+    url = f"sqlite:///{tmp_path / 'dev.db'}"
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    out = Watched(tmp_path / "dev.log")
+    with cronwheel_proc(
+        "dev", *APP, "--db", url, "--port", str(free_port()), env=env, log=out.path
+    ) as proc:
+        await eventually(lambda: out.has("live from"), timeout=60)
+        async with await cronwheel.connect(url) as cw:
+            job = await cw.create(
+                name="later",
+                schedule={"kind": "delay", "seconds": 5},
+                action={"type": "handler", "name": "quick"},
+            )
+
+            async def claimed_ahead() -> Run | None:
+                runs = await cw.runs(job.id)
+                return runs[0] if runs and runs[0].state is RunState.RUNNING else None
+
+            run = await eventually(claimed_ahead, timeout=60)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+            # The stop came before the run's instant: it had not started.
+            assert datetime.now(UTC) < run.available_at, "the machine was too slow to test this"
+            [after] = await cw.runs(job.id)
+            attempts = await cw.attempts(after.id)
+    lines = await out.lines()
+    assert all(f"run {run.id} " not in line for line in lines), lines
+    assert not any("WorkerShutdown" in line for line in lines), lines
+    assert (after.state, after.attempt, after.max_attempts, after.available_at) == (
+        RunState.PENDING,
+        0,
+        3,
+        run.available_at,
+    )
+    assert attempts == []
 
 
 def _took(line: str) -> str:

@@ -345,7 +345,9 @@ async def test_runs_fire_on_time_never_early(store: Store) -> None:
 
 
 async def test_shutdown_releases_what_did_not_finish_in_the_grace_period(store: Store) -> None:
-    worker = Worker(store, FAST)
+    # A long prefetch: the waiting run is claimed well before its instant, and the stop
+    # comes before it.
+    worker = Worker(store, replace(FAST, prefetch_seconds=60))
     started = threading.Event()
 
     @worker.handler("noop")
@@ -354,14 +356,23 @@ async def test_shutdown_releases_what_did_not_finish_in_the_grace_period(store: 
         await asyncio.sleep(60)
 
     job, _ = await job_with_run(store)
-    waiting, _ = await job_with_run(store, due_in=0.45)
+    waiting, planned = await job_with_run(store, due_in=30)
     async with running(worker):
         await eventually(lambda: _true(started.is_set()))
+        await eventually(lambda: _state_is(store, waiting.id, "running"))
     assert await run_states(store, job.id) == ["pending"]
-    assert await run_states(store, waiting.id) == ["pending"]
     run = await one_run(store, job.id)
     [attempt] = await store.list_attempts("default", run.id)
     assert (attempt.outcome, attempt.error_class) == (AttemptOutcome.CANCELLED, "WorkerShutdown")
+    # Released before it started: no attempt, nothing spent, still due at its instant.
+    later = await one_run(store, waiting.id)
+    assert (later.state, later.attempt, later.max_attempts, later.available_at) == (
+        RunState.PENDING,
+        0,
+        3,
+        planned.available_at,
+    )
+    assert await store.list_attempts("default", later.id) == []
 
 
 async def test_shutdown_never_sends_a_started_at_most_once_run_back(store: Store) -> None:
@@ -382,15 +393,19 @@ async def test_shutdown_never_sends_a_started_at_most_once_run_back(store: Store
         await eventually(lambda: _true(started.is_set()))
     run = await one_run(store, job.id)
     assert (run.state, run.reason) == (RunState.DEAD, REASON_AT_MOST_ONCE_STOPPED)
-    # The one that had not started yet keeps its single start for the next worker.
+    # The one that had not started yet keeps its single start for the next worker, and
+    # its history holds no attempt for a claim that never started.
     later = await one_run(store, waiting.id)
-    assert (later.state, later.attempt, later.max_attempts) == (RunState.PENDING, 1, 2)
+    assert (later.state, later.attempt, later.max_attempts) == (RunState.PENDING, 0, 1)
+    assert await store.list_attempts("default", later.id) == []
     again = Worker(store, FAST)
     again.handler("noop")(forever)
     async with running(again):
         await eventually(lambda: _true(starts[waiting.id] == 1))
     assert starts == {job.id: 1, waiting.id: 1}
     assert await run_states(store, waiting.id) == ["dead"]
+    attempts = await store.list_attempts("default", later.id)
+    assert [(a.attempt, a.worker_id) for a in attempts] == [(1, again.id)]
 
 
 async def _state_is(store: Store, job_id: str, state: str) -> bool:

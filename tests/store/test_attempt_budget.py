@@ -110,25 +110,128 @@ async def test_an_at_most_once_run_released_before_it_started_keeps_its_one_star
 ) -> None:
     await _one_run(store, make_job(**AT_MOST_ONCE), due=10)
     [c] = await _claim(store, until=10)  # prefetched: due in 10 s
+    assert (c.run.attempt, c.run.fence) == (1, 1)
     result = await store.release_runs([_release(c, started=False)], now=at(1))
     assert (result.retried, result.dead) == ([c.run.id], [])
+    # It never started: the claim is undone but for the fence (fences only grow).
     run = await store.get_run("default", c.run.id)
     assert run is not None
-    assert (run.state, run.available_at, run.attempt, run.max_attempts) == (
+    assert (run.state, run.available_at, run.attempt, run.max_attempts, run.fence) == (
         RunState.PENDING,
         at(10),  # still due at its own instant
+        0,
         1,
-        2,  # the release spent none of the budget
+        1,
     )
-    [attempt] = await store.list_attempts("default", c.run.id)
-    assert (attempt.outcome, attempt.started_at) == (AttemptOutcome.CANCELLED, None)
+    assert (run.lease_owner, run.lease_expires_at, run.started_at, run.last_error) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert await store.list_attempts("default", c.run.id) == []
 
     [again] = await _claim(store, now=10)
-    assert (again.run.attempt, again.run.max_attempts) == (2, 2)
+    assert (again.run.attempt, again.run.max_attempts, again.run.fence) == (1, 1, 2)
     # Started this time, then released: it never starts a second time.
     result = await store.release_runs([_release(again, started=True)], now=at(11))
     assert result.dead == [c.run.id]
+    [attempt] = await store.list_attempts("default", c.run.id)
+    assert (attempt.attempt, attempt.fence, attempt.error_class) == (1, 2, "WorkerShutdown")
     assert await _claim(store, now=12) == []
+
+
+async def test_a_retry_released_before_it_started_leaves_the_history_as_it_was(
+    store: Store,
+) -> None:
+    await _one_run(store, make_job(retry=RetryPolicy(max_attempts=3)))
+    [first] = await _claim(store)
+    failed = Completion(
+        run_id=first.run.id,
+        fence=first.run.fence,
+        worker_id="w1",
+        state=RunState.PENDING,
+        outcome=AttemptOutcome.FAILED,
+        started_at=at(0),
+        finished_at=at(1),
+        error_class="Boom",
+        error_message="boom",
+        available_at=at(20),
+    )
+    assert await store.complete_runs([failed]) == [first.run.id]
+    before = await store.get_run("default", first.run.id)
+    assert before is not None
+    [retry] = await _claim(store, now=15, until=20)  # the retry, prefetched
+    assert (retry.run.attempt, retry.run.fence) == (2, 2)
+
+    result = await store.release_runs([_release(retry, started=False)], now=at(16))
+    assert (result.retried, result.dead, result.cancelled) == ([first.run.id], [], [])
+    run = await store.get_run("default", first.run.id)
+    assert run is not None
+    assert (run.state, run.attempt, run.max_attempts, run.fence, run.available_at) == (
+        RunState.PENDING,
+        1,
+        3,
+        2,
+        at(20),
+    )
+    assert (run.last_error, run.started_at, run.finished_at, run.lease_owner) == (
+        before.last_error,
+        before.started_at,
+        None,
+        None,
+    )
+    [attempt] = await store.list_attempts("default", first.run.id)
+    assert (attempt.attempt, attempt.outcome) == (1, AttemptOutcome.FAILED)
+    assert run.started_at == attempt.started_at  # the start of its attempt 1 again
+    # Due at its own instant, not before: the next claim is attempt 2 again.
+    assert await _claim(store, now=19) == []
+    [again] = await _claim(store, now=20)
+    assert (again.run.attempt, again.run.max_attempts, again.run.fence) == (2, 3, 3)
+
+
+async def test_a_release_before_the_start_of_a_run_asked_to_cancel_records_no_attempt(
+    store: Store,
+) -> None:
+    await _one_run(store, make_job(), due=10)
+    [c] = await _claim(store, until=10)
+    await store.cancel_run("default", c.run.id, now=at(1), actor="ops")
+    result = await store.release_runs([_release(c, started=False)], now=at(2))
+    assert (result.retried, result.dead, result.cancelled) == ([], [], [c.run.id])
+    run = await store.get_run("default", c.run.id)
+    assert run is not None
+    assert (run.state, run.attempt, run.fence, run.finished_at, run.lease_owner) == (
+        RunState.CANCELLED,
+        0,
+        1,
+        at(2),
+        None,
+    )
+    assert await store.list_attempts("default", c.run.id) == []
+
+
+async def test_one_release_batch_records_attempts_only_for_runs_that_started(
+    store: Store,
+) -> None:
+    jobs = [make_job(retry=RetryPolicy(max_attempts=2)) for _ in range(4)]
+    await store.create_jobs(jobs)
+    await store.materialize_runs([make_run(j, at(0)) for j in jobs], [])
+    claimed = sorted(await _claim(store), key=lambda c: c.run.id)
+    assert len(claimed) == 4
+    started = {claimed[0].run.id, claimed[2].run.id}
+    releases = [_release(c, started=c.run.id in started) for c in claimed]
+    result = await store.release_runs(list(reversed(releases)), now=at(3))
+    assert sorted(result.retried) == [c.run.id for c in claimed]
+    for c in claimed:
+        run = await store.get_run("default", c.run.id)
+        attempts = await store.list_attempts("default", c.run.id)
+        assert run is not None and run.state is RunState.PENDING
+        if c.run.id in started:
+            assert (run.attempt, run.max_attempts, run.available_at) == (1, 3, at(3))
+            assert [(a.attempt, a.error_class) for a in attempts] == [(1, "WorkerShutdown")]
+        else:
+            assert (run.attempt, run.max_attempts, run.available_at) == (0, 2, at(0))
+            assert attempts == []
 
 
 async def test_a_started_at_least_once_run_released_is_pending_with_its_budget(

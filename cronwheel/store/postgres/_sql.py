@@ -587,7 +587,7 @@ RESCUE_DEAD_OWNERS = _RESCUE.format(
 
 # Params: $1 run ids (ascending), $2 fences, $3 worker ids, $4 started flags, $5 why,
 # $6 now, $7 the reason of an at-most-once run made dead. Locked like COMPLETE_RUNS; the
-# job is read for its delivery.
+# job is read for its delivery. Only the runs that had started get an attempt row.
 RELEASE_RUNS = f"""
 WITH given AS (
     SELECT g.*, r.cancel_requested, j.delivery
@@ -607,18 +607,26 @@ verdict AS (
     FROM given AS g
 ),
 released AS (
-    -- Back to pending, the budget is given back: the claim counted an attempt that the
-    -- run did not get to finish, and no claim may exceed max_attempts.
+    -- Started: back to pending, the budget is given back (the claim counted an attempt
+    -- that the run did not get to finish, and no claim may exceed max_attempts). Not
+    -- started: the claim is undone but for its fence (fences only grow): the attempt
+    -- number goes back, the run's start is its previous attempt's again, and nothing is
+    -- recorded, as if it was never claimed.
     UPDATE runs AS r
     SET state = v.next_state,
-        available_at = CASE WHEN v.next_state = 'pending' THEN greatest(r.available_at, $6)
-                            ELSE r.available_at END,
+        attempt = CASE WHEN v.started THEN r.attempt ELSE r.attempt - 1 END,
+        started_at = CASE WHEN v.started THEN r.started_at ELSE (
+            SELECT a.started_at FROM attempts AS a
+            WHERE a.run_id = r.id AND a.attempt = r.attempt - 1
+            ORDER BY a.id DESC LIMIT 1) END,
+        available_at = CASE WHEN v.started AND v.next_state = 'pending'
+                            THEN greatest(r.available_at, $6) ELSE r.available_at END,
         finished_at = CASE WHEN v.next_state = 'pending' THEN NULL ELSE $6 END,
-        max_attempts = CASE WHEN v.next_state = 'pending' THEN r.max_attempts + 1
-                            ELSE r.max_attempts END,
+        max_attempts = CASE WHEN v.started AND v.next_state = 'pending'
+                            THEN r.max_attempts + 1 ELSE r.max_attempts END,
         reason = CASE WHEN v.next_state = 'dead' THEN $7 ELSE r.reason END,
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
-        last_error = v.why
+        last_error = CASE WHEN v.started THEN v.why ELSE r.last_error END
     FROM verdict AS v
     WHERE r.id = v.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, r.started_at,
@@ -627,9 +635,10 @@ released AS (
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
                           finished_at, outcome, error_class, error_message)
-    SELECT tenant_id, id, job_id, attempt, worker_id, fence,
-           CASE WHEN started THEN started_at END, $6, 'cancelled', 'WorkerShutdown', why
+    SELECT tenant_id, id, job_id, attempt, worker_id, fence, started_at, $6, 'cancelled',
+           'WorkerShutdown', why
     FROM released
+    WHERE started
 ),{_WAKE_POOLS.format(source="released")}
 SELECT array(SELECT id FROM released WHERE state = 'pending' ORDER BY id) AS retried,
        array(SELECT id FROM released WHERE state = 'dead' ORDER BY id) AS dead,

@@ -340,6 +340,18 @@ def delivery_of(c: sqlite3.Connection, job_id: str) -> Delivery:
     return Delivery.AT_LEAST_ONCE if found is None else decode.DELIVERIES[found[0]]
 
 
+# A release before the start undoes the claim but for its fence (fences only grow): the
+# attempt number goes back, and the run's start is its previous attempt's again (none if
+# it had none). Nothing is recorded and no budget is touched, as if it was never claimed.
+UNCLAIM = (
+    "UPDATE runs SET state = ?, attempt = attempt - 1,"
+    " started_at = (SELECT a.started_at FROM attempts a WHERE a.run_id = runs.id"
+    " AND a.attempt = runs.attempt - 1 ORDER BY a.id DESC LIMIT 1),"
+    " finished_at = ?, lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0"
+    " WHERE id = ?"
+)
+
+
 def release_one(c: sqlite3.Connection, release: Release, at: int) -> tuple[RunState, str] | None:
     """Give back one run a stopping worker holds (see ``Store.release_runs``); return
     where it went and its pool, or None if the fence is stale."""
@@ -356,11 +368,15 @@ def release_one(c: sqlite3.Connection, release: Release, at: int) -> tuple[RunSt
         state = RunState.DEAD
     else:
         state = RunState.PENDING
+    if not release.started:
+        finished = None if state is RunState.PENDING else at
+        c.execute(UNCLAIM, (state.value, finished, row["id"]))
+        return state, row["pool"]
     insert_attempt(
         c,
         (row["tenant_id"], row["id"], row["job_id"], row["attempt"], release.worker_id),
         release.fence,
-        (row["started_at"] if release.started else None, at, None),
+        (row["started_at"], at, None),
         (AttemptOutcome.CANCELLED, "WorkerShutdown", release.why),
     )
     # Back to pending, the budget is given back: the claim counted an attempt that the
