@@ -4,8 +4,9 @@ A UUIDv7 cut to ``01a20aee-b808…`` names nothing (ids made in the same second 
 their first 13 characters), and a time cut to ``2026-11-24T00:2…`` says nothing. So:
 
 - on a terminal, ids and times are printed whole; when the table is wider than the
-  terminal, the least important columns are left out (each column has a rank), and the
-  free-text ones (a name, an error) wrap;
+  terminal, a column may give way to a narrower one saying the same in fewer characters
+  (a job's ``next_fire_at`` to ``next fire``: ``in 58 s``), the least important columns
+  are left out (each column has a rank), and the free-text ones (a name, an error) wrap;
 - in a pipe, every column is printed whole as tab-separated values under a header line,
   one row per line, whatever ``COLUMNS`` says: ``cut -f1`` gives the ids, and
   ``--json`` gives everything.
@@ -14,7 +15,7 @@ their first 13 characters), and a time cut to ``2026-11-24T00:2…`` says nothin
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -30,13 +31,16 @@ _MIN_TEXT = 12  # a free-text column narrower than this is not worth showing
 @dataclass(frozen=True)
 class Column:
     """One column: the field it shows, how, and its rank (0: always shown; among the
-    others, the highest rank is left out first when the terminal is too narrow)."""
+    others, the highest rank is left out first when the terminal is too narrow).
+    ``narrow`` is shown in its place on a terminal too narrow for it whole; a pipe
+    always gets the column itself."""
 
     key: str
     header: str | None = None
     kind: Kind = "short"
     rank: int = 0
     value: Callable[[Mapping[str, Any]], Any] | None = None
+    narrow: Column | None = None
 
     @property
     def title(self) -> str:
@@ -66,12 +70,11 @@ def is_terminal() -> bool:
 
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> None:
     """``rows`` as a table on a terminal, as tab-separated values in a pipe."""
-    cells = [[column.cell(row) for column in columns] for row in rows]
     if not is_terminal():
-        _print_tsv(columns, cells)
+        _print_tsv(columns, [[column.cell(row) for column in columns] for row in rows])
         return
     console = Console()
-    shown = fit(columns, cells, console.width)
+    columns, cells, shown = layout(rows, columns, console.width)
     table = Table(box=None, pad_edge=False, padding=(0, _GAP // 2), header_style="bold")
     for index in shown:
         column = columns[index]
@@ -85,6 +88,24 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) ->
     for row in cells:
         table.add_row(*(row[index] for index in shown))
     console.print(table, crop=False)
+
+
+def layout(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], width: int
+) -> tuple[list[Column], list[list[str]], list[int]]:
+    """The columns of a terminal table ``width`` characters wide, with their cells and
+    the indexes of those shown: each column that does not fit whole gives way to its
+    narrow form, if it has one, which then competes at the same rank."""
+    cells = [[column.cell(row) for column in columns] for row in rows]
+    shown = fit(columns, cells, width)
+    if all(c.narrow is None or i in shown for i, c in enumerate(columns)):
+        return list(columns), cells, shown
+    chosen = [
+        c if c.narrow is None or i in shown else replace(c.narrow, rank=c.rank)
+        for i, c in enumerate(columns)
+    ]
+    cells = [[column.cell(row) for column in chosen] for row in rows]
+    return chosen, cells, fit(chosen, cells, width)
 
 
 def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int) -> list[int]:

@@ -7,13 +7,14 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 import httpx
 from pydantic import BaseModel
 
+from cronwheel.cli import hints
 from cronwheel.cli.tables import Column, print_table
 from cronwheel.redact import mask_url
 from cronwheel.sdk import Client
@@ -118,6 +119,23 @@ def show(value: Any, as_json: bool, columns: tuple[Column, ...]) -> None:
         click.echo(f"more: --cursor {cursor}", err=True)
 
 
+def show_job(job: Any, as_json: bool) -> None:
+    """One job as a table, then (for a person, on stderr: a pipe keeps its rows) when
+    it fires next or why it does not by itself."""
+    show(job, as_json, JOB_COLUMNS)
+    if not as_json:
+        click.echo(hints.fire_line(_rows(job)[0], wall_clock()), err=True)
+
+
+def wall_clock() -> datetime:
+    """This machine's clock, which relative times ("in 58 s") are measured against."""
+    return datetime.now(UTC)
+
+
+def _next_in(row: Any) -> str:
+    return hints.next_in(row, wall_clock())
+
+
 def _attempts(row: Any) -> str:
     return f"{row.get('attempt')}/{row.get('max_attempts')}"
 
@@ -126,7 +144,13 @@ JOB_COLUMNS = (
     Column("id", kind="id"),
     Column("name", kind="text"),
     Column("state", rank=1),
-    Column("next_fire_at", kind="time", rank=2),
+    Column(
+        "next_fire_at",
+        kind="time",
+        rank=2,
+        # 25 to 32 characters whole; "in 3 h 5 min" keeps it on an 80-column terminal.
+        narrow=Column("next_fire_in", header="next fire", kind="time", value=_next_in),
+    ),
     Column("pool", rank=3),
     Column("version", rank=4),
 )

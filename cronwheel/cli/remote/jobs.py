@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 import click
 
-from cronwheel.cli import names
+from cronwheel.cli import hints, names
 from cronwheel.cli.describe import job_lines
 from cronwheel.cli.remote._base import (
     JOB_COLUMNS,
@@ -17,9 +17,11 @@ from cronwheel.cli.remote._base import (
     dump,
     json_option,
     show,
+    show_job,
     tenant_option,
     token_option,
     url_option,
+    wall_clock,
 )
 from cronwheel.sdk import Client
 
@@ -133,7 +135,7 @@ def jobs_create(
     """Create a job (from options, or --file spec.json)."""
     spec = _spec(options)
     with client(url, token) as cw:
-        show(cw.create_job(spec, idempotency_key=idempotency_key), as_json, JOB_COLUMNS)
+        show_job(cw.create_job(spec, idempotency_key=idempotency_key), as_json)
 
 
 @jobs.command("list")
@@ -165,7 +167,10 @@ def _job_verb(name: str, call: Callable[[Client, str], Any], help_text: str) -> 
     def command(url: str, token: str | None, as_json: bool, job: str) -> None:
         with client(url, token) as cw:
             result = call(cw, names.job_id(cw, job))
-            show(result, as_json, RUN_COLUMNS if name == "trigger" else JOB_COLUMNS)
+            if name == "trigger":
+                show(result, as_json, RUN_COLUMNS)
+            else:
+                show_job(result, as_json)
 
 
 _job_verb("pause", Client.pause_job, "Pause a job: no new runs until resumed.")
@@ -300,7 +305,7 @@ def jobs_update(
         except ValueError:
             body[key] = value  # a bare string: --set name=nightly
     with client(url, token) as cw:
-        show(cw.update_job(names.job_id(cw, job), version, **body), as_json, JOB_COLUMNS)
+        show_job(cw.update_job(names.job_id(cw, job), version, **body), as_json)
 
 
 @jobs.command("runs")
@@ -313,8 +318,14 @@ def jobs_update(
 @click.option("--cursor")
 @click.option("--limit", type=int, default=20)
 def jobs_runs(url: str, token: str | None, as_json: bool, job: str, **filters: Any) -> None:
-    """A job's runs, newest first: did it run?
+    """A job's runs, newest first: did it run? With none to list, says when the next
+    is due (the scheduler creates a run shortly before it is due) or why there are none.
 
     JOB is a job's id, the start of its id, or its name."""
     with client(url, token) as cw:
-        show(cw.job_runs(names.job_id(cw, job), **filters), as_json, RUN_COLUMNS)
+        job_id = names.job_id(cw, job)
+        page = cw.job_runs(job_id, **filters)
+        show(page, as_json, RUN_COLUMNS)
+        if not page.items and not filters.get("cursor") and not as_json:
+            found = cw.get_job(job_id).model_dump()
+            click.echo(hints.no_runs_line(found, wall_clock(), filters.get("state")), err=True)
