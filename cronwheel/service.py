@@ -62,11 +62,18 @@ class JobService:
         return job
 
     async def create_many(
-        self, specs: list[dict[str, Any]], *, tenant_id: str = DEFAULT_TENANT
+        self,
+        specs: list[dict[str, Any]],
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        traceparent: str | None = None,
     ) -> list[Job]:
-        """Create jobs all or nothing; an immediate job's run is inserted with it."""
+        """Create jobs all or nothing; an immediate job's run is inserted with it.
+        ``traceparent``: the creating request's, which each attempt's span links to."""
         now = self.clock.now()
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
+        if traceparent is not None:
+            jobs = [replace(j, traceparent=traceparent) for j in jobs]
         runs = [_immediate_run(j, now) for j in jobs if j.schedule["kind"] == "immediate"]
         await self.store.create_jobs(jobs, runs, actor=self.actor)
         await self.store.notify(JOBS_TOPIC)
