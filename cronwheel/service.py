@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwheel import tracing
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
@@ -69,9 +70,12 @@ class JobService:
         traceparent: str | None = None,
     ) -> list[Job]:
         """Create jobs all or nothing; an immediate job's run is inserted with it.
-        ``traceparent``: the creating request's, which each attempt's span links to."""
+        ``traceparent``: the creating request's, which each attempt's span links to;
+        by default the caller's current span's, if any (docs/observability.md#traces)."""
         now = self.clock.now()
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
+        if traceparent is None:
+            traceparent = tracing.current_headers().get("traceparent")
         if traceparent is not None:
             jobs = [replace(j, traceparent=traceparent) for j in jobs]
         runs = [_immediate_run(j, now) for j in jobs if j.schedule["kind"] == "immediate"]

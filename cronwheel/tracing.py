@@ -119,6 +119,14 @@ def tracer() -> Tracer | None:
     return found
 
 
+def current_headers() -> dict[str, str]:
+    """The W3C headers of the caller's current span, if it has a valid one, else {}: what
+    a job created from traced code (the Python API, the SDK) links its attempts to."""
+    if otel_trace is None or not otel_trace.get_current_span().get_span_context().is_valid:
+        return {}
+    return _headers()
+
+
 def request_traceparent(headers: Mapping[str, str]) -> str | None:
     """An incoming request's own ``traceparent``, if it has a valid one."""
     value = headers.get("traceparent")

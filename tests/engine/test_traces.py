@@ -23,6 +23,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from cronwheel import tracing
 from cronwheel.actions.context import RunContext
 from cronwheel.api import AuthConfig, create_app
+from cronwheel.sdk import AsyncClient
+from cronwheel.service import JobService
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker, WorkerConfig
 from tests.api.helpers import ADMIN_TOKEN
@@ -374,3 +376,42 @@ async def test_the_attempt_span_is_current_while_an_async_handler_runs(
     found = list(spans.get_finished_spans())
     attempt, user = only(found, "cronwheel.attempt"), only(found, "user work")
     assert user.parent is not None and user.parent.span_id == attempt.context.span_id
+
+
+async def test_jobs_created_from_traced_python_code_link_to_its_span(
+    store: Store, spans: InMemorySpanExporter
+) -> None:
+    """The Python API (cronwheel.connect's JobService) keeps the caller's current span."""
+    provider = tracing._configured
+    assert provider is not None
+    service = JobService(store)
+    with provider.get_tracer("user").start_as_current_span("nightly setup") as user:
+        job = await service.create(
+            name="from-python",
+            schedule={"kind": "immediate"},
+            action={"type": "handler", "name": "noop"},
+        )
+    await execute(store, a_worker(store, {"noop": lambda ctx: None}), job.id)
+    [link] = only(list(spans.get_finished_spans()), "cronwheel.attempt").links
+    assert link.context.span_id == user.get_span_context().span_id
+
+
+async def test_the_sdk_sends_the_callers_span_to_the_api(
+    store: Store, spans: InMemorySpanExporter
+) -> None:
+    provider = tracing._configured
+    assert provider is not None
+    app = create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    transport = httpx.ASGITransport(app=app)
+    async with AsyncClient("http://test", ADMIN_TOKEN, transport=transport) as client:
+        with provider.get_tracer("user").start_as_current_span("deploy") as user:
+            await client.create_job(
+                {
+                    "name": "from-the-sdk",
+                    "schedule": {"kind": "manual"},
+                    "action": {"type": "handler", "name": "noop"},
+                }
+            )
+    request = only(list(spans.get_finished_spans()), "cronwheel.api create jobs")
+    assert request.parent is not None
+    assert request.parent.span_id == user.get_span_context().span_id
