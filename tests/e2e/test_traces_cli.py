@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import httpx
@@ -22,7 +23,7 @@ async def test_dev_exports_the_attempt_span_linked_to_the_creating_request(
     env = {"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "dev-under-test"}
     with (
         webhook_target() as target,
-        cronwheel(*args, "--duration", "10", env=env, log=log) as proc,
+        cronwheel(*args, env=env, log=log) as proc,
     ):
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as api:
 
@@ -45,6 +46,7 @@ async def test_dev_exports_the_attempt_span_linked_to_the_creating_request(
                 return bool(target.received)
 
             await eventually(called, timeout=60)
+        proc.send_signal(signal.SIGTERM)  # spans are flushed as the process ends
         assert proc.wait(timeout=120) == 0
     out = log.read_text()
     [received] = target.received
