@@ -220,6 +220,10 @@ class Job:
     last_run: LastRun | None = None
     """The job's newest finished run, where the reader asked for it (the service's get
     and list); None when none has finished yet, or when it was not looked up."""
+    traceparent: str | None = None
+    """The W3C traceparent of the request that created the job: each attempt's span links
+    to it (docs/observability.md#traces). Written once at creation; not read back with
+    the job."""
 
     @property
     def shard_key(self) -> int:
@@ -306,6 +310,8 @@ class ClaimedRun:
     retry: RetryPolicy
     timeout_seconds: float
     delivery: Delivery
+    traceparent: str | None = None
+    """Its job's :attr:`Job.traceparent`: what the attempt's span links to."""
 
 
 @hot_record

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwheel import tracing
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
@@ -62,11 +63,21 @@ class JobService:
         return job
 
     async def create_many(
-        self, specs: list[dict[str, Any]], *, tenant_id: str = DEFAULT_TENANT
+        self,
+        specs: list[dict[str, Any]],
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        traceparent: str | None = None,
     ) -> list[Job]:
-        """Create jobs all or nothing; an immediate job's run is inserted with it."""
+        """Create jobs all or nothing; an immediate job's run is inserted with it.
+        ``traceparent``: the creating request's, which each attempt's span links to;
+        by default the caller's current span's, if any (docs/observability.md#traces)."""
         now = self.clock.now()
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
+        if traceparent is None:
+            traceparent = tracing.current_headers().get("traceparent")
+        if traceparent is not None:
+            jobs = [replace(j, traceparent=traceparent) for j in jobs]
         runs = [_immediate_run(j, now) for j in jobs if j.schedule["kind"] == "immediate"]
         await self.store.create_jobs(jobs, runs, actor=self.actor)
         await self.store.notify(JOBS_TOPIC)

@@ -21,7 +21,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
+from cronwheel import tracing
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.actions.context import RunCancelled, RunContext
@@ -37,6 +39,9 @@ from cronwheel.model import (
     new_id,
 )
 from cronwheel.store.base import Completion, Release, Store
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger("cronwheel.worker")
 
@@ -133,6 +138,8 @@ class Worker:
         """Set when runs leave the in-flight set: a full worker claims again at once."""
         self._started_at: datetime | None = None
         self.completed = 0
+        self._tracer: Tracer | None = None
+        """Looked up once per claimed batch: None while tracing is off."""
 
     @property
     def store(self) -> Store:
@@ -209,6 +216,7 @@ class Worker:
         now = self.clock.now()
         until = now + timedelta(seconds=self.config.prefetch_seconds)
         total = 0
+        self._tracer = tracing.tracer()
         for pool, concurrency in self.config.pools.items():
             room = concurrency * self.config.prefetch_factor - self._held[pool]
             if room <= 0:
@@ -357,7 +365,13 @@ class Worker:
                 return
             started = self.clock.now()
             flight.started = True
-            outcome = await self._execute(flight)
+            if self._tracer is None:
+                outcome = await self._execute(flight)
+            else:
+                execute = self._execute(flight)
+                outcome = await tracing.attempt(
+                    self._tracer, flight.claimed, flight.ctx, started, self.id, execute
+                )
             finished = self.clock.now()
         if flight.lost:  # someone else owns the run now: our result would be fenced out
             self._forget(run.id)

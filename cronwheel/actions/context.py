@@ -3,11 +3,38 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.errors import CronwheelError
 from cronwheel.model import JSON, idempotency_key
+
+
+class _NoTrace(Mapping[str, str]):
+    """An empty, read-only mapping, hashable so that a dataclass may default to it: every
+    run shares one while tracing is off, and no run pays for a dict of its own."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> str:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+NO_TRACE: Mapping[str, str] = _NoTrace()
+"""``ctx.trace`` while tracing is off."""
 
 
 class RunCancelled(CronwheelError):
@@ -64,6 +91,11 @@ class RunContext:
     checks it (sync handlers run in threads, so it is a thread-safe event)."""
     progress_value: float | None = None
     progress_message: str | None = None
+    trace: Mapping[str, str] = NO_TRACE
+    """The attempt span's W3C trace context headers (``traceparent``, and ``tracestate``
+    when it has one), empty while tracing is off: continue our trace with
+    ``opentelemetry.propagate.extract(ctx.trace)``, or send them on your own requests.
+    See docs/observability.md#traces."""
 
     @property
     def idempotency_key(self) -> str:

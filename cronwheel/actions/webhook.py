@@ -27,6 +27,7 @@ RETRYABLE_STATUS = frozenset({408, 429})
 USER_AGENT = f"cronwheel/{installed_version()}"
 """How every webhook request introduces itself, unless its job sets its own."""
 MAX_ERROR_BODY = 500
+TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
 
 
 def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:
@@ -67,6 +68,9 @@ def request_headers(
     if "user-agent" not in named:
         headers["User-Agent"] = USER_AGENT
     headers |= own
+    if ctx.trace:  # the attempt's span, which the target's own trace continues
+        headers = {k: v for k, v in headers.items() if k.lower() not in TRACE_HEADERS}
+        headers |= ctx.trace
     headers |= {
         signing.IDEMPOTENCY_HEADER: ctx.idempotency_key,
         signing.RUN_ID_HEADER: str(ctx.run_id),

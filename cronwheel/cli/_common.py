@@ -84,6 +84,17 @@ def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise Failure(str(exc), EXIT_OTHER) from None
 
 
+def start_tracing() -> None:
+    """Trace as the ``OTEL_*`` variables ask (docs/observability.md#traces): nothing set,
+    nothing traced. A setting that cannot be honoured is bad input (exit 2)."""
+    from cronwheel import tracing
+
+    try:
+        tracing.setup_from_env()
+    except InvalidInput as exc:
+        raise click.UsageError(redact(str(exc))) from None
+
+
 def log_to_stderr(level: int = logging.WARNING, cronwheel_level: int = logging.INFO) -> None:
     """Timestamped lines on stderr (journald, honcho and the like collect them) from
     ``level`` up, and cronwheel's own from ``cronwheel_level`` (the few info lines of a

@@ -12,7 +12,7 @@ import uvicorn
 
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.api.server import listen_socket
-from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret
+from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret, start_tracing
 from cronwheel.redact import mask_url
 from cronwheel.store import open_store
 
@@ -52,6 +52,7 @@ def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: boo
         raise click.BadParameter("must be at least 16 characters", param_hint="--admin-token")
     auth = AuthConfig(admin_token=admin_token, disabled=no_auth)
     log_to_stderr(logging.INFO, logging.INFO)
+    start_tracing()
 
     async def main() -> None:
         sock = listen_socket(host, port)  # a port in use is said before the store opens

@@ -15,7 +15,7 @@ import click
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.server import ApiService, listen_socket
-from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret
+from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret, start_tracing
 from cronwheel.cli.api import is_loopback
 from cronwheel.console import Output, watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
@@ -158,6 +158,7 @@ def worker(
 
     _webhook_secret()
     log_to_stderr()
+    start_tracing()
 
     async def main() -> None:
         async with _store(db_url) as store:
@@ -258,6 +259,7 @@ def dev(
     config = WorkerConfig(pools=_pools(pools, registry, concurrency))
     _webhook_secret()
     log_to_stderr(logging.WARNING, logging.WARNING)
+    start_tracing()
 
     async def main() -> None:
         sock = listen_socket(host, port)  # a port in use is said before anything starts

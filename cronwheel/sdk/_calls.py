@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from cronwheel import tracing
 from cronwheel.sdk.models import JobInfo, KeyInfo, Page, RunInfo, TenantInfo
 
 T = TypeVar("T")
@@ -35,7 +36,10 @@ def _params(**values: Any) -> dict[str, Any]:
 
 
 def create_job(spec: dict[str, Any], idempotency_key: str | None) -> Call[JobInfo]:
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    # The caller's span, if any: the job's attempts link to it (docs/observability.md).
+    headers = tracing.current_headers()
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
     return Call("POST", "/v1/jobs", JobInfo.model_validate, json=spec, headers=headers)
 
 
@@ -45,6 +49,7 @@ def create_jobs(specs: list[dict[str, Any]]) -> Call[list[JobInfo]]:
         "/v1/jobs/batch",
         lambda b: [JobInfo.model_validate(j) for j in b["items"]],
         json={"jobs": specs},
+        headers=tracing.current_headers(),
     )
 
 

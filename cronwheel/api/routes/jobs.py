@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
+from cronwheel import tracing
 from cronwheel.api.auth import Principal, Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
@@ -83,13 +84,17 @@ def _spec(spec: JobSpec) -> dict[str, Any]:
 
 
 async def _create(
-    state: ApiState, principal: Principal, specs: list[JobSpec], *, batch: bool
+    request: Request, principal: Principal, specs: list[JobSpec], *, batch: bool
 ) -> list[Any]:
     """Check, admit under the quotas, create: the created jobs as JSON bodies."""
+    state = api_state(request)
     tenant = principal.tenant_id
     _plannable(specs, tenant, state.clock.now(), batch=batch)
     await state.quotas.admit(tenant, len(specs))
-    jobs = await state.service(principal).create_many([_spec(s) for s in specs], tenant_id=tenant)
+    with tracing.creating_jobs(request.headers, tenant, len(specs)) as traceparent:
+        jobs = await state.service(principal).create_many(
+            [_spec(s) for s in specs], tenant_id=tenant, traceparent=traceparent
+        )
     return [await job_body(state, j) for j in jobs]
 
 
@@ -107,7 +112,7 @@ async def create_job(
     idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
     replay = await idempotency.replay()
     if replay is None:
-        [body] = await _create(state, principal, [spec], batch=False)
+        [body] = await _create(request, principal, [spec], batch=False)
         replay = await idempotency.remember(201, body)
     return job_response(replay.body, replay.status)
 
@@ -126,7 +131,7 @@ async def create_jobs(
     idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
     replay = await idempotency.replay()
     if replay is None:
-        items = await _create(state, principal, batch.jobs, batch=True)
+        items = await _create(request, principal, batch.jobs, batch=True)
         replay = await idempotency.remember(201, {"items": items})
     return JSONResponse(replay.body, status_code=replay.status)
 

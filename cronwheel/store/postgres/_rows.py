@@ -283,6 +283,7 @@ def claimed(row: Record) -> ClaimedRun:
         decode.retry_policy(row["job_retry"]),
         row["job_timeout_seconds"],
         decode.DELIVERIES[row["job_delivery"]],
+        row["job_traceparent"],
     )
 
 

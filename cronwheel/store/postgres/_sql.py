@@ -147,9 +147,9 @@ woken AS (
 # Params: $1-$12 the runs (see _rows.new_run_template_columns: $1-$10 one element per
 # template, $11-$12 one per run); the jobs (see _rows.job_columns): $13-$17 one element
 # per job, $18-$35 one per template, the columns the jobs share; $36 the actor, $37 the
-# runs' created_at. The templates are materialised CTEs so that their JSON is parsed once
-# per template, not once per job. The ids come as text: the uuid codec is a Python call
-# per element, text[] is encoded without one.
+# runs' created_at; $38 each job's traceparent. The templates are materialised CTEs so
+# that their JSON is parsed once per template, not once per job. The ids come as text:
+# the uuid codec is a Python call per element, text[] is encoded without one.
 CREATE_JOBS = f"""
 WITH run_template AS MATERIALIZED (
     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[],
@@ -186,13 +186,13 @@ new_jobs AS (
     INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,
                       timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds,
                       delivery, state, version, next_fire_at, last_fire_at, shard_key,
-                      created_at, updated_at)
+                      created_at, updated_at, traceparent)
     SELECT j.id::uuid, t.tenant_id, j.name, t.schedule, t.action, t.pool, j.payload::jsonb,
            t.priority, t.retry, t.timeout_seconds, t.misfire, t.overlap, t.jitter_seconds,
            t.catchup_seconds, t.delivery, t.state, t.version, t.next_fire_at, t.last_fire_at,
-           j.shard_key, t.created_at, t.updated_at
-    FROM unnest($13::text[], $14::text[], $15::text[], $16::int[], $17::int[])
-        WITH ORDINALITY AS j(id, name, payload, shard_key, template, n)
+           j.shard_key, t.created_at, t.updated_at, j.traceparent
+    FROM unnest($13::text[], $14::text[], $15::text[], $16::int[], $17::int[], $38::text[])
+        WITH ORDINALITY AS j(id, name, payload, shard_key, template, traceparent, n)
     JOIN template AS t ON t.k = j.template + 1
     ORDER BY j.n
     RETURNING id, tenant_id, name, version, created_at
@@ -447,7 +447,7 @@ claimed AS (
 SELECT c.*, j.name AS job_name, j.action::text AS job_action,
        coalesce(c.payload, j.payload) AS job_payload,
        j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
-       j.delivery AS job_delivery
+       j.delivery AS job_delivery, j.traceparent AS job_traceparent
 FROM claimed AS c
 -- OFFSET 0 keeps this a primary-key probe per claimed run; flattened into a join, it
 -- would hash the whole jobs table on every claim.

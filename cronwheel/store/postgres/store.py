@@ -322,7 +322,8 @@ class PostgresStore(Store):
             for n in range(parts):
                 part = jobs[n * _JOBS_PER_STATEMENT : (n + 1) * _JOBS_PER_STATEMENT]
                 new_runs = rows.new_run_template_columns(runs_of[n])
-                yield [*new_runs, *rows.job_columns(part), actor, created_at]
+                traceparents = [j.traceparent for j in part]
+                yield [*new_runs, *rows.job_columns(part), actor, created_at, traceparents]
 
         try:
             async with self._connection() as conn:

@@ -32,10 +32,11 @@ from cronwheel.store.sqlite import _rows as rows
 JOB_INSERT = (
     "INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,"
     " timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery, state,"
-    " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at) VALUES (:id,"
-    " :tenant_id, :name, :schedule, :action, :pool, :payload, :priority, :retry,"
+    " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at, traceparent)"
+    " VALUES (:id, :tenant_id, :name, :schedule, :action, :pool, :payload, :priority, :retry,"
     " :timeout_seconds, :misfire, :overlap, :jitter_seconds, :catchup_seconds, :delivery,"
-    " :state, :version, :next_fire_at, :last_fire_at, :shard_key, :created_at, :updated_at)"
+    " :state, :version, :next_fire_at, :last_fire_at, :shard_key, :created_at, :updated_at,"
+    " :traceparent)"
 )
 
 RUN_INSERT = (
@@ -193,7 +194,11 @@ OVERLAP_CLAIMABLE = (
 )
 
 
-IMMUTABLE_JOB_COLUMNS = frozenset({"id", "tenant_id", "created_at", "shard_key", "expected"})
+# traceparent is the creating request's: a change made later keeps it (jobs read back
+# without it).
+IMMUTABLE_JOB_COLUMNS = frozenset(
+    {"id", "tenant_id", "created_at", "shard_key", "expected", "traceparent"}
+)
 
 
 def now_us(c: sqlite3.Connection) -> int:
@@ -253,6 +258,7 @@ def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
         decode.retry_policy(job["retry"]),
         job["timeout_seconds"],
         decode.DELIVERIES[job["delivery"]],
+        job["traceparent"],
     )
 
 

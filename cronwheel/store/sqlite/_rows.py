@@ -76,12 +76,13 @@ def job_params(job: Job) -> dict[str, Any]:
         "shard_key": job.shard_key,
         "created_at": us(job.created_at),
         "updated_at": us(job.updated_at),
+        "traceparent": job.traceparent,
     }
 
 
 # The columns of :func:`job_rows`: each job's own, then those it may share (see
 # cronwheel.store._batch).
-JOB_ROW_COLUMNS = ("id", "name", "payload", "shard_key", *SHARED_FIELDS)
+JOB_ROW_COLUMNS = ("id", "name", "payload", "shard_key", "traceparent", *SHARED_FIELDS)
 
 
 def job_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
@@ -91,7 +92,7 @@ def job_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
     encoded = [_shared_values(template) for template in shared]
     payloads = by_identity([j.payload for j in jobs], dumps)
     return [
-        (j.id, j.name, payload, shard_key(j.id)) + encoded[pick]
+        (j.id, j.name, payload, shard_key(j.id), j.traceparent) + encoded[pick]
         for j, payload, pick in zip(jobs, payloads, picks, strict=True)
     ]
 

@@ -497,7 +497,8 @@ class SqliteStore(Store):
             jobs = {
                 j["id"]: j
                 for j in c.execute(
-                    "SELECT id, name, action, payload, retry, timeout_seconds, delivery FROM jobs"
+                    "SELECT id, name, action, payload, retry, timeout_seconds, delivery,"
+                    " traceparent FROM jobs"
                     f" WHERE id IN ({ops.placeholders(len(job_ids))})",
                     tuple(job_ids),
                 )

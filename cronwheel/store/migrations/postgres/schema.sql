@@ -37,7 +37,8 @@ CREATE TABLE jobs (
     last_fire_at     timestamptz,
     shard_key        integer NOT NULL,
     created_at       timestamptz NOT NULL,
-    updated_at       timestamptz NOT NULL
+    updated_at       timestamptz NOT NULL,
+    traceparent      text
 );
 
 -- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.

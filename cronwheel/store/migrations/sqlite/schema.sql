@@ -35,7 +35,8 @@ CREATE TABLE jobs (
     last_fire_at     INTEGER,
     shard_key        INTEGER NOT NULL,
     created_at       INTEGER NOT NULL,
-    updated_at       INTEGER NOT NULL
+    updated_at       INTEGER NOT NULL,
+    traceparent      TEXT
 );
 
 -- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
