@@ -27,8 +27,10 @@ from cronwheel._outage import Outage
 from cronwheel.actions.context import RunCancelled, RunContext
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.actions.webhook import WebhookAction
+from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+from cronwheel.logs import current_run, run_fields
 from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
@@ -87,6 +89,8 @@ class _InFlight:
     started: bool = False
     """Set just before the action begins: a release then cannot give an at-most-once
     run a second start."""
+    error: BaseException | None = None
+    """A handler's unexpected exception: its traceback goes with the attempt's log line."""
 
 
 class Worker:
@@ -278,7 +282,11 @@ class Worker:
         for run_id in result.lost:
             flight = self._inflight.get(run_id)
             if flight is not None:
-                log.warning("run %s: lease lost; abandoning it to its new owner", run_id)
+                log.warning(
+                    "run %s: lease lost; abandoning it to its new owner",
+                    run_id,
+                    extra=run_fields(flight.claimed.run),
+                )
                 flight.lost = True
                 self._stop_run(flight)
         for run_id in result.cancel_requested:
@@ -351,6 +359,9 @@ class Worker:
 
     async def _fire(self, flight: _InFlight) -> None:
         run = flight.claimed.run
+        # This task's own context: every record logged while the run executes carries
+        # its ids (a sync handler's thread gets a copy, see call_handler).
+        current_run.set(run)
         async with self._slots[run.pool]:
             if flight.lost:
                 self._forget(run.id)
@@ -370,6 +381,7 @@ class Worker:
             finished_at=finished,
             rng=self.rng,
         )
+        log_attempt_end(flight.claimed, done, flight.error)
         self._completions.put_nowait(done)
 
     async def _execute(self, flight: _InFlight) -> Outcome:
@@ -386,6 +398,7 @@ class Worker:
         except PermanentError as exc:
             outcome = Outcome(OutcomeKind.PERMANENT, type(exc).__name__, str(exc))
         except Exception as exc:
+            flight.error = exc
             outcome = Outcome(OutcomeKind.FAILED, type(exc).__name__, str(exc) or repr(exc))
         flight.deadline = math.inf
         if flight.timed_out:  # whatever the action made of its cancellation
