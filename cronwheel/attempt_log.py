@@ -69,5 +69,7 @@ def log_attempt_end(
     elif done.state is RunState.DEAD:
         fields["reason"] = done.reason
         text += f"; dead: {done.reason}"
-    exc_info = None if error is None else (type(error), error, error.__traceback__)
+    # A timeout's or a cancellation's exception is the stop we caused: no traceback.
+    failed = error is not None and done.outcome is AttemptOutcome.FAILED
+    exc_info = (type(error), error, error.__traceback__) if failed and error else None
     _log.log(level, "%s", text, extra=fields, exc_info=exc_info)

@@ -76,6 +76,7 @@ _RECORD_ATTRS: Final = frozenset(logging.LogRecord("", 0, "", 0, "", (), None)._
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's message again, with ANSI colours
 }
 
 

@@ -482,7 +482,11 @@ class Worker:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         for done in batch:
             if done.run_id not in accepted:
-                log.warning("run %s: completion refused (fenced out)", done.run_id)
+                log.warning(
+                    "run %s: completion refused (fenced out)",
+                    done.run_id,
+                    extra={"run_id": done.run_id, "fence": done.fence},
+                )
             self._forget(done.run_id)
         self.completed += len(accepted)
         self._room.set()
@@ -531,7 +535,7 @@ class Worker:
             except Exception as exc:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         for run_id in result.dead:
-            log.warning("run %s: %s", run_id, REASON_AT_MOST_ONCE_STOPPED)
+            log.warning("run %s: %s", run_id, REASON_AT_MOST_ONCE_STOPPED, extra={"run_id": run_id})
         for f in flights:
             self._forget(f.claimed.run.id)
         self._room.set()

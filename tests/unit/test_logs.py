@@ -258,3 +258,23 @@ def test_nothing_is_built_when_info_is_filtered_out(captured: io.StringIO) -> No
     # A success below the level returns before reading the claimed run at all.
     log_attempt_end(None, _completion(run))  # type: ignore[arg-type]
     assert captured.getvalue() == ""
+
+
+def test_a_timeout_gets_no_traceback(captured: io.StringIO) -> None:
+    run = _run()
+    timed_out = _completion(
+        run,
+        state=RunState.PENDING,
+        outcome=AttemptOutcome.TIMED_OUT,
+        error_class="Timeout",
+        error_message="the run did not finish within its timeout of 1.0 s",
+        available_at=T0 + timedelta(seconds=5),
+    )
+    try:
+        raise InterruptedError("stopped by the watchdog")
+    except InterruptedError as exc:
+        error = exc
+    log_attempt_end(_claimed(run), timed_out, error)
+    line = json.loads(captured.getvalue())
+    assert line["outcome"] == "timed_out" and "exception" not in line
+    assert line["error_class"] == "Timeout"
