@@ -7,8 +7,11 @@ ids, and no secret given to the process appears; text stays one line per record;
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.procs import REPO, free_port, wait_until
 from tests.e2e.procs import cronwheel as cronwheel_proc
-from tests.e2e.procs import free_port, wait_until
 
 ADMIN_TOKEN = "admin-" + uuid.uuid4().hex
 WEBHOOK_SECRET = "whsec-" + uuid.uuid4().hex
@@ -183,3 +186,22 @@ def test_the_api_logs_json_and_its_access_log_at_info(tmp_path: Path) -> None:
     seen = [(a["method"], a["path"], a["status"]) for a in access]
     assert ("GET", "/readyz", 200) in seen and seen[-1] == ("GET", "/v1/jobs", 401), seen
     assert ADMIN_TOKEN not in text
+
+
+@pytest.mark.parametrize("command", ["worker", "scheduler", "api", "dev", "migrate"])
+def test_the_error_that_stops_a_process_is_a_json_line(command: str) -> None:
+    password = "pw-" + uuid.uuid4().hex
+    db = f"postgresql://postgres:{password}@127.0.0.1:{free_port()}/nowhere"
+    done = subprocess.run(
+        [sys.executable, "-m", "cronwheel", command, "--db", db, "--log-format", "json"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "CRONWHEEL_LOG_LEVEL": "info"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 6, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert lines[-1]["level"] == "error" and lines[-1]["exit_code"] == 6, lines
+    assert "cannot reach PostgreSQL" in lines[-1]["message"]
+    assert password not in done.stderr + done.stdout
