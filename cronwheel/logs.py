@@ -195,8 +195,9 @@ def configure(fmt: str = "text", level: str | int = "info") -> None:
     root.setLevel(number)
     for name in _OURS:
         logging.getLogger(name).setLevel(number)
+    chatty = number if number <= logging.DEBUG else max(number, logging.WARNING)
     for name in _CHATTY:
-        logging.getLogger(name).setLevel(max(number, logging.WARNING))
+        logging.getLogger(name).setLevel(chatty)
     sys.excepthook = _json_excepthook if fmt == "json" else _text_excepthook
     global _json
     _json = fmt == "json"

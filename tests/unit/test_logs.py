@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -123,7 +124,7 @@ def test_json_redacts_the_message_the_extras_and_the_exception() -> None:
             values=[SECRET],
             url="https://u:hunter22@example.com/",
         )
-        record.exc_info = __import__("sys").exc_info()
+        record.exc_info = sys.exc_info()
     text = JsonFormatter().format(record)
     assert SECRET not in text and "hunter22" not in text
     line = json.loads(text)
@@ -155,7 +156,7 @@ def test_text_is_one_line_per_record_even_with_a_traceback() -> None:
         raise ValueError(f"two\nlines {SECRET}")
     except ValueError:
         record = _record("first\nsecond")
-        record.exc_info = __import__("sys").exc_info()
+        record.exc_info = sys.exc_info()
     text = TextFormatter().format(record)
     assert "\n" not in text
     assert SECRET not in text
@@ -175,7 +176,7 @@ def test_levels_and_formats_are_checked() -> None:
 def captured() -> Iterator[io.StringIO]:
     """configure() on a string stream; the root logger as it was afterwards."""
     root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
+    saved = (list(root.handlers), root.level, sys.excepthook)
     stream = io.StringIO()
     configure("json", "info")
     root.handlers[0].setStream(stream)  # type: ignore[attr-defined]
@@ -184,6 +185,7 @@ def captured() -> Iterator[io.StringIO]:
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+        sys.excepthook = saved[2]
         for name in ("cronwheel", "uvicorn", "httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.NOTSET)
 
@@ -278,3 +280,23 @@ def test_a_timeout_gets_no_traceback(captured: io.StringIO) -> None:
     line = json.loads(captured.getvalue())
     assert line["outcome"] == "timed_out" and "exception" not in line
     assert line["error_class"] == "Timeout"
+
+
+def test_a_crash_is_a_json_line_too(captured: io.StringIO) -> None:
+    try:
+        raise RuntimeError(f"bug near {SECRET}")
+    except RuntimeError as exc:
+        sys.excepthook(RuntimeError, exc, exc.__traceback__)
+    line = json.loads(captured.getvalue())
+    assert line["level"] == "critical" and line["message"] == "crashed: bug near ***"
+    assert "RuntimeError: bug near ***" in line["exception"] and SECRET not in line["exception"]
+
+
+def test_the_level_applies_to_every_logger_but_httpx_below_debug(
+    captured: io.StringIO,
+) -> None:
+    for name in ("myapp.jobs", "cronwheel.worker", "uvicorn.access"):
+        assert logging.getLogger(name).isEnabledFor(logging.INFO), name
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    configure("json", "debug")
+    assert logging.getLogger("httpx").isEnabledFor(logging.DEBUG)
