@@ -48,6 +48,10 @@ _MIN_SECRET_LENGTH: Final = 6
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
+# The registered secrets, longest first (a secret containing another is masked whole),
+# sorted once per change rather than on every log line; the set and size they are of.
+_sorted: tuple[str, ...] = ()
+_sorted_of: tuple[set[str] | None, int] = (None, 0)
 
 
 def mask_url(url: str) -> str:
@@ -84,14 +88,28 @@ def register_url(url: str | None) -> None:
         register_secret(unquote(raw))
 
 
+def _known() -> tuple[str, ...]:
+    global _sorted, _sorted_of
+    with _lock:
+        if _sorted_of[0] is not _secrets or _sorted_of[1] != len(_secrets):
+            _sorted = tuple(sorted(_secrets, key=len, reverse=True))
+            _sorted_of = (_secrets, len(_secrets))
+        return _sorted
+
+
 def redact(text: str, extra: Iterable[str] = ()) -> str:
     """``text`` with URL passwords, ``password=`` settings, the registered secrets and
     ``extra`` masked."""
-    text = mask_url(text)
-    text = _KV_PASSWORD.sub(rf"\g<head>{MASK}", text)
-    with _lock:
-        known = sorted(_secrets | {s for s in extra if len(s) >= _MIN_SECRET_LENGTH}, key=len)
-    for secret in reversed(known):  # longest first: a secret containing another
+    # The cheap membership tests skip the regular expressions on most lines.
+    if "://" in text:
+        text = mask_url(text)
+    if "=" in text:
+        text = _KV_PASSWORD.sub(rf"\g<head>{MASK}", text)
+    known = _known()
+    if extra:
+        more = {s for s in extra if len(s) >= _MIN_SECRET_LENGTH}
+        known = tuple(sorted(set(known) | more, key=len, reverse=True))
+    for secret in known:  # longest first: a secret containing another
         if secret in text:
             text = text.replace(secret, MASK)
     return text

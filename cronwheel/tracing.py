@@ -5,7 +5,7 @@ configured, :func:`tracer` answers None and nothing else here runs: a worker che
 once per claimed batch. A span per attempt links to the span of the API request that
 created its job (its W3C ``traceparent``, stored with the job); its own context goes out
 on webhooks and to handlers (``ctx.trace``). See docs/observability.md#traces and
-docs/decisions/0019-traces-enabling-and-links.md.
+docs/decisions/0019-tracing-enabling-and-links.md.
 """
 
 from __future__ import annotations

@@ -29,8 +29,10 @@ from cronwheel._outage import Outage
 from cronwheel.actions.context import RunCancelled, RunContext
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.actions.webhook import WebhookAction
+from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+from cronwheel.logs import current_run, run_fields
 from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
@@ -92,6 +94,8 @@ class _InFlight:
     started: bool = False
     """Set just before the action begins: a release then cannot give an at-most-once
     run a second start."""
+    error: BaseException | None = None
+    """A handler's unexpected exception: its traceback goes with the attempt's log line."""
 
 
 class Worker:
@@ -286,7 +290,11 @@ class Worker:
         for run_id in result.lost:
             flight = self._inflight.get(run_id)
             if flight is not None:
-                log.warning("run %s: lease lost; abandoning it to its new owner", run_id)
+                log.warning(
+                    "run %s: lease lost; abandoning it to its new owner",
+                    run_id,
+                    extra=run_fields(flight.claimed.run),
+                )
                 flight.lost = True
                 self._stop_run(flight)
         for run_id in result.cancel_requested:
@@ -359,6 +367,9 @@ class Worker:
 
     async def _fire(self, flight: _InFlight) -> None:
         run = flight.claimed.run
+        # This task's own context: every record logged while the run executes carries
+        # its ids (a sync handler's thread gets a copy, see call_handler).
+        current_run.set(run)
         async with self._slots[run.pool]:
             if flight.lost:
                 self._forget(run.id)
@@ -384,6 +395,7 @@ class Worker:
             finished_at=finished,
             rng=self.rng,
         )
+        log_attempt_end(flight.claimed, done, flight.error)
         self._completions.put_nowait(done)
 
     async def _execute(self, flight: _InFlight) -> Outcome:
@@ -400,6 +412,7 @@ class Worker:
         except PermanentError as exc:
             outcome = Outcome(OutcomeKind.PERMANENT, type(exc).__name__, str(exc))
         except Exception as exc:
+            flight.error = exc
             outcome = Outcome(OutcomeKind.FAILED, type(exc).__name__, str(exc) or repr(exc))
         flight.deadline = math.inf
         if flight.timed_out:  # whatever the action made of its cancellation
@@ -483,7 +496,11 @@ class Worker:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         for done in batch:
             if done.run_id not in accepted:
-                log.warning("run %s: completion refused (fenced out)", done.run_id)
+                log.warning(
+                    "run %s: completion refused (fenced out)",
+                    done.run_id,
+                    extra={"run_id": done.run_id, "fence": done.fence},
+                )
             self._forget(done.run_id)
         self.completed += len(accepted)
         self._room.set()
@@ -532,7 +549,7 @@ class Worker:
             except Exception as exc:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         for run_id in result.dead:
-            log.warning("run %s: %s", run_id, REASON_AT_MOST_ONCE_STOPPED)
+            log.warning("run %s: %s", run_id, REASON_AT_MOST_ONCE_STOPPED, extra={"run_id": run_id})
         for f in flights:
             self._forget(f.claimed.run.id)
         self._room.set()

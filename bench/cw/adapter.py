@@ -72,11 +72,14 @@ class Cronwheel:
         py = sys.executable
         if not self.pg:
             return [[py, "-m", "cw.serve", "--db", self.url, "--concurrency", str(CONCURRENCY)]]
+        # Warnings only, as the peers' workers log by default (Celery's level is WARNING):
+        # a line per attempt at info is a production default, not a cost to measure here.
+        quiet = ["--log-level", "warning"]
         worker = [py, "-m", "cronwheel", "worker", "--app", "cw.app:worker", "--db", self.url]
-        worker += ["--concurrency", str(CONCURRENCY)]
+        worker += ["--concurrency", str(CONCURRENCY), *quiet]
         if workload == "W1":  # immediate runs need no scheduler: only the one worker
             return [worker]
-        return [worker, [py, "-m", "cronwheel", "scheduler", "--db", self.url]]
+        return [worker, [py, "-m", "cronwheel", "scheduler", "--db", self.url, *quiet]]
 
     def system(self) -> flows.System:
         shape = "cluster: worker + scheduler processes" if self.pg else "embedded: one process"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -60,7 +61,10 @@ class HandlerRegistry:
 async def call_handler(
     handler: RegisteredHandler, ctx: RunContext, threads: ThreadPoolExecutor
 ) -> Any:
-    """Run a handler: async ones on the loop, sync ones in the worker's thread pool."""
+    """Run a handler: async ones on the loop, sync ones in the worker's thread pool, in
+    a copy of the run's context (run_in_executor gives none): what the handler logs
+    carries the run's ids."""
     if handler.is_async:
         return await handler.fn(ctx)
-    return await asyncio.get_running_loop().run_in_executor(threads, handler.fn, ctx)
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(threads, context.run, handler.fn, ctx)

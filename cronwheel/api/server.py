@@ -79,8 +79,12 @@ class ApiService:
         port: int,
         auth: AuthConfig,
         sock: socket.socket | None = None,
+        access_log: bool = True,
     ) -> None:
-        config = uvicorn.Config(create_app(store, auth=auth), host=host, port=port, log_config=None)
+        # log_config=None: uvicorn's loggers keep the process's handler and format
+        # (cronwheel.logs), rather than uvicorn's own.
+        app = create_app(store, auth=auth)
+        config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=access_log)
         self.server = _QuietServer(config)
         self.sockets = None if sock is None else [sock]
 

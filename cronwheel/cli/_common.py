@@ -8,16 +8,15 @@ user or password refused, an SQLite folder that does not exist).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Coroutine
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 
 from cronwheel import eventloop
 from cronwheel.errors import CronwheelError, InvalidInput, StoreUnavailable
-from cronwheel.redact import RedactingFormatter, redact, register_secret, register_url
+from cronwheel.logs import json_lines
+from cronwheel.redact import redact, register_secret, register_url
 from cronwheel.store import ACCEPTED_FORMS, DEFAULT_URL, store_url
 
 T = TypeVar("T")
@@ -61,6 +60,12 @@ class Failure(click.ClickException):
         super().__init__(redact(message))
         self.exit_code = exit_code  # type: ignore[misc]  # click declares it a ClassVar
 
+    def show(self, file: IO[Any] | None = None) -> None:
+        if file is None and json_lines():  # a collector parsing JSON sees why it stopped
+            logging.getLogger("cronwheel").error(self.message, extra={"exit_code": self.exit_code})
+            return
+        super().show(file)
+
 
 def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine for a command; cronwheel's own errors become a message and the
@@ -93,24 +98,3 @@ def start_tracing() -> None:
         tracing.setup_from_env()
     except InvalidInput as exc:
         raise click.UsageError(redact(str(exc))) from None
-
-
-def log_to_stderr(level: int = logging.WARNING, cronwheel_level: int = logging.INFO) -> None:
-    """Timestamped lines on stderr (journald, honcho and the like collect them) from
-    ``level`` up, and cronwheel's own from ``cronwheel_level`` (the few info lines of a
-    cluster's life, not httpx's line per request), with URL passwords and the process's
-    secrets masked."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-    logging.getLogger("cronwheel").setLevel(cronwheel_level)
-    sys.excepthook = _redacted_excepthook
-
-
-def _redacted_excepthook(
-    kind: type[BaseException], exc: BaseException, tb: TracebackType | None
-) -> None:
-    # A crash (a bug) still prints its traceback, but never a secret.
-    import traceback
-
-    sys.stderr.write(redact("".join(traceback.format_exception(kind, exc, tb))))

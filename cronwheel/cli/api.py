@@ -12,9 +12,12 @@ import uvicorn
 
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.api.server import listen_socket
-from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret, start_tracing
+from cronwheel.cli._common import db_option, run_async, secret, start_tracing
+from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.redact import mask_url
 from cronwheel.store import open_store
+
+log = logging.getLogger("cronwheel.cli")
 
 
 def is_loopback(host: str) -> bool:
@@ -28,6 +31,7 @@ def is_loopback(host: str) -> bool:
 
 
 @click.command()
+@log_options("info")
 @db_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
@@ -41,7 +45,10 @@ def is_loopback(host: str) -> bool:
 @click.option(
     "--no-auth", is_flag=True, help="Every request is a system admin (loopback hosts only)."
 )
-def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: bool) -> None:
+@access_log_option(True)
+def api(
+    db_url: str, host: str, port: int, admin_token: str | None, no_auth: bool, access_log: bool
+) -> None:
     """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
     if no_auth and not is_loopback(host):
         raise click.UsageError(
@@ -51,7 +58,6 @@ def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: boo
     if admin_token is not None and len(admin_token) < 16:
         raise click.BadParameter("must be at least 16 characters", param_hint="--admin-token")
     auth = AuthConfig(admin_token=admin_token, disabled=no_auth)
-    log_to_stderr(logging.INFO, logging.INFO)
     start_tracing()
 
     async def main() -> None:
@@ -63,16 +69,21 @@ def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: boo
             raise
         try:
             await store.migrate()
+            # log_config=None: uvicorn logs through the process's handler (cronwheel.logs)
             config = uvicorn.Config(
-                create_app(store, auth=auth), host=host, port=port, log_config=None
+                create_app(store, auth=auth),
+                host=host,
+                port=port,
+                log_config=None,
+                access_log=access_log,
             )
             server = uvicorn.Server(config)
             _stop_on_signals(server)
             bound_host, bound_port = sock.getsockname()[:2]
             where = f"http://{bound_host}:{bound_port}"
-            click.echo(f"cronwheel api on {where} (store {mask_url(db_url)})", err=True)
+            log.info("cronwheel api on %s (store %s)", where, mask_url(db_url))
             if no_auth:
-                click.echo(f"cronwheel api: NO AUTHENTICATION on {host}:{port}", err=True)
+                log.warning("cronwheel api: NO AUTHENTICATION on %s:%s", host, port)
             await server.serve(sockets=[sock])
         finally:
             await store.close()

@@ -15,7 +15,9 @@ import click
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.server import ApiService, listen_socket
-from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret, start_tracing
+from cronwheel.attempt_log import ATTEMPTS_LOGGER
+from cronwheel.cli._common import db_option, run_async, secret, start_tracing
+from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli.api import is_loopback
 from cronwheel.console import Output, watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
@@ -32,6 +34,8 @@ from cronwheel.store.sqlite.owner import FileInUse, OwnerLock, take_owner_lock
 from cronwheel.worker import Worker, WorkerConfig
 
 DEV_DB = "sqlite:///cronwheel.db"
+
+log = logging.getLogger("cronwheel.cli")
 
 
 def _pools(values: tuple[str, ...], registry: HandlerRegistry, concurrency: int) -> dict[str, int]:
@@ -123,6 +127,7 @@ duration_option = click.option(
 
 
 @click.command()
+@log_options("info")
 @db_option
 @app_option
 @pool_option
@@ -157,7 +162,6 @@ def worker(
     )
 
     _webhook_secret()
-    log_to_stderr()
     start_tracing()
 
     async def main() -> None:
@@ -166,7 +170,7 @@ def worker(
             _stop_after(duration, stop)
             w = Worker(store, config, handlers=registry)
             shown = mask_url(db_url)
-            click.echo(f"worker {w.id} serving {dict(config.pools)} on {shown}", err=True)
+            log.info("worker %s serving %s on %s", w.id, dict(config.pools), shown)
             tune_process()
             await serve([w, Maintenance(store)], stop=stop)
 
@@ -174,6 +178,7 @@ def worker(
 
 
 @click.command()
+@log_options("info")
 @db_option
 @click.option(
     "--shards",
@@ -199,15 +204,13 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
 
-    log_to_stderr()
-
     async def main() -> None:
         async with _store(db_url) as store:
             stop = asyncio.Event()
             _stop_after(duration, stop)
             service = Scheduler(store, sharding=sharding)
             holder = service.owner.holder if service.owner else "?"
-            click.echo(f"scheduler {holder} on {mask_url(db_url)}, {shard_count} shards", err=True)
+            log.info("scheduler %s on %s, %d shards", holder, mask_url(db_url), shard_count)
             tune_process()
             await serve([service, Maintenance(store)], stop=stop)
 
@@ -215,6 +218,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
 
 
 @click.command()
+@log_options("warning", quiet_by_default=(ATTEMPTS_LOGGER,))
 @db_option
 @app_option
 @pool_option
@@ -235,6 +239,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
     callback=secret,
     help="Required when --host is not a loopback address.",
 )
+@access_log_option(False)
 @duration_option
 def dev(
     db_url: str,
@@ -245,6 +250,7 @@ def dev(
     host: str,
     port: int,
     admin_token: str | None,
+    access_log: bool,
     duration: float | None,
 ) -> None:
     """Everything in one process on one store file: API, scheduler, worker, maintenance."""
@@ -258,7 +264,6 @@ def dev(
         registry.include(_registry(app))
     config = WorkerConfig(pools=_pools(pools, registry, concurrency))
     _webhook_secret()
-    log_to_stderr(logging.WARNING, logging.WARNING)
     start_tracing()
 
     async def main() -> None:
@@ -288,7 +293,7 @@ def dev(
             if rescued.retried or rescued.dead or rescued.cancelled:
                 output.line(_recovered(rescued, owner.previous_pid))
         services: list[Service] = [
-            ApiService(store, host=host, port=port, auth=auth, sock=sock),
+            ApiService(store, host=host, port=port, auth=auth, sock=sock, access_log=access_log),
             Scheduler(store),
             worker,
             maintenance,

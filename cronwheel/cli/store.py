@@ -8,10 +8,12 @@ from urllib.parse import urlsplit
 import click
 
 from cronwheel.cli._common import db_option, run_async
+from cronwheel.cli._logs import log_options
 from cronwheel.store import open_store
 
 
 @click.command()
+@log_options("info")
 @db_option
 @click.option("--to", "target", type=int, default=None, help="Stop at this migration number.")
 @click.option(

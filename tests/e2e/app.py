@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -54,3 +55,9 @@ def fails_once(ctx: RunContext) -> None:
     if ctx.attempt == 1:
         raise RuntimeError(LONG_ERROR)
     _mark(ctx, "done")
+
+
+@worker.handler("logs-a-line")
+def logs_a_line(ctx: RunContext) -> None:
+    """Logs a line of its own: in JSON it carries the run's ids (tests/e2e/test_logs.py)."""
+    logging.getLogger("tests.e2e.app").warning("hello from the handler of run %s", ctx.run_id)

@@ -20,16 +20,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 @contextmanager
 def cronwheel(
-    *args: str, env: dict[str, str] | None = None, log: Path | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+    stderr: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m cronwheel ARGS`` as a child process; killed at the end if still alive."""
+    """``python -m cronwheel ARGS`` as a child process; killed at the end if still alive.
+    Its stdout and stderr go to ``log``, or stderr to ``stderr`` when given."""
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+    err = open(stderr, "wb") if stderr else subprocess.STDOUT  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "cronwheel", *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         stdout=out,
-        stderr=subprocess.STDOUT,
+        stderr=err,
     )
     try:
         yield proc
@@ -39,6 +44,8 @@ def cronwheel(
         proc.wait(timeout=30)
         if log:
             out.close()  # type: ignore[union-attr]
+        if stderr:
+            err.close()  # type: ignore[union-attr]
 
 
 def free_port() -> int:

@@ -85,12 +85,17 @@ def secret_db(pg_dsn: str) -> Iterator[str]:
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.parametrize("log_format", ["text", "json"])
 def test_no_secret_in_any_log_line_error_or_answer(
-    secret_db: str, target: str, tmp_path: Path
+    secret_db: str, target: str, tmp_path: Path, log_format: str
 ) -> None:
     port = free_port()
     api = f"http://127.0.0.1:{port}"
-    env = {"CRONWHEEL_DB": secret_db, "CRONWHEEL_WEBHOOK_SECRET": WEBHOOK_SECRET}
+    env = {
+        "CRONWHEEL_DB": secret_db,
+        "CRONWHEEL_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "CRONWHEEL_LOG_FORMAT": log_format,
+    }
     logs = [tmp_path / f"{name}.log" for name in ("migrate", "api", "scheduler", "worker")]
     migrated = subprocess.run(
         [sys.executable, "-m", "cronwheel", "migrate"],
@@ -209,6 +214,13 @@ def test_no_secret_in_any_log_line_error_or_answer(
 
     printed = {p.name: p.read_text() for p in logs}
     assert "postgres:***@" in printed["worker.log"], printed["worker.log"]
+    if log_format == "json":  # the services print nothing but log lines, failures included
+        parsed = {
+            name: [json.loads(line) for line in printed[name].splitlines()]
+            for name in ("api.log", "scheduler.log", "worker.log")
+        }
+        failures = [line for line in parsed["worker.log"] if line.get("outcome") == "failed"]
+        assert len(failures) == 4 and all(line["error"] for line in failures), failures
     everything = [*(f"{n}: {line}" for n, t in printed.items() for line in t.splitlines())]
     everything += [f"answer: {a}" for a in answers]
     leaks = [(secret, line) for line in everything for secret in SECRETS if secret in line]
