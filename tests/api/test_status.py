@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,6 +24,7 @@ from cronwheel.model import (
 from cronwheel.store.base import Completion, Store
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant
+from tests.conftest import open_store
 from tests.store.factories import make_job, make_run
 
 NOW = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
@@ -205,3 +207,20 @@ async def test_problems_say_what_to_look_at(
     ]
     bad = await client.get("/v1/status", params={"window": 0})
     assert bad.status_code == 422
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_store_that_does_not_answer_is_reported_not_raised(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    closed = await open_store(backend, request, tmp_path)
+    await closed.close()  # a real store that no longer answers, whatever the backend says
+    app = create_app(closed, auth=AuthConfig(admin_token=ADMIN_TOKEN), clock=FrozenClock(NOW))
+    async with connect(app, ADMIN_TOKEN) as admin:
+        response = await admin.get("/v1/status")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["store"]["reachable"] is False and body["store"]["error"]
+    assert body["healthy"] is False
+    assert body["problems"][0].startswith("the store does not answer (")
+    assert body["pools"] == [] and body["workers"] == []

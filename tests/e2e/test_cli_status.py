@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 
+from tests import pg
 from tests.e2e import test_cli
 from tests.e2e.test_cli import TOKEN, cli
 from tests.e2e.test_cli_views import created, manual, ok, on_terminal, piped
@@ -101,3 +103,16 @@ def test_jobs_why_bad_input_and_unknown_jobs(api_url: str) -> None:
     assert missing.returncode == 3 and "Traceback" not in missing.stderr
     no_at = piped(api_url, "jobs", "why", "paris-nine")
     assert no_at.returncode == 2 and "--at" in no_at.stderr
+
+
+def test_status_exits_6_when_the_store_does_not_answer(api_url: str, store_url: str) -> None:
+    if not store_url.startswith("postgresql"):
+        pytest.skip("a SQLite file cannot stop answering while its API runs")
+    pg.drop_database(store_url.rpartition("/")[2])  # the API's database is gone
+    result = piped(api_url, "status")
+    assert result.returncode == 6, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    [head, values] = result.stdout.splitlines()[:2]
+    fields = dict(zip(head.split("\t"), values.split("\t"), strict=True))
+    assert (fields["healthy"], fields["store_reachable"]) == ("no", "no")
+    assert fields["store_error"]
