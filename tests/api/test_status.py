@@ -78,8 +78,8 @@ async def _scenario(store: Store, client: httpx.AsyncClient) -> dict[str, Any]:
     1 due, 1 dead; a shared worker of email, acme's remote worker of payroll, a scheduler
     owning 2 shards, and the maintenance lease."""
     await new_tenant(client, "acme")
-    email = make_job(name="secret-email-job", pool="email")
-    payroll = make_job(name="acme-payroll-job", pool="payroll", tenant_id="acme")
+    email = make_job(name="secret-email-job", pool="email", next_fire_at=NOW + timedelta(hours=1))
+    payroll = make_job(name="acme-payroll-job", pool="payroll", tenant_id="acme", next_fire_at=None)
     await store.create_jobs([email, payroll])
     await store.materialize_runs([make_run(email, ago(200))], [])
     await _finish(store, email, RunState.SUCCEEDED, AttemptOutcome.SUCCEEDED)
@@ -195,16 +195,24 @@ async def test_the_default_tenant_without_system_admin_sees_no_other_tenant(
 async def test_problems_say_what_to_look_at(
     app: FastAPI, client: httpx.AsyncClient, store: Store, clock: FrozenClock
 ) -> None:
-    job = make_job(name="late", pool="nobody-serves")
-    await store.create_jobs([job])
+    job = make_job(name="late", pool="nobody-serves", next_fire_at=ago(31))
+    await store.create_jobs([job, make_job(next_fire_at=ago(29))])
     await store.materialize_runs([make_run(job, ago(300))], [])
     body = (await client.get("/v1/status", params={"window": 1})).json()
-    assert body["healthy"] is False
+    assert body["healthy"] is False and body["overdue_jobs"] == 1
     assert body["problems"] == [
-        "no scheduler is alive: no scheduled job fires",
+        "1 active job should have fired over 30 s ago: no scheduler keeps up (is one running?)",
         "pool nobody-serves: 1 due, and no live worker serves it",
         "pool nobody-serves: the oldest due run has waited 300 s",
     ]
+    # A scheduler that owns only some of the shards it once had leaves the rest unplanned.
+    await store.register_worker(
+        WorkerInfo("scheduler-1", SCHEDULER_TENANT, "h", (), 0, 1, ago(60), ago(1))
+    )
+    await store.acquire_shards("scheduler-1", [0, 1], now=ago(20), ttl_seconds=10)
+    await store.acquire_shards("scheduler-1", [2], now=ago(1), ttl_seconds=10)
+    body = (await client.get("/v1/status")).json()
+    assert "2 of 3 shards have no live scheduler" in body["problems"]
     bad = await client.get("/v1/status", params={"window": 0})
     assert bad.status_code == 422
 

@@ -19,9 +19,12 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def _scenario(url: str) -> None:
-    """Pool email: two runs enqueued, one of them claimed by remote worker w1."""
+    """Pool email: two runs enqueued, one of them claimed by remote worker w1; pool
+    nobody: one run enqueued, and no worker."""
     created(url, manual("mailer", pool="email"))
     ok(cli(url, "jobs", "enqueue", "mailer", "--payload", "1", "--payload", "2"))
+    created(url, manual("orphan", pool="nobody"))
+    ok(cli(url, "jobs", "enqueue", "orphan", "--payload", "1"))
     claim = {"worker_id": "w1", "pools": ["email"], "capacity": 1}
     response = httpx.post(f"{url}/v1/workers/claim", json=claim, headers=HEADERS)
     assert response.status_code == 200 and len(response.json()["runs"]) == 1, response.text
@@ -33,7 +36,7 @@ def test_status_on_an_80_column_terminal(api_url: str) -> None:
     assert code == 0, screen
     assert "Traceback" not in screen and "…" not in screen
     assert screen.startswith("NOT HEALTHY · cronwheel ")
-    assert "problem: no scheduler is alive" in screen
+    assert "problem: pool nobody: 1 due, and no live worker serves it" in screen
     assert "default/w1" in screen  # a system admin sees every worker, its id whole
     [email] = [line.split() for line in screen.splitlines() if line.startswith("email ")]
     assert email[1:3] == ["1", "1"]  # due, running

@@ -37,6 +37,11 @@ STORE_TIMEOUT = 2.0
 """Seconds the store has to answer; a status page must not hang on a dead store."""
 LATE_AFTER = timedelta(seconds=60)
 """A due run waiting longer than this is a problem worth a line."""
+OVERDUE_AFTER = timedelta(seconds=30)
+"""An active job whose fire time passed this long ago has no scheduler keeping up (a
+scheduler plans runs ahead of their time)."""
+OVERDUE_LIMIT = 10_000
+"""Overdue jobs are counted no further: past it, the answer changes nothing."""
 WindowMinutes = Annotated[
     int,
     Query(
@@ -113,6 +118,10 @@ class StatusReportOut(_Out):
     schedulers: list[SchedulerOut]
     shards: ShardsOut
     maintenance: MaintenanceOut
+    overdue_jobs: int | None = Field(
+        description="Active jobs (of every tenant) whose fire time passed over 30 s ago"
+        " (counted up to 10,000): no scheduler keeps up. System admins only; null otherwise."
+    )
 
 
 @router.get(
@@ -132,6 +141,7 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
     pools: list[PoolStatus] = []
     processes: list[WorkerInfo] = []
     leases: list[ShardLease] = []
+    overdue: int | None = None
     if store.reachable:
         try:
             async with asyncio.timeout(STORE_TIMEOUT):
@@ -140,6 +150,10 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
                 pools = await state.store.pool_status(tenant, now=now, since=since)
                 processes = await state.store.list_live_workers(seen_since=now - SEEN_WINDOW)
                 leases = await state.store.list_shard_leases()
+                if system:  # a count over every tenant's jobs
+                    overdue = await state.store.count_due_jobs(
+                        now - OVERDUE_AFTER, limit=OVERDUE_LIMIT
+                    )
         except Exception as exc:  # whatever the backend raises, the answer is "unreachable"
             store = _unreachable(exc)
     workers = _workers(processes, principal, system)
@@ -160,6 +174,7 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
             owned=sum(1 for lease in leases if lease.shard >= 0 and _live(lease, now)),
         ),
         maintenance=_maintenance(leases, now, system),
+        overdue_jobs=overdue,
     )
     found = problems_of(report)
     return dump(report.model_copy(update={"healthy": not found, "problems": found}))
@@ -277,9 +292,14 @@ def problems_of(report: StatusReportOut) -> list[str]:
     if not report.store.reachable:
         return [f"the store does not answer ({report.store.error}): nothing is scheduled or run"]
     found = []
-    if not report.schedulers:
-        found.append("no scheduler is alive: no scheduled job fires")
-    elif report.shards.owned < report.shards.total:
+    if report.overdue_jobs:
+        many = " or more" if report.overdue_jobs >= OVERDUE_LIMIT else ""
+        jobs = "active job" if report.overdue_jobs == 1 else "active jobs"
+        found.append(
+            f"{report.overdue_jobs}{many} {jobs} should have fired over"
+            f" {OVERDUE_AFTER.total_seconds():.0f} s ago: no scheduler keeps up (is one running?)"
+        )
+    if report.schedulers and report.shards.owned < report.shards.total:
         missing = report.shards.total - report.shards.owned
         found.append(f"{missing} of {report.shards.total} shards have no live scheduler")
     for pool in report.pools:

@@ -159,6 +159,7 @@ def plain_lines(report: Mapping[str, Any]) -> list[str]:
         "shards_owned": shards["owned"],
         "shards_total": shards["total"],
         "maintenance_owner": maintenance["owner"] if maintenance["active"] else None,
+        "overdue_jobs": report.get("overdue_jobs"),
     }
     lines = _tsv([head], [Column(key) for key in head])
     if report["problems"]:
