@@ -17,7 +17,7 @@ from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
 from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas
-from cronwheel.api.routes import admin, health, jobs, runs, workers
+from cronwheel.api.routes import admin, health, jobs, runs, status, why, workers
 from cronwheel.api.state import ApiState
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.jobspec import MAX_PAYLOAD_BYTES
@@ -50,7 +50,7 @@ def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) ->
     clock = clock or SystemClock()
     app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock))
     problems.install(app)
-    for module in (health, jobs, runs, workers, admin):
+    for module in (health, jobs, why, runs, workers, status, admin):
         app.include_router(module.router)
     openapi.install(app)
     docs_ui.install(app)

@@ -74,7 +74,13 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) ->
         _print_tsv(columns, [[column.cell(row) for column in columns] for row in rows])
         return
     console = Console()
-    columns, cells, shown = layout(rows, columns, console.width)
+    console.print(rich_table(rows, columns, console.width), crop=False)
+
+
+def rich_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], width: int) -> Table:
+    """``rows`` as a terminal table ``width`` characters wide (see :func:`layout`), for
+    a caller that prints it itself (e.g. inside a live display)."""
+    columns, cells, shown = layout(rows, columns, width)
     table = Table(box=None, pad_edge=False, padding=(0, _GAP // 2), header_style="bold")
     for index in shown:
         column = columns[index]
@@ -87,7 +93,7 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) ->
         )
     for row in cells:
         table.add_row(*(row[index] for index in shown))
-    console.print(table, crop=False)
+    return table
 
 
 def layout(
@@ -137,9 +143,15 @@ def _least(column: Column, cells: Sequence[Sequence[str]], index: int) -> int:
 
 
 def _print_tsv(columns: Sequence[Column], cells: Sequence[Sequence[str]]) -> None:
-    click.echo("\t".join(column.title for column in columns))
-    for row in cells:
-        click.echo("\t".join(_one_field(value) for value in row))
+    for line in tsv_lines(columns, cells):
+        click.echo(line)
+
+
+def tsv_lines(columns: Sequence[Column], cells: Sequence[Sequence[str]]) -> list[str]:
+    """A header line, then one line per row, every value whole, tab-separated."""
+    lines = ["\t".join(column.title for column in columns)]
+    lines += ["\t".join(_one_field(value) for value in row) for row in cells]
+    return lines
 
 
 def _one_field(value: str) -> str:

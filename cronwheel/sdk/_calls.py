@@ -145,3 +145,15 @@ def list_keys(tenant_id: str | None) -> Call[list[KeyInfo]]:
 
 def revoke_key(key_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/keys/{key_id}", _none)
+
+
+def _object(body: Any) -> dict[str, Any]:
+    return dict(body)
+
+
+def status(window: int | None) -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/status", _object, params=_params(window=window))
+
+
+def why(job_id: str, at: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/jobs/{job_id}/why", _object, params={"at": at})

@@ -148,6 +148,16 @@ class Client:
     def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
         return self._send(calls.list_keys(tenant_id))
 
+    def status(self, *, window: int | None = None) -> dict[str, Any]:
+        """Is it healthy? ``GET /v1/status`` as JSON (see docs/api.md); ``window``:
+        minutes of finished attempts that lag, throughput and failures cover."""
+        return self._send(calls.status(window))
+
+    def why(self, job_id: str, at: str) -> dict[str, Any]:
+        """Why didn't the job run at ``at`` (``HH:MM`` today in its zone, or ISO 8601)?
+        ``GET /v1/jobs/{id}/why`` as JSON."""
+        return self._send(calls.why(job_id, at))
+
     def revoke_key(self, key_id: str) -> None:
         self._send(calls.revoke_key(key_id))
 
@@ -253,6 +263,14 @@ class AsyncClient:
 
     async def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
         return await self._send(calls.list_keys(tenant_id))
+
+    async def status(self, *, window: int | None = None) -> dict[str, Any]:
+        """See :meth:`Client.status`."""
+        return await self._send(calls.status(window))
+
+    async def why(self, job_id: str, at: str) -> dict[str, Any]:
+        """See :meth:`Client.why`."""
+        return await self._send(calls.why(job_id, at))
 
     async def revoke_key(self, key_id: str) -> None:
         await self._send(calls.revoke_key(key_id))

@@ -190,6 +190,32 @@ class Activity:
     """The highest attempt id there is: a cursor that starts now skips older history."""
 
 
+@dataclass(frozen=True, slots=True)
+class PoolStatus:
+    """How one pool is doing, for ``cronwheel status``: counts now, and what the attempts
+    that finished in the window (``since`` to ``now``) say."""
+
+    pool: str
+    due: int = 0
+    """Pending runs whose ``available_at`` has come: due and not started."""
+    oldest_due_at: datetime | None = None
+    """The ``available_at`` of the longest-waiting due run."""
+    running: int = 0
+    dead: int = 0
+    """Dead runs (the dead-letter queue), whenever they died."""
+    finished: int = 0
+    """Attempts that finished in the window, whatever their outcome."""
+    failures: int = 0
+    """Of those, the ones that failed: ``failed``, ``permanent``, ``timed_out``, ``lost``."""
+    lag_p50: float | None = None
+    """Median start lag (seconds) of the window's attempts: nearest-rank, None without any."""
+    lag_p99: float | None = None
+
+
+FAILED_OUTCOMES = ("failed", "permanent", "timed_out", "lost")
+"""The attempt outcomes :class:`PoolStatus` counts as failures (a cancel is not one)."""
+
+
 class Store(abc.ABC):
     """The lifecycle of jobs and runs, persisted. See the module docstring for the rules."""
 
@@ -570,6 +596,30 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]: ...
+
+    # -- status (read only, cheap) -------------------------------------------------------
+    @abc.abstractmethod
+    async def pool_status(
+        self, tenant_id: str | None, *, now: datetime, since: datetime
+    ) -> list[PoolStatus]:
+        """Per pool with any due, running or dead run, or any attempt that finished after
+        ``since`` (up to ``now``): the numbers of :class:`PoolStatus`, by pool name. Of
+        one tenant, or of every tenant with None. Read through indexes only (pending
+        runs by pool, running runs, dead runs, attempts by finish time), never a scan
+        of the runs table."""
+
+    @abc.abstractmethod
+    async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:
+        """Every process registered and heard from at or after ``seen_since``, of every
+        tenant (the reserved ``@shared`` and ``@scheduler`` ones included), by id."""
+
+    @abc.abstractmethod
+    async def runs_around(
+        self, tenant_id: str, job_id: str, instant: datetime
+    ) -> tuple[Run | None, Run | None]:
+        """The job's run with the latest ``scheduled_for`` at or before ``instant``, and
+        its run with the earliest one after it: two probes of the ``(job_id,
+        scheduled_for)`` key."""
 
     # -- wake-ups --------------------------------------------------------------------
     @abc.abstractmethod

@@ -15,5 +15,6 @@ from __future__ import annotations
 from cronwheel.cli.remote.admin import keys, tenants
 from cronwheel.cli.remote.jobs import jobs
 from cronwheel.cli.remote.runs import dlq, runs
+from cronwheel.cli.remote.status import status
 
-COMMANDS = (jobs, runs, dlq, tenants, keys)
+COMMANDS = (jobs, runs, dlq, tenants, keys, status)

@@ -23,6 +23,7 @@ from cronwheel.cli.remote._base import (
     url_option,
     wall_clock,
 )
+from cronwheel.cli.tables import Column, print_table
 from cronwheel.sdk import Client
 
 
@@ -329,3 +330,72 @@ def jobs_runs(url: str, token: str | None, as_json: bool, job: str, **filters: A
         if not page.items and not filters.get("cursor") and not as_json:
             found = cw.get_job(job_id).model_dump()
             click.echo(hints.no_runs_line(found, wall_clock(), filters.get("state")), err=True)
+
+
+WHY_FACTS = (
+    Column("fact"),
+    Column("value", kind="id"),
+)
+ATTEMPT_COLUMNS = (
+    Column("attempt"),
+    Column("outcome"),
+    Column("finished_at", kind="time"),
+    Column("lag_seconds", header="lag s", rank=2),
+    Column("error_message", header="error", kind="text", rank=1),
+)
+
+
+def _fire(fire: Any) -> str | None:
+    if not fire:
+        return None
+    return f"{fire['at']} [{fire['dst']}]" if fire.get("dst") else str(fire["at"])
+
+
+def why_facts(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer's facts as (fact, value) rows: ids and times whole."""
+    run = answer.get("run")
+    facts = [
+        ("job", f"{answer['job_id']} {answer['job_name']}"),
+        ("asked", f"{answer['asked']} = {answer['at']} ({answer['timezone']})"),
+        ("verdict", answer["verdict"]),
+        ("occurrence", _fire(answer.get("occurrence"))),
+        ("previous fire", _fire(answer.get("previous_fire"))),
+        ("next fire", _fire(answer.get("next_fire"))),
+    ]
+    if run:
+        facts.append(("run", f"{run['id']} {run['state']} {run['attempt']}/{run['max_attempts']}"))
+    return [{"fact": k, "value": v} for k, v in facts if v is not None]
+
+
+@jobs.command("why")
+@url_option
+@token_option
+@tenant_option
+@json_option
+@click.argument("job", metavar="JOB")
+@click.option(
+    "--at",
+    "at",
+    required=True,
+    metavar="TIME",
+    help="HH:MM (today, in the job's zone) or an ISO 8601 date-time.",
+)
+def jobs_why(url: str, token: str | None, as_json: bool, job: str, at: str) -> None:
+    """Why didn't JOB run at TIME? Shows the run of the occurrence at that time (its
+    state, attempts and reason), or the skip and why, or that no occurrence falls there
+    with the schedule's fire times around it (DST marked), and whether the job was
+    paused or did not exist yet.
+
+    JOB is a job's id, the start of its id, or its name."""
+    with client(url, token) as cw:
+        answer = cw.why(names.job_id(cw, job), at)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return
+    for line in answer["explanation"]:
+        click.echo(line)
+    click.echo("")
+    print_table(why_facts(answer), WHY_FACTS)
+    if answer["attempts"]:
+        click.echo("")
+        print_table(answer["attempts"], ATTEMPT_COLUMNS)

@@ -42,6 +42,7 @@ from cronwheel.model import (
     id_prefix_range,
 )
 from cronwheel.redact import redact
+from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     ENQUEUE_CHUNK,
@@ -51,6 +52,7 @@ from cronwheel.store.base import (
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
+    PoolStatus,
     Release,
     ReleaseResult,
     RescueResult,
@@ -58,7 +60,7 @@ from cronwheel.store.base import (
     check_enqueue_target,
 )
 from cronwheel.store.postgres import _rows as rows
-from cronwheel.store.postgres import _shards
+from cronwheel.store.postgres import _shards, _status
 from cronwheel.store.postgres import _sql as sql
 from cronwheel.store.postgres._connect import CONNECT_ERRORS, CONNECT_TIMEOUT, connect_error
 from cronwheel.store.postgres._errors import (
@@ -749,6 +751,32 @@ class PostgresStore(Store):
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]:
         found = await self._fetch(sql.LIST_AUDIT, tenant_id, str(entity_id))
         return [rows.audit(r) for r in found]
+
+    # -- status ----------------------------------------------------------------------
+    async def pool_status(
+        self, tenant_id: str | None, *, now: datetime, since: datetime
+    ) -> list[PoolStatus]:
+        async with self._connection() as conn, conn.transaction(readonly=True):
+            due = await conn.fetch(_status.DUE, tenant_id, now)
+            running = await conn.fetch(_status.RUNNING, tenant_id)
+            dead = await conn.fetch(_status.DEAD, tenant_id)
+            recent = await conn.fetch(_status.RECENT, tenant_id, now, since)
+        return status.merge(*([dict(r) for r in part] for part in (due, running, dead, recent)))
+
+    async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:
+        return [rows.worker(r) for r in await self._fetch(_status.LIVE_WORKERS, seen_since)]
+
+    async def runs_around(
+        self, tenant_id: str, job_id: str, instant: datetime
+    ) -> tuple[Run | None, Run | None]:
+        if not rows.is_uuid(job_id):
+            return None, None
+        before = await self._fetchrow(_status.RUN_AT_OR_BEFORE, tenant_id, job_id, instant)
+        after = await self._fetchrow(_status.RUN_AFTER, tenant_id, job_id, instant)
+        return (
+            None if before is None else rows.run(before),
+            None if after is None else rows.run(after),
+        )
 
     # -- wake-ups --------------------------------------------------------------------
     async def notify(self, topic: str) -> None:

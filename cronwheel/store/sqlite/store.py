@@ -39,6 +39,7 @@ from cronwheel.store.base import (
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
+    PoolStatus,
     Release,
     ReleaseResult,
     RescueResult,
@@ -50,6 +51,7 @@ from cronwheel.store.sqlite import _migrate as schema
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
 from cronwheel.store.sqlite import _shards
+from cronwheel.store.sqlite import _status as status
 from cronwheel.store.sqlite._conn import Connection
 from cronwheel.store.sqlite._wakeups import Wakeups
 
@@ -763,6 +765,20 @@ class SqliteStore(Store):
             ).fetchall()
         )
         return [rows.audit(r) for r in found]
+
+    # -- status ----------------------------------------------------------------------
+    async def pool_status(
+        self, tenant_id: str | None, *, now: datetime, since: datetime
+    ) -> list[PoolStatus]:
+        return await self._db.read(lambda c: status.pool_status(c, tenant_id, now, since))
+
+    async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:
+        return await self._db.read(lambda c: status.live_workers(c, seen_since))
+
+    async def runs_around(
+        self, tenant_id: str, job_id: str, instant: datetime
+    ) -> tuple[Run | None, Run | None]:
+        return await self._db.read(lambda c: status.runs_around(c, tenant_id, job_id, instant))
 
     # -- wake-ups --------------------------------------------------------------------
     async def notify(self, topic: str) -> None:

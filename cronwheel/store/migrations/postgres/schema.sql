@@ -90,6 +90,7 @@ CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX runs_job_finished ON runs (job_id, finished_at, id) WHERE finished_at IS NOT NULL;
 -- Tenant-wide listings (the dead-letter queue) newest first.
 CREATE INDEX runs_tenant_state ON runs (tenant_id, state, id);
+CREATE INDEX runs_dead ON runs (tenant_id, pool) WHERE state = 'dead';
 
 CREATE TABLE attempts (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -108,6 +109,7 @@ CREATE TABLE attempts (
 );
 
 CREATE INDEX attempts_run ON attempts (run_id, attempt);
+CREATE INDEX attempts_finished ON attempts (finished_at);
 
 CREATE TABLE audit_log (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,0 +1,55 @@
+"""The reads of ``cronwheel status`` on PostgreSQL: each one through an index (see
+migration 0006), never a scan of the runs or attempts table.
+
+Params: ``$1`` is the tenant, or NULL for every tenant.
+"""
+
+from __future__ import annotations
+
+from cronwheel.store.base import FAILED_OUTCOMES
+
+_TENANT = "($1::text IS NULL OR tenant_id = $1)"
+
+# Params: $2 now. Through runs_claimable (pending runs by pool and due time).
+DUE = f"""
+SELECT pool, count(*) AS due, min(available_at) AS oldest_due_at
+FROM runs WHERE state = 'pending' AND available_at <= $2 AND {_TENANT}
+GROUP BY pool
+"""
+
+# Through runs_leases (running runs only).
+RUNNING = f"""
+SELECT pool, count(*) AS running FROM runs
+WHERE state = 'running' AND {_TENANT}
+GROUP BY pool
+"""
+
+# Through runs_dead (dead runs only).
+DEAD = f"SELECT pool, count(*) AS dead FROM runs WHERE state = 'dead' AND {_TENANT} GROUP BY pool"
+
+_FAILED = ", ".join(f"'{outcome}'" for outcome in FAILED_OUTCOMES)
+
+# Params: $2 now, $3 since. Through attempts_finished, each attempt's run by its key.
+# percentile_disc is the nearest rank (the SQLite store computes the same one).
+RECENT = f"""
+SELECT r.pool AS pool,
+       count(*) AS finished,
+       count(*) FILTER (WHERE a.outcome IN ({_FAILED})) AS failures,
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY a.lag_seconds) AS lag_p50,
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY a.lag_seconds) AS lag_p99
+FROM attempts a JOIN runs r ON r.id = a.run_id
+WHERE a.finished_at > $3 AND a.finished_at <= $2 AND ($1::text IS NULL OR a.tenant_id = $1)
+GROUP BY r.pool
+"""
+
+LIVE_WORKERS = "SELECT * FROM workers WHERE last_seen_at >= $1 ORDER BY id"
+
+# Params: $1 tenant, $2 job, $3 instant. Through runs_job_scheduled_for.
+RUN_AT_OR_BEFORE = """
+SELECT * FROM runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for <= $3
+ORDER BY scheduled_for DESC LIMIT 1
+"""
+RUN_AFTER = """
+SELECT * FROM runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for > $3
+ORDER BY scheduled_for LIMIT 1
+"""

@@ -1,0 +1,90 @@
+"""The reads of ``cronwheel status`` on SQLite, each through an index (see migration
+0006), never a scan of the runs or attempts table."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from cronwheel.model import Run, WorkerInfo
+from cronwheel.store import _status as status
+from cronwheel.store.base import FAILED_OUTCOMES, PoolStatus
+from cronwheel.store.sqlite import _rows as rows
+
+_FAILED = ", ".join(f"'{outcome}'" for outcome in FAILED_OUTCOMES)
+
+# The percentiles are the nearest rank, as PostgreSQL's percentile_disc: the value of
+# rank ceil(p * n), in integer arithmetic (SQLite may lack ceil()).
+_RECENT = f"""
+WITH window_attempts AS (
+    SELECT r.pool AS pool, a.outcome AS outcome, a.lag_seconds AS lag
+    FROM attempts a JOIN runs r ON r.id = a.run_id
+    WHERE a.finished_at > :since AND a.finished_at <= :now
+      AND (:tenant IS NULL OR a.tenant_id = :tenant)
+),
+ranked AS (
+    SELECT pool, lag,
+           row_number() OVER (PARTITION BY pool ORDER BY lag) AS k,
+           count(*) OVER (PARTITION BY pool) AS n
+    FROM window_attempts WHERE lag IS NOT NULL
+)
+SELECT w.pool AS pool, count(*) AS finished,
+       sum(w.outcome IN ({_FAILED})) AS failures,
+       (SELECT lag FROM ranked WHERE ranked.pool = w.pool AND k = (n + 1) / 2) AS lag_p50,
+       (SELECT lag FROM ranked WHERE ranked.pool = w.pool AND k = (99 * n + 99) / 100)
+           AS lag_p99
+FROM window_attempts w GROUP BY w.pool
+"""
+_TENANT = "(:tenant IS NULL OR tenant_id = :tenant)"
+
+
+def pool_status(
+    c: sqlite3.Connection, tenant_id: str | None, now: datetime, since: datetime
+) -> list[PoolStatus]:
+    params = {"tenant": tenant_id, "now": rows.us(now), "since": rows.us(since)}
+
+    def fetch(sql: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in c.execute(sql, params)]
+
+    due = fetch(
+        "SELECT pool, count(*) AS due, min(available_at) AS oldest_due_at FROM runs"
+        f" WHERE state = 'pending' AND available_at <= :now AND {_TENANT} GROUP BY pool"
+    )
+    for row in due:
+        row["oldest_due_at"] = rows.dt(row["oldest_due_at"])
+    running = fetch(
+        f"SELECT pool, count(*) AS running FROM runs WHERE state = 'running' AND {_TENANT}"
+        " GROUP BY pool"
+    )
+    dead = fetch(
+        f"SELECT pool, count(*) AS dead FROM runs WHERE state = 'dead' AND {_TENANT} GROUP BY pool"
+    )
+    return status.merge(due, running, dead, fetch(_RECENT))
+
+
+def live_workers(c: sqlite3.Connection, seen_since: datetime) -> list[WorkerInfo]:
+    found = c.execute(
+        "SELECT * FROM workers WHERE last_seen_at >= ? ORDER BY id", (rows.us(seen_since),)
+    )
+    return [rows.worker(r) for r in found]
+
+
+def runs_around(
+    c: sqlite3.Connection, tenant_id: str, job_id: str, instant: datetime
+) -> tuple[Run | None, Run | None]:
+    at = rows.us(instant)
+    before = c.execute(
+        "SELECT * FROM runs WHERE tenant_id = ? AND job_id = ? AND scheduled_for <= ?"
+        " ORDER BY scheduled_for DESC LIMIT 1",
+        (tenant_id, job_id, at),
+    ).fetchone()
+    after = c.execute(
+        "SELECT * FROM runs WHERE tenant_id = ? AND job_id = ? AND scheduled_for > ?"
+        " ORDER BY scheduled_for LIMIT 1",
+        (tenant_id, job_id, at),
+    ).fetchone()
+    return (
+        None if before is None else rows.run(before),
+        None if after is None else rows.run(after),
+    )
