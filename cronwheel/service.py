@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwheel import metrics
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
@@ -155,7 +156,9 @@ class JobService:
         skipped = [_paused_run(job, t) for t in missed[-MAX_PAUSED_RECORDS:]]
         schedule = schedule_from_dict(job.schedule)
         following = first_fire(schedule, now) if missed else job.next_fire_at
-        return await self._set_state(job, JobState.ACTIVE, following, runs=skipped)
+        resumed = await self._set_state(job, JobState.ACTIVE, following, runs=skipped)
+        metrics.default().runs_skipped(REASON_PAUSED, len(skipped))
+        return resumed
 
     async def cancel(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
         """Soft delete: no new runs, pending runs cancelled, the job kept for audit.

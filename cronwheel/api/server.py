@@ -79,8 +79,10 @@ class ApiService:
         port: int,
         auth: AuthConfig,
         sock: socket.socket | None = None,
+        metrics_tenant_labels: bool = False,
     ) -> None:
-        config = uvicorn.Config(create_app(store, auth=auth), host=host, port=port, log_config=None)
+        app = create_app(store, auth=auth, metrics_tenant_labels=metrics_tenant_labels)
+        config = uvicorn.Config(app, host=host, port=port, log_config=None)
         self.server = _QuietServer(config)
         self.sockets = None if sock is None else [sock]
 

@@ -13,6 +13,7 @@ import uvicorn
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.api.server import listen_socket
 from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret
+from cronwheel.cli._metrics import tenant_labels_option
 from cronwheel.redact import mask_url
 from cronwheel.store import open_store
 
@@ -41,7 +42,15 @@ def is_loopback(host: str) -> bool:
 @click.option(
     "--no-auth", is_flag=True, help="Every request is a system admin (loopback hosts only)."
 )
-def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: bool) -> None:
+@tenant_labels_option
+def api(
+    db_url: str,
+    host: str,
+    port: int,
+    admin_token: str | None,
+    no_auth: bool,
+    metrics_tenant_labels: bool,
+) -> None:
     """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
     if no_auth and not is_loopback(host):
         raise click.UsageError(
@@ -63,7 +72,10 @@ def api(db_url: str, host: str, port: int, admin_token: str | None, no_auth: boo
         try:
             await store.migrate()
             config = uvicorn.Config(
-                create_app(store, auth=auth), host=host, port=port, log_config=None
+                create_app(store, auth=auth, metrics_tenant_labels=metrics_tenant_labels),
+                host=host,
+                port=port,
+                log_config=None,
             )
             server = uvicorn.Server(config)
             _stop_on_signals(server)

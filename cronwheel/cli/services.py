@@ -16,6 +16,7 @@ from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.server import ApiService, listen_socket
 from cronwheel.cli._common import db_option, log_to_stderr, run_async, secret
+from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options, tenant_labels_option
 from cronwheel.cli.api import is_loopback
 from cronwheel.console import Output, watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
@@ -138,6 +139,7 @@ duration_option = click.option(
     help="On SIGTERM, how long running runs may finish before they are released.",
 )
 @duration_option
+@metrics_port_options
 def worker(
     db_url: str,
     app: str | None,
@@ -146,6 +148,8 @@ def worker(
     lease_seconds: float,
     grace_seconds: float,
     duration: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
     registry = _registry(app)
@@ -167,7 +171,8 @@ def worker(
             shown = mask_url(db_url)
             click.echo(f"worker {w.id} serving {dict(config.pools)} on {shown}", err=True)
             tune_process()
-            await serve([w, Maintenance(store)], stop=stop)
+            with metrics_endpoint(metrics_port, metrics_host):
+                await serve([w, Maintenance(store)], stop=stop)
 
     run_async(main)
 
@@ -191,7 +196,15 @@ def worker(
     help="Shard lease TTL in seconds: a dead scheduler's shards move within about this.",
 )
 @duration_option
-def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float | None) -> None:
+@metrics_port_options
+def scheduler(
+    db_url: str,
+    shard_count: int,
+    shard_lease: float,
+    duration: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
     """Materialise the runs of due jobs; run several: they share the shards."""
     try:
         sharding = ShardingConfig(shard_count, shard_lease, min(2.0, shard_lease / 3))
@@ -208,7 +221,8 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
             holder = service.owner.holder if service.owner else "?"
             click.echo(f"scheduler {holder} on {mask_url(db_url)}, {shard_count} shards", err=True)
             tune_process()
-            await serve([service, Maintenance(store)], stop=stop)
+            with metrics_endpoint(metrics_port, metrics_host):
+                await serve([service, Maintenance(store)], stop=stop)
 
     run_async(main)
 
@@ -235,6 +249,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
     help="Required when --host is not a loopback address.",
 )
 @duration_option
+@tenant_labels_option
 def dev(
     db_url: str,
     app: str | None,
@@ -245,6 +260,7 @@ def dev(
     port: int,
     admin_token: str | None,
     duration: float | None,
+    metrics_tenant_labels: bool,
 ) -> None:
     """Everything in one process on one store file: API, scheduler, worker, maintenance."""
     if not is_loopback(host) and admin_token is None:
@@ -286,13 +302,20 @@ def dev(
             if rescued.retried or rescued.dead or rescued.cancelled:
                 output.line(_recovered(rescued, owner.previous_pid))
         services: list[Service] = [
-            ApiService(store, host=host, port=port, auth=auth, sock=sock),
+            ApiService(
+                store,
+                host=host,
+                port=port,
+                auth=auth,
+                sock=sock,
+                metrics_tenant_labels=metrics_tenant_labels,
+            ),
             Scheduler(store),
             worker,
             maintenance,
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
-        output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs")
+        output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")
         with echo_server() as echo_url:
             if demo:
                 created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)

@@ -184,7 +184,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
         error_message="before the upgrade",
     )
     assert await store.complete_runs([failed]) == [first.id]
-    assert await store.migrate() == [5]
+    assert await store.migrate() == [5, 6]
     [kept] = await store.list_attempts("default", first.id)
     assert (kept.outcome, kept.error_message) == (AttemptOutcome.FAILED, "before the upgrade")
     permanent = Completion(

@@ -87,6 +87,8 @@ CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX runs_job_finished ON runs (job_id, finished_at, id) WHERE finished_at IS NOT NULL;
 -- Tenant-wide listings (the dead-letter queue) newest first.
 CREATE INDEX runs_tenant_state ON runs (tenant_id, state, id);
+-- The dead-letter queue per tenant, for the metrics scrape (0006).
+CREATE INDEX runs_dead ON runs (tenant_id) WHERE state = 'dead';
 
 CREATE TABLE attempts (
     id             INTEGER PRIMARY KEY,
