@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
+from pathlib import Path
 
 from cronwheel.model import SCHEDULER_TENANT, AttemptOutcome, Priority, RunState
 from cronwheel.store.base import Completion, Store
+from cronwheel.store.sqlite import SqliteStore, _gauges
 from tests.store.factories import T0, at, make_job, make_run
 from tests.store.test_tenants_keys_workers import make_worker
 
@@ -99,3 +102,28 @@ async def test_a_dead_run_of_another_tenant_counts_for_that_tenant(store: Store)
     g = await store.read_gauges(now=at(2), workers_seen_since=at(0))
     assert g.dead == {"acme": 1}
     assert g.due == {} and g.running == {}
+
+
+async def test_on_sqlite_the_read_walks_partial_indexes_only(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "plan.db")
+    try:
+        await store.migrate()
+    finally:
+        await store.close()
+    conn = sqlite3.connect(tmp_path / "plan.db")
+    try:
+        conn.execute("ANALYZE")
+        plan = [
+            row[3]
+            for row in conn.execute(
+                f"EXPLAIN QUERY PLAN {_gauges.READ_GAUGES}", (0, 0, SCHEDULER_TENANT)
+            )
+        ]
+    finally:
+        conn.close()
+    on_runs = [step for step in plan if " runs " in f"{step} "]
+    assert on_runs == [
+        "SCAN runs USING INDEX runs_claimable",
+        "SCAN runs USING INDEX runs_leases",
+        "SCAN runs USING INDEX runs_dead",
+    ], plan

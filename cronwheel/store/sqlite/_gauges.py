@@ -1,6 +1,7 @@
 """The metrics scrape's one read (:meth:`Store.read_gauges`) on SQLite: the same
 statement as PostgreSQL's (see cronwheel/store/postgres/_gauges.py), over the same
-partial indexes."""
+partial indexes, named (``INDEXED BY``): SQLite would otherwise count dead runs by
+scanning the covering ``runs_tenant_state``, every run of the history."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from cronwheel.store.sqlite import _rows as rows
 READ_GAUGES = """
 SELECT 'due' AS part, pool, priority, NULL AS tenant, count(*) AS n,
        min(available_at) AS oldest
-FROM runs WHERE state = 'pending' AND available_at <= ? GROUP BY pool, priority
+FROM runs INDEXED BY runs_claimable
+WHERE state = 'pending' AND available_at <= ? GROUP BY pool, priority
 UNION ALL
 SELECT 'running', pool, NULL, NULL, count(*), NULL
-FROM runs WHERE state = 'running' GROUP BY pool
+FROM runs INDEXED BY runs_leases WHERE state = 'running' GROUP BY pool
 UNION ALL
 SELECT 'dead', NULL, NULL, tenant_id, count(*), NULL
-FROM runs WHERE state = 'dead' GROUP BY tenant_id
+FROM runs INDEXED BY runs_dead WHERE state = 'dead' GROUP BY tenant_id
 UNION ALL
 SELECT 'workers', p.value, NULL, NULL, count(*), NULL
 FROM workers AS w, json_each(w.pools) AS p
