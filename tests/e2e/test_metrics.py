@@ -127,7 +127,8 @@ def test_a_scripted_scenario_shows_in_the_scrape_of_cronwheel_dev(
         ticks = _runs(api, ticker)
         skipped = sum(r["state"] == "skipped" for r in ticks)
         ticked = sum(r["state"] == "succeeded" for r in ticks)
-        assert skipped >= 2, ticks  # paused for over 3 s at one a second
+        # paused for over 3 s at one a second, less what was planned ahead (2 s)
+        assert skipped >= 1, ticks
 
         expected = {
             ("cronwheel_attempts_total", "default", "succeeded"): 3 + 1,
@@ -149,7 +150,7 @@ def test_a_scripted_scenario_shows_in_the_scrape_of_cronwheel_dev(
         _, families = scrape(f"{base}/metrics")
 
     v = lambda name, **labels: value(samples, name, **labels)  # noqa: E731
-    assert v("cronwheel_attempts_total", pool="ticks", outcome="succeeded") == ticked
+    assert (v("cronwheel_attempts_total", pool="ticks", outcome="succeeded") or 0) == ticked
     assert v("cronwheel_attempts_total", pool="default", outcome="timed_out") is None
     # 7 attempts ended in pool default (3 ok, 2 flaky, broken, hook): each has a lag
     assert v("cronwheel_run_start_lag_seconds_count", pool="default") == 7
