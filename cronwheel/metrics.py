@@ -50,6 +50,8 @@ WORKER_ALIVE_SECONDS = 30.0
 WEBHOOK_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection")
 SKIP_REASONS = ("misfire", "paused")
 GAUGE_TTL_SECONDS = 5.0
+STORE_READ_TIMEOUT = 2.0
+"""A scrape waits this long for the store; Prometheus's own timeout is 10 s by default."""
 """How long one read of the store-derived gauges serves every scrape."""
 
 
@@ -247,7 +249,8 @@ class StoreGauges(Collector):
         """Read (or reuse) the snapshot; a store that does not answer sets ``up`` to 0
         and leaves the store-derived gauges out rather than showing stale numbers."""
         try:
-            self._snapshot = await self.cache.get()
+            async with asyncio.timeout(STORE_READ_TIMEOUT):  # the shared read goes on
+                self._snapshot = await self.cache.get()
             self.up = 1
         except Exception:
             self._snapshot, self.up = None, 0

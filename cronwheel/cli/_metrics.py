@@ -45,18 +45,17 @@ tenant_labels_option = click.option(
 def metrics_endpoint(port: int | None, host: str) -> Iterator[None]:
     """This process's metrics served on ``host:port`` while in the block (nothing if
     ``port`` is None); the address is said on stderr."""
-    try:
-        serving = metrics.serving(port, host)
-        bound = serving.__enter__()
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            why = f"port {port} on {host} is already in use: choose another --metrics-port"
-        else:
-            why = f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --metrics-host"
-        raise CannotListen(f"metrics: {why}") from None
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            bound = stack.enter_context(metrics.serving(port, host))
+        except OSError as exc:
+            raise CannotListen(f"metrics: {_why(exc, host, port)}") from None
         if bound is not None:
             click.echo(f"metrics on http://{host}:{bound}/metrics", err=True)
         yield
-    finally:
-        serving.__exit__(None, None, None)
+
+
+def _why(exc: OSError, host: str, port: int | None) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is already in use: choose another --metrics-port"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --metrics-host"

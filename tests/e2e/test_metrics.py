@@ -4,6 +4,9 @@ scenario: successes, a retry, a dead letter, a skip, a webhook's 5xx."""
 from __future__ import annotations
 
 import http.server
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -257,3 +260,29 @@ def test_worker_and_scheduler_serve_their_metrics_on_metrics_port(tmp_path: Path
     text = anonymous.text
     assert 'cronwheel_workers_alive{pool="default"} 1.0' in text
     assert 'cronwheel_dead_letter_runs{tenant="all"} 0.0' in text
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        db = f"sqlite:///{tmp_path / 'busy.db'}"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cronwheel",
+                "scheduler",
+                "--db",
+                db,
+                "--metrics-port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1, done.stderr
+    assert f"metrics: port {port} on 127.0.0.1 is already in use" in done.stderr
+    assert "Traceback" not in done.stderr

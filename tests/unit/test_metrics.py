@@ -200,3 +200,18 @@ def test_two_metrics_in_one_process_do_not_collide() -> None:
         samples(b.render().decode())[("cronwheel_runs_skipped_total", (("reason", "misfire"),))]
         == 0
     )
+
+
+async def test_a_store_that_hangs_fails_the_read_within_the_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("cronwheel.metrics.STORE_READ_TIMEOUT", 0.05)
+    never = asyncio.Event()
+
+    async def read() -> GaugeReading:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    gauges = StoreGauges(GaugeCache(read))
+    await asyncio.wait_for(gauges.refresh(), timeout=10)
+    assert gauges.up == 0
