@@ -122,8 +122,7 @@ class Metrics:
         )
         # Every value of a bounded label exists from the start, at 0: a rate over it
         # is defined before the first event.
-        for label in WEBHOOK_CLASSES:
-            self.webhooks.labels(label)
+        self._webhook_of = {label: self.webhooks.labels(label) for label in WEBHOOK_CLASSES}
         for label in SKIP_REASONS:
             self.skipped.labels(label)
         # The worker records a batch at a time: labelled children looked up once per
@@ -167,7 +166,7 @@ class Metrics:
     def webhook_response(self, status: int | str) -> None:
         """``status``: the HTTP status, or ``timeout`` / ``connection``."""
         label = status_class(status) if isinstance(status, int) else status
-        self.webhooks.labels(label).inc()
+        self._webhook_of[label].inc()
 
     def scheduler_tick(
         self, seconds: float, *, lead_seconds: float, shards_owned: int, shard_count: int
