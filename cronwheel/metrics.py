@@ -154,6 +154,12 @@ class Metrics:
             self._children[(pool, outcome)] = pair
             return pair
 
+    def attempts_cancelled(self, pools: Iterable[str]) -> None:
+        """Attempts a stopping worker's release recorded as ``cancelled``, one per pool
+        given (runs that had started; a run released before it started has none)."""
+        for pool in pools:
+            self.attempts.labels(pool, "cancelled").inc()
+
     def attempts_lost(self, n: int) -> None:
         """Attempts a rescue recorded as ``lost`` (their worker's lease expired)."""
         if n:

@@ -527,6 +527,8 @@ class Worker:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         for run_id in result.dead:
             log.warning("run %s: %s", run_id, REASON_AT_MOST_ONCE_STOPPED)
+        # A run released after it started got an attempt (cancelled, WorkerShutdown).
+        self.metrics.attempts_cancelled([f.claimed.run.pool for f in flights if f.started])
         for f in flights:
             self._forget(f.claimed.run.id)
         self._room.set()

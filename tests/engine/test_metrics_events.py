@@ -3,6 +3,10 @@ scheduler per tick, a resume per skipped occurrence it recorded."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from dataclasses import replace
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -15,7 +19,7 @@ from cronwheel.scheduler import Scheduler
 from cronwheel.service import JobService
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker
-from tests.engine.helpers import job_with_run
+from tests.engine.helpers import eventually, job_with_run, running
 from tests.engine.test_worker import FAST
 from tests.store.factories import at, make_job, make_run
 
@@ -94,3 +98,29 @@ async def test_a_resume_counts_the_skips_it_recorded_not_the_occurrences(store: 
 @pytest.mark.parametrize("status", [200, 503])
 def test_status_classes_are_bounded(status: int) -> None:
     assert metrics.status_class(status) in metrics.WEBHOOK_CLASSES
+
+
+async def test_a_run_released_after_it_started_counts_one_cancelled_attempt(
+    store: Store,
+) -> None:
+    m = Metrics()
+    worker = Worker(store, replace(FAST, prefetch_seconds=60), metrics=m)
+    started = threading.Event()
+
+    @worker.handler("noop")
+    async def forever(ctx: RunContext) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    await job_with_run(store)
+    await job_with_run(store, due_in=30)  # claimed, then released before its start
+    async with running(worker):
+        await eventually(lambda: _true(started.is_set()))
+        await eventually(lambda: _true(worker.in_flight == 2))
+    r = m.registry
+    assert sample(r, "cronwheel_attempts_total", pool="default", outcome="cancelled") == 1
+    assert sample(r, "cronwheel_attempts_total", pool="default", outcome="succeeded") == 0
+
+
+async def _true(value: bool) -> bool:
+    return value
