@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from cronwheel import metrics
 from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock, sync_to
@@ -151,5 +152,6 @@ class Maintenance:
             result.dead += rescued.dead
             result.cancelled += rescued.cancelled
             found = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
+            metrics.default().attempts_lost(found)  # each rescue records a lost attempt
             if found < self.config.rescue_batch:
                 return result

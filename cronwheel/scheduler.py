@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from cronwheel import metrics as _metrics
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock, sync_to
@@ -78,6 +80,7 @@ class Scheduler:
         config: SchedulerConfig | None = None,
         sharding: ShardingConfig | None = None,
         holder: str | None = None,
+        metrics: _metrics.Metrics | None = None,
     ) -> None:
         """Without ``sharding`` the scheduler serves every job (one process, or several
         racing harmlessly); with it, only the shards it leases, each write guarded by
@@ -87,6 +90,7 @@ class Scheduler:
         self.config = config or SchedulerConfig()
         self.owner = None if sharding is None else ShardOwner(store, self.clock, sharding, holder)
         self._schedules = ScheduleCache()
+        self.metrics = metrics or _metrics.default()
         self.pace = Pace()
         """The measured cost per job; tests with a frozen clock set it (nothing is
         measured when no time passes)."""
@@ -134,6 +138,20 @@ class Scheduler:
                 break
         return result
 
+    async def _tick(self) -> None:
+        """One tick, measured: its duration, lead, skips and the shards it served."""
+        started = time.perf_counter()
+        result = await self.run_once()
+        guard = None if self.owner is None else self.owner.guard
+        self.metrics.scheduler_tick(
+            time.perf_counter() - started,
+            lead_seconds=result.lead_seconds,
+            shards_owned=1 if guard is None else len(guard.epochs),
+            shard_count=1 if guard is None else guard.shard_count,
+        )
+        # The planner skips only missed occurrences (the misfire policy).
+        self.metrics.runs_skipped("misfire", result.runs_skipped)
+
     async def _lead(self, shards: list[int] | None, shard_count: int) -> timedelta:
         """How far ahead this tick looks: the horizon, or more if a herd is coming."""
         config = self.config
@@ -168,7 +186,7 @@ class Scheduler:
                 ):
                     await self.owner.rebalance()
                     rebalanced_at = loop.time()
-                await self.run_once()
+                await self._tick()
             except Exception as exc:  # the store may be restarting: log once, back off, go on
                 await sleep_or_stop(stop, outage.failed(exc))
                 continue

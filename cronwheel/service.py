@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwheel import tracing
+from cronwheel import metrics, tracing
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, NotFound, StaleVersion
 from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
@@ -166,7 +166,22 @@ class JobService:
         skipped = [_paused_run(job, t) for t in missed[-MAX_PAUSED_RECORDS:]]
         schedule = schedule_from_dict(job.schedule)
         following = first_fire(schedule, now) if missed else job.next_fire_at
-        return await self._set_state(job, JobState.ACTIVE, following, runs=skipped)
+        recorded = await self._paused_skips(job, len(skipped))
+        resumed = await self._set_state(job, JobState.ACTIVE, following, runs=skipped)
+        added = await self._paused_skips(job, len(skipped)) - recorded
+        metrics.default().runs_skipped(REASON_PAUSED, len(added))
+        return resumed
+
+    async def _paused_skips(self, job: Job, limit: int) -> set[int]:
+        """The job's newest skipped runs: read before and after a resume, the runs it
+        recorded. An occurrence that already had a run (a tick that raced the pause)
+        gets no second one, so counting the occurrences would overstate the skips."""
+        if limit == 0:
+            return set()
+        runs = await self.store.list_runs(
+            job.tenant_id, job_id=job.id, state=RunState.SKIPPED, limit=limit
+        )
+        return {r.id for r in runs}
 
     async def cancel(self, job_id: str, *, tenant_id: str = DEFAULT_TENANT) -> Job:
         """Soft delete: no new runs, pending runs cancelled, the job kept for audit.

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from cronwheel import metrics as _metrics
 from cronwheel import tracing
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel._outage import Outage
@@ -111,6 +112,7 @@ class Worker:
         handlers: HandlerRegistry | None = None,
         webhook_secret: bytes | None = None,
         rng: random.Random | None = None,
+        metrics: _metrics.Metrics | None = None,
     ) -> None:
         self._store = store
         self.config = config or WorkerConfig()
@@ -120,7 +122,8 @@ class Worker:
         secret = webhook_secret or os.environ.get("CRONWHEEL_WEBHOOK_SECRET", "").encode()
         self.signs_verifiably = bool(secret)
         """False: no secret was given, webhooks are signed with a random one (see run)."""
-        self.webhooks = WebhookAction(secret or os.urandom(32))
+        self.metrics = metrics or _metrics.default()
+        self.webhooks = WebhookAction(secret or os.urandom(32), metrics=self.metrics)
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
         self._held: Counter[str] = Counter()
@@ -360,10 +363,11 @@ class Worker:
             if flight.task is None and self._inflight.get(flight.claimed.run.id) is flight:
                 flight.task = loop.create_task(self._fire(flight))
 
-    def _forget(self, run_id: int) -> None:
+    def _forget(self, run_id: int) -> _InFlight | None:
         flight = self._inflight.pop(run_id, None)
         if flight is not None:
             self._held[flight.claimed.run.pool] -= 1
+        return flight
 
     async def _fire(self, flight: _InFlight) -> None:
         run = flight.claimed.run
@@ -494,14 +498,18 @@ class Worker:
                 break
             except Exception as exc:
                 await asyncio.sleep(self._completion_outage.failed(exc))
+        recorded = []
         for done in batch:
+            flight = self._forget(done.run_id)
             if done.run_id not in accepted:
                 log.warning(
                     "run %s: completion refused (fenced out)",
                     done.run_id,
                     extra={"run_id": done.run_id, "fence": done.fence},
                 )
-            self._forget(done.run_id)
+            elif flight is not None:
+                recorded.append((flight.claimed.run.pool, done))
+        self.metrics.attempts_done(recorded)
         self.completed += len(accepted)
         self._room.set()
 
@@ -550,6 +558,8 @@ class Worker:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         for run_id in result.dead:
             log.warning("run %s: %s", run_id, REASON_AT_MOST_ONCE_STOPPED, extra={"run_id": run_id})
+        # A run released after it started got an attempt (cancelled, WorkerShutdown).
+        self.metrics.attempts_cancelled([f.claimed.run.pool for f in flights if f.started])
         for f in flights:
             self._forget(f.claimed.run.id)
         self._room.set()

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from cronwheel import metrics as _metrics
 from cronwheel._version import installed_version
 from cronwheel.actions import signing
 from cronwheel.actions.context import RunContext
@@ -129,8 +130,15 @@ def retry_after(response: httpx.Response) -> float | None:
 class WebhookAction:
     """Sends webhook runs over one pooled client."""
 
-    def __init__(self, secret: bytes, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        client: httpx.AsyncClient | None = None,
+        *,
+        metrics: _metrics.Metrics | None = None,
+    ) -> None:
         self.secret = secret
+        self.metrics = metrics or _metrics.default()
         self.client = client or httpx.AsyncClient(
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
             follow_redirects=False,
@@ -149,12 +157,15 @@ class WebhookAction:
                 timeout=timeout,
             )
         except httpx.TimeoutException as exc:
+            self.metrics.webhook_response("timeout")
             return Outcome(OutcomeKind.FAILED, "Timeout", redact(f"{method} {url}: {exc!r}"))
         except httpx.TransportError as exc:
             # Recorded in the run's history, which the API shows: no URL password.
+            self.metrics.webhook_response("connection")
             return Outcome(
                 OutcomeKind.FAILED, exc.__class__.__name__, redact(f"{method} {url}: {exc}")
             )
+        self.metrics.webhook_response(response.status_code)
         return _without_secrets(outcome_of(response), action)
 
     async def close(self) -> None:

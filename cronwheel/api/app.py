@@ -17,10 +17,11 @@ from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
 from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas
-from cronwheel.api.routes import admin, health, jobs, runs, status, why, workers
+from cronwheel.api.routes import admin, health, jobs, metrics, runs, status, why, workers
 from cronwheel.api.state import ApiState
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.jobspec import MAX_PAYLOAD_BYTES
+from cronwheel.metrics import ApiMetrics, store_reader
 from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.api")
@@ -37,8 +38,15 @@ DESCRIPTION = """cronwheel's HTTP API: jobs, runs, the dead-letter queue, remote
 tenants and keys. Errors are `application/problem+json`. See docs/api.md."""
 
 
-def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) -> FastAPI:
-    """The API over ``store``, which the caller opened and migrated, and closes."""
+def create_app(
+    store: Store,
+    *,
+    auth: AuthConfig,
+    clock: Clock | None = None,
+    metrics_tenant_labels: bool = False,
+) -> FastAPI:
+    """The API over ``store``, which the caller opened and migrated, and closes.
+    ``metrics_tenant_labels``: ``/metrics`` counts dead runs per tenant."""
     app = FastAPI(
         title="cronwheel",
         version=installed_version(),
@@ -49,8 +57,11 @@ def create_app(store: Store, *, auth: AuthConfig, clock: Clock | None = None) ->
     )
     clock = clock or SystemClock()
     app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock))
+    app.state.metrics = ApiMetrics(
+        store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
+    )
     problems.install(app)
-    for module in (health, jobs, why, runs, workers, status, admin):
+    for module in (health, metrics, jobs, why, runs, workers, status, admin):
         app.include_router(module.router)
     openapi.install(app)
     docs_ui.install(app)

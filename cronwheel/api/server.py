@@ -80,10 +80,11 @@ class ApiService:
         auth: AuthConfig,
         sock: socket.socket | None = None,
         access_log: bool = True,
+        metrics_tenant_labels: bool = False,
     ) -> None:
         # log_config=None: uvicorn's loggers keep the process's handler and format
         # (cronwheel.logs), rather than uvicorn's own.
-        app = create_app(store, auth=auth)
+        app = create_app(store, auth=auth, metrics_tenant_labels=metrics_tenant_labels)
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=access_log)
         self.server = _QuietServer(config)
         self.sockets = None if sock is None else [sock]

@@ -14,6 +14,7 @@ from cronwheel.api import AuthConfig, create_app
 from cronwheel.api.server import listen_socket
 from cronwheel.cli._common import db_option, run_async, secret, start_tracing
 from cronwheel.cli._logs import access_log_option, log_options
+from cronwheel.cli._metrics import tenant_labels_option
 from cronwheel.redact import mask_url
 from cronwheel.store import open_store
 
@@ -46,8 +47,15 @@ def is_loopback(host: str) -> bool:
     "--no-auth", is_flag=True, help="Every request is a system admin (loopback hosts only)."
 )
 @access_log_option(True)
+@tenant_labels_option
 def api(
-    db_url: str, host: str, port: int, admin_token: str | None, no_auth: bool, access_log: bool
+    db_url: str,
+    host: str,
+    port: int,
+    admin_token: str | None,
+    no_auth: bool,
+    access_log: bool,
+    metrics_tenant_labels: bool,
 ) -> None:
     """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
     if no_auth and not is_loopback(host):
@@ -71,7 +79,7 @@ def api(
             await store.migrate()
             # log_config=None: uvicorn logs through the process's handler (cronwheel.logs)
             config = uvicorn.Config(
-                create_app(store, auth=auth),
+                create_app(store, auth=auth, metrics_tenant_labels=metrics_tenant_labels),
                 host=host,
                 port=port,
                 log_config=None,

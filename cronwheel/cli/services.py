@@ -18,6 +18,7 @@ from cronwheel.api.server import ApiService, listen_socket
 from cronwheel.attempt_log import ATTEMPTS_LOGGER
 from cronwheel.cli._common import db_option, run_async, secret, start_tracing
 from cronwheel.cli._logs import access_log_option, log_options
+from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options, tenant_labels_option
 from cronwheel.cli.api import is_loopback
 from cronwheel.console import Output, watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
@@ -143,6 +144,7 @@ duration_option = click.option(
     help="On SIGTERM, how long running runs may finish before they are released.",
 )
 @duration_option
+@metrics_port_options
 def worker(
     db_url: str,
     app: str | None,
@@ -151,6 +153,8 @@ def worker(
     lease_seconds: float,
     grace_seconds: float,
     duration: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
     registry = _registry(app)
@@ -172,7 +176,8 @@ def worker(
             shown = mask_url(db_url)
             log.info("worker %s serving %s on %s", w.id, dict(config.pools), shown)
             tune_process()
-            await serve([w, Maintenance(store)], stop=stop)
+            with metrics_endpoint(metrics_port, metrics_host):
+                await serve([w, Maintenance(store)], stop=stop)
 
     run_async(main)
 
@@ -197,7 +202,15 @@ def worker(
     help="Shard lease TTL in seconds: a dead scheduler's shards move within about this.",
 )
 @duration_option
-def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float | None) -> None:
+@metrics_port_options
+def scheduler(
+    db_url: str,
+    shard_count: int,
+    shard_lease: float,
+    duration: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
     """Materialise the runs of due jobs; run several: they share the shards."""
     try:
         sharding = ShardingConfig(shard_count, shard_lease, min(2.0, shard_lease / 3))
@@ -212,7 +225,8 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
             holder = service.owner.holder if service.owner else "?"
             log.info("scheduler %s on %s, %d shards", holder, mask_url(db_url), shard_count)
             tune_process()
-            await serve([service, Maintenance(store)], stop=stop)
+            with metrics_endpoint(metrics_port, metrics_host):
+                await serve([service, Maintenance(store)], stop=stop)
 
     run_async(main)
 
@@ -241,6 +255,7 @@ def scheduler(db_url: str, shard_count: int, shard_lease: float, duration: float
 )
 @access_log_option(False)
 @duration_option
+@tenant_labels_option
 def dev(
     db_url: str,
     app: str | None,
@@ -252,6 +267,7 @@ def dev(
     admin_token: str | None,
     access_log: bool,
     duration: float | None,
+    metrics_tenant_labels: bool,
 ) -> None:
     """Everything in one process on one store file: API, scheduler, worker, maintenance."""
     if not is_loopback(host) and admin_token is None:
@@ -293,13 +309,21 @@ def dev(
             if rescued.retried or rescued.dead or rescued.cancelled:
                 output.line(_recovered(rescued, owner.previous_pid))
         services: list[Service] = [
-            ApiService(store, host=host, port=port, auth=auth, sock=sock, access_log=access_log),
+            ApiService(
+                store,
+                host=host,
+                port=port,
+                auth=auth,
+                sock=sock,
+                access_log=access_log,
+                metrics_tenant_labels=metrics_tenant_labels,
+            ),
             Scheduler(store),
             worker,
             maintenance,
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
-        output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs")
+        output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")
         with echo_server() as echo_url:
             if demo:
                 created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)

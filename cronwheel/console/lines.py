@@ -15,6 +15,7 @@ STYLE = {
     "succeeded": "green",
     "dead": "bold red",
     "failed": "red",
+    "failed permanently": "red",
     "timed out": "red",
     "lost": "red",
     "started": "yellow",
@@ -29,6 +30,7 @@ STYLE = {
 _OUTCOME = {
     AttemptOutcome.SUCCEEDED: "succeeded",
     AttemptOutcome.FAILED: "failed",
+    AttemptOutcome.PERMANENT: "failed permanently",
     AttemptOutcome.TIMED_OUT: "timed out",
     AttemptOutcome.CANCELLED: "cancelled",
     AttemptOutcome.LOST: "lost",

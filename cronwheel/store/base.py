@@ -216,6 +216,25 @@ FAILED_OUTCOMES = ("failed", "permanent", "timed_out", "lost")
 """The attempt outcomes :class:`PoolStatus` counts as failures (a cancel is not one)."""
 
 
+@dataclass(frozen=True, slots=True)
+class GaugeReading:
+    """What a metrics scrape reads of the store (:meth:`Store.read_gauges`): counts
+    only, each bounded by an index of the few rows it counts, never the whole runs table."""
+
+    read_at: datetime
+    """The ``now`` it was read at: ages are measured from it."""
+    due: dict[tuple[str, int], int]
+    """(pool, priority) → runs pending with ``available_at <= now``."""
+    oldest_due: dict[str, datetime]
+    """pool → the ``available_at`` of its oldest due run."""
+    running: dict[str, int]
+    """pool → runs held by a worker (``running``)."""
+    dead: dict[str, int]
+    """tenant → runs in the dead-letter queue."""
+    workers: dict[str, int]
+    """pool → workers that serve it and were seen since ``workers_seen_since``."""
+
+
 class Store(abc.ABC):
     """The lifecycle of jobs and runs, persisted. See the module docstring for the rules."""
 
@@ -478,6 +497,13 @@ class Store(abc.ABC):
 
         A run whose ``attempt`` has reached its ``max_attempts`` is never claimed: no
         claim exceeds a run's attempt budget."""
+
+    @abc.abstractmethod
+    async def read_gauges(self, *, now: datetime, workers_seen_since: datetime) -> GaugeReading:
+        """The store-derived metrics in one read-only statement: runs due and the oldest
+        due per pool, running per pool, dead per tenant, live workers per pool (schedulers
+        excluded). Each part walks a partial index of the rows it counts (pending, running,
+        dead), so its cost follows the backlog, not the history."""
 
     @abc.abstractmethod
     async def heartbeat(

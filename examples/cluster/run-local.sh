@@ -42,13 +42,17 @@ stop() {
 trap stop INT TERM
 
 # --db, --admin-token, --shards and --shard-lease come from the environment (env.sh).
+# Metrics: the APIs at /metrics, schedulers and workers on the ports env.sh names
+# (examples/observability/prometheus.yml scrapes them).
 start api1 api --port "$CRONWHEEL_API1_PORT"
 start api2 api --port "$CRONWHEEL_API2_PORT"
 for i in 1 2; do
-  start "scheduler$i" scheduler
+  port="CRONWHEEL_SCHEDULER${i}_METRICS_PORT"
+  start "scheduler$i" scheduler --metrics-port "${!port}"
 done
 for i in 1 2 3; do
-  start "worker$i" worker --app hello:worker --pool default=10 --lease 30
+  port="CRONWHEEL_WORKER${i}_METRICS_PORT"
+  start "worker$i" worker --app hello:worker --pool default=10 --lease 30 --metrics-port "${!port}"
 done
 
 # Until Ctrl-C (the trap stops everything), or until one process exits on its own.

@@ -76,6 +76,11 @@ def test_readme_cluster_quickstart(fresh_db: tuple[str, str], tmp_path: Path) ->
         "CRONWHEEL_DB": dsn,
         "CRONWHEEL_API1_PORT": str(port1),
         "CRONWHEEL_API2_PORT": str(port2),
+        # and the schedulers' and workers' --metrics-port, free ones too
+        **{
+            f"CRONWHEEL_{name}_METRICS_PORT": str(free_port())
+            for name in ("SCHEDULER1", "SCHEDULER2", "WORKER1", "WORKER2", "WORKER3")
+        },
     }
     for key in ("CRONWHEEL_URL", "CRONWHEEL_TOKEN", "CRONWHEEL_ADMIN_TOKEN", "PYTHONPATH"):
         env.pop(key, None)

@@ -24,7 +24,7 @@ from cronwheel.errors import NotFound, StoreUnavailable
 from cronwheel.model import AttemptOutcome, Overlap, RunState
 from cronwheel.store.base import Completion, JobAdvance
 from cronwheel.store.migrate import fresh_schema, migrations
-from cronwheel.store.postgres import PostgresStore, _rows
+from cronwheel.store.postgres import PostgresStore, _gauges, _rows
 from cronwheel.store.postgres import _sql as sql
 from tests import pg
 from tests.store.factories import T0, at, make_job, make_run
@@ -444,3 +444,54 @@ async def test_a_connection_lost_mid_query_is_store_unavailable_and_replaced(
         async with store._connection() as conn:
             await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
     assert await store.get_job("default", make_job().id) is None  # the pool reconnects
+
+
+def _scans(plan: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
+    """Every (node type, relation, index) of a plan."""
+    own = [(plan["Node Type"], plan.get("Relation Name"), plan.get("Index Name"))]
+    return own + [s for child in plan.get("Plans", []) for s in _scans(child)]
+
+
+async def test_the_metrics_read_walks_partial_indexes_not_the_history(
+    store: PostgresStore,
+) -> None:
+    # 10,000 finished runs of history, and a handful the gauges count.
+    jobs = [make_job(pool="mail") for _ in range(1000)]
+    await store.create_jobs(jobs)
+    await store.materialize_runs([make_run(j, at(-i)) for j in jobs for i in range(1, 11)], [])
+    claimed = await store.claim_runs(
+        "w", ["mail"], limit=10_000, now=at(0), prefetch_until=at(0), lease_seconds=60
+    )
+    done = [
+        Completion(
+            c.run.id, c.run.fence, "w", RunState.SUCCEEDED, AttemptOutcome.SUCCEEDED, at(0), at(1)
+        )
+        for c in claimed
+    ]
+    assert len(await store.complete_runs(done)) == 10_000
+    await store.materialize_runs([make_run(j, at(5)) for j in jobs[:3]], [])
+    [held] = await store.claim_runs(
+        "w", ["mail"], limit=1, now=at(5), prefetch_until=at(5), lease_seconds=60
+    )
+    dead = Completion(
+        held.run.id, held.run.fence, "w", RunState.DEAD, AttemptOutcome.PERMANENT, at(5), at(6)
+    )
+    await store.complete_runs([dead])
+    await store.claim_runs(
+        "w", ["mail"], limit=1, now=at(5), prefetch_until=at(5), lease_seconds=60
+    )
+    async with store._connection() as conn:
+        await conn.execute("ANALYZE")
+        args = (at(10), at(0), "@scheduler")
+        explained = await conn.fetchval(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {_gauges.READ_GAUGES}", *args
+        )
+    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
+    on_runs = [(node, index) for node, relation, index in _scans(plan) if relation == "runs"]
+    assert on_runs, plan
+    # Each part reads the partial index of what it counts: never a scan of the runs.
+    assert {index for _, index in on_runs} == {"runs_claimable", "runs_leases", "runs_dead"}, plan
+    assert all(node != "Seq Scan" for node, _ in on_runs), plan
+    assert _rows_touched(plan) < 100, plan
+    g = await store.read_gauges(now=at(10), workers_seen_since=at(0))
+    assert (g.due, g.running, g.dead) == ({("mail", 2): 1}, {"mail": 1}, {"default": 1})

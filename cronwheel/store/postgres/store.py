@@ -24,6 +24,7 @@ from cronwheel.model import (
     REASON_LEASE_LOST_LAST,
     REASON_OVERLAP_SKIP,
     REASON_REPLANNED,
+    SCHEDULER_TENANT,
     ApiKey,
     Attempt,
     AuditEntry,
@@ -49,6 +50,7 @@ from cronwheel.store.base import (
     Activity,
     Capabilities,
     Completion,
+    GaugeReading,
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
@@ -59,8 +61,8 @@ from cronwheel.store.base import (
     Store,
     check_enqueue_target,
 )
+from cronwheel.store.postgres import _gauges, _shards, _status
 from cronwheel.store.postgres import _rows as rows
-from cronwheel.store.postgres import _shards, _status
 from cronwheel.store.postgres import _sql as sql
 from cronwheel.store.postgres._connect import CONNECT_ERRORS, CONNECT_TIMEOUT, connect_error
 from cronwheel.store.postgres._errors import (
@@ -532,6 +534,10 @@ class PostgresStore(Store):
     async def release_shards(self, holder: str, shards: Sequence[int]) -> None:
         if shards:
             await self._execute(_shards.RELEASE, holder, list(shards))
+
+    async def read_gauges(self, *, now: datetime, workers_seen_since: datetime) -> GaugeReading:
+        found = await self._fetch(_gauges.READ_GAUGES, now, workers_seen_since, SCHEDULER_TENANT)
+        return _gauges.reading(found, now)
 
     async def list_shard_leases(self) -> list[ShardLease]:
         return [_shards.lease(r) for r in await self._fetch(_shards.ALL)]

@@ -36,6 +36,7 @@ from cronwheel.store.base import (
     Activity,
     Capabilities,
     Completion,
+    GaugeReading,
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
@@ -47,10 +48,10 @@ from cronwheel.store.base import (
     check_enqueue_target,
 )
 from cronwheel.store.sqlite import _admin as admin
+from cronwheel.store.sqlite import _gauges, _shards
 from cronwheel.store.sqlite import _migrate as schema
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
-from cronwheel.store.sqlite import _shards
 from cronwheel.store.sqlite import _status as status
 from cronwheel.store.sqlite._conn import Connection
 from cronwheel.store.sqlite._wakeups import Wakeups
@@ -449,6 +450,9 @@ class SqliteStore(Store):
     async def release_shards(self, holder: str, shards: Sequence[int]) -> None:
         if shards:
             await self._db.write(lambda c: _shards.release(c, holder, shards))
+
+    async def read_gauges(self, *, now: datetime, workers_seen_since: datetime) -> GaugeReading:
+        return await self._db.read(lambda c: _gauges.read(c, now, workers_seen_since))
 
     async def list_shard_leases(self) -> list[ShardLease]:
         return await self._db.read(_shards.all_leases)
