@@ -48,7 +48,8 @@ ALL_TENANTS = "all"
 WORKER_ALIVE_SECONDS = 30.0
 """A worker seen within this long counts as alive (it heartbeats every few seconds)."""
 WEBHOOK_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection")
-SKIP_REASONS = ("misfire", "paused")
+SKIP_REASONS = ("misfire", "paused", "overlap")
+"""The ``reason`` values of ``cronwheel_runs_skipped_total``: a fixed set."""
 GAUGE_TTL_SECONDS = 5.0
 STORE_READ_TIMEOUT = 2.0
 """A scrape waits this long for the store; Prometheus's own timeout is 10 s by default."""
@@ -89,7 +90,7 @@ class Metrics:
         )
         self.skipped = Counter(
             "cronwheel_runs_skipped_total",
-            "Runs recorded as skipped by this process (misfire, paused).",
+            "Runs recorded as skipped by this process (misfire, paused, overlap).",
             ["reason"],
             registry=r,
         )

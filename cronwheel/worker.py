@@ -236,6 +236,7 @@ class Worker:
                 prefetch_until=until,
                 lease_seconds=self.config.lease_seconds,
             )
+            self.metrics.runs_skipped("overlap", claimed.overlap_skipped)
             # One reading of both clocks: every timer of the batch is set on the loop's
             # clock from it, so the time spent starting the batch does not delay them.
             origin = (self.clock.now(), asyncio.get_running_loop().time())

@@ -23,7 +23,7 @@ Rules every implementation keeps:
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -119,6 +119,20 @@ class Completion:
     reason: str | None = None
     """Why the run ends this way (every ``dead`` completion has one); None keeps the
     run's reason as it was."""
+
+
+class Claim(list[ClaimedRun]):
+    """What :meth:`Store.claim_runs` returns: the claimed runs, in claim order, and
+    ``overlap_skipped``, how many due runs the same statement recorded as ``skipped``
+    (reason ``overlap``) because their job was still running. A list, so callers that
+    only want the runs use it as one; the count feeds ``cronwheel_runs_skipped_total``
+    without a query of its own."""
+
+    __slots__ = ("overlap_skipped",)
+
+    def __init__(self, runs: Iterable[ClaimedRun] = (), *, overlap_skipped: int = 0) -> None:
+        super().__init__(runs)
+        self.overlap_skipped = overlap_skipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,7 +496,7 @@ class Store(abc.ABC):
         prefetch_until: datetime,
         lease_seconds: float,
         tenant_id: str | None = None,
-    ) -> list[ClaimedRun]:
+    ) -> Claim:
         """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until`` (of
         one tenant only, with ``tenant_id``: a remote worker acts for its tenant),
         ordered by priority then ``available_at``. Each claim bumps the run's fence and
@@ -494,6 +508,7 @@ class Store(abc.ABC):
         ``skip`` — a due run whose job has a running run becomes ``skipped`` (reason
         ``overlap``) instead; ``queue`` — it waits while its job has a running run;
         ``replace`` — it is claimed, and its job's running runs are asked to cancel.
+        The result's ``overlap_skipped`` counts the runs this claim skipped so.
 
         A run whose ``attempt`` has reached its ``max_attempts`` is never claimed: no
         claim exceeds a run's attempt budget."""

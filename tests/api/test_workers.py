@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import socket
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
 
+from cronwheel.metrics import ApiMetrics
+from cronwheel.model import Overlap
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker, WorkerConfig
 from tests.api.conftest import connect
 from tests.api.helpers import new_key, new_tenant, problem, spec
+from tests.store.factories import make_job, make_run
 
 
 async def worker_client(app: FastAPI, admin: httpx.AsyncClient) -> httpx.AsyncClient:
@@ -74,6 +78,28 @@ async def test_claim_heartbeat_complete(app: FastAPI, client: httpx.AsyncClient)
     assert [(a["outcome"], a["worker_id"]) for a in detail["attempts"]] == [
         ("succeeded", "default/w1")
     ]
+
+
+async def test_the_api_counts_the_overlap_skips_of_a_remote_claim(
+    app: FastAPI, client: httpx.AsyncClient, store: Store
+) -> None:
+    job = make_job(overlap=Overlap.SKIP, pool="remote")
+    due = datetime.now(UTC) - timedelta(minutes=1)
+    await store.create_jobs(
+        [job], [make_run(job, due + timedelta(seconds=s), overlap=Overlap.SKIP) for s in (0, 1)]
+    )
+    registry = app.state.metrics.metrics.registry
+    assert isinstance(app.state.metrics, ApiMetrics)
+
+    def skips() -> float:
+        return registry.get_sample_value("cronwheel_runs_skipped_total", {"reason": "overlap"})
+
+    before = skips()  # the process's counter: other tests may have added to it
+    async with await worker_client(app, client) as worker:
+        assert len(await claim(worker)) == 1  # the earliest runs; the next waits its turn
+        assert skips() == before
+        assert await claim(worker) == []  # its job still runs: the next one is skipped
+    assert skips() == before + 1
 
 
 async def test_a_stale_fence_or_another_worker_is_refused(

@@ -1,5 +1,5 @@
 """Prometheus metrics read from a real scrape of real processes, after a scripted
-scenario: successes, a retry, a dead letter, a skip, a webhook's 5xx."""
+scenario: successes, a retry, a dead letter, skips (paused, overlap), a webhook's 5xx."""
 
 from __future__ import annotations
 
@@ -103,8 +103,11 @@ def test_a_scripted_scenario_shows_in_the_scrape_of_cronwheel_dev(
         hook = {"type": "webhook", "url": failing_target}
         webhook = _job(api, "hook", hook, retry={"max_attempts": 1})
         _enqueue(api, webhook, 1)
-        blocker = _job(api, "blocker", handler | {"name": "blocks"}, timeout_seconds=300)
-        _enqueue(api, blocker, 1)
+        # An overlap skip: the second run of an overlap: skip job is due while the first
+        # still runs.
+        blocks = handler | {"name": "blocks"}
+        blocker = _job(api, "blocker", blocks, timeout_seconds=300, overlap="skip")
+        _enqueue(api, blocker, 2)
         orphan = _job(api, "orphan", handler | {"name": "ok"}, pool="nobody-serves")
         _enqueue(api, orphan, 2)
         # A skip: an every-second job paused for a while, then resumed without catch-up.
@@ -124,7 +127,7 @@ def test_a_scripted_scenario_shows_in_the_scrape_of_cronwheel_dev(
                 r["state"] in finished
                 for j in (ok, flaky, broken, webhook, ticker)
                 for r in runs[j]
-            ) and [r["state"] for r in runs[blocker]] == ["running"]
+            ) and sorted(r["state"] for r in runs[blocker]) == ["running", "skipped"]
 
         wait_until("every run of the scenario settled", settled, 90, [log])
         ticks = _runs(api, ticker)
@@ -166,6 +169,7 @@ def test_a_scripted_scenario_shows_in_the_scrape_of_cronwheel_dev(
     assert v("cronwheel_webhook_responses_total", status_class="2xx") == 0
     assert v("cronwheel_runs_skipped_total", reason="paused") == skipped
     assert v("cronwheel_runs_skipped_total", reason="misfire") == 0
+    assert v("cronwheel_runs_skipped_total", reason="overlap") == 1
     # store-derived gauges
     assert v("cronwheel_store_up") == 1
     assert v("cronwheel_dead_letter_runs", tenant="all") == 2

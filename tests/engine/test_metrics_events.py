@@ -14,7 +14,7 @@ from cronwheel import metrics
 from cronwheel.actions import RunContext
 from cronwheel.clock import FrozenClock
 from cronwheel.metrics import Metrics
-from cronwheel.model import MisfireMode, MisfirePolicy, RunState
+from cronwheel.model import MisfireMode, MisfirePolicy, Overlap, RunState
 from cronwheel.scheduler import Scheduler
 from cronwheel.service import JobService
 from cronwheel.store.base import Store
@@ -51,6 +51,21 @@ async def test_the_worker_records_each_written_attempt_with_its_lag(store: Store
     assert sample(r, "cronwheel_attempts_total", pool="default", outcome="failed") == 1
     assert sample(r, "cronwheel_run_start_lag_seconds_count", pool="default") == 2
     assert sample(r, "cronwheel_run_duration_seconds_count", pool="default", outcome="failed") == 1
+
+
+async def test_a_workers_claim_counts_the_runs_it_skipped_for_overlap(store: Store) -> None:
+    job = make_job(overlap=Overlap.SKIP)
+    occurrences = [make_run(job, at(t), overlap=Overlap.SKIP) for t in (0, 10, 20)]
+    await store.create_jobs([job], occurrences)
+    [busy] = await store.claim_runs(
+        "other", ["default"], limit=1, now=at(0), prefetch_until=at(0), lease_seconds=600
+    )
+    m = Metrics()
+    worker = Worker(store, FAST, clock=FrozenClock(at(20)), metrics=m)
+    assert await worker.claim() == 0  # the job still runs: both later runs are skipped
+    assert sample(m.registry, "cronwheel_runs_skipped_total", reason="overlap") == 2
+    runs = await store.list_runs(job.tenant_id, job_id=job.id)
+    assert sorted(r.state.value for r in runs if r.id != busy.run.id) == ["skipped", "skipped"]
 
 
 async def test_a_tick_records_its_duration_lead_shards_and_misfire_skips(store: Store) -> None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from cronwheel.model import ClaimedRun, Job, Overlap, RunState
-from cronwheel.store.base import Store
+from cronwheel.model import Job, Overlap, RunState
+from cronwheel.store.base import Claim, Store
 from tests.store.factories import at, make_job, make_run
 
 
-async def _claim(
-    store: Store, now: float, worker: str = "w", prefetch: float = 0
-) -> list[ClaimedRun]:
+async def _claim(store: Store, now: float, worker: str = "w", prefetch: float = 0) -> Claim:
     return await store.claim_runs(
         worker,
         ["default"],
@@ -54,6 +52,26 @@ async def test_skip_records_the_occurrence_as_skipped(store: Store) -> None:
     assert states[0][1] == "running"
     assert states[1][1] == "skipped" and "overlap" in (states[1][2] or "")
     assert (await store.get_run(job.tenant_id, first.run.id)).state is RunState.RUNNING  # type: ignore[union-attr]
+
+
+async def test_a_claim_reports_the_runs_it_skipped(store: Store) -> None:
+    # The count comes back with the claim itself (the worker's skip counter reads it),
+    # whether or not the claim also took runs, and a skip is reported once.
+    await _job(store, Overlap.SKIP, 0, 10, 20)
+    first = await _claim(store, 0)
+    assert len(first) == 1 and first.overlap_skipped == 0
+    allowed = await _job(store, Overlap.ALLOW, 20)
+    both = await _claim(store, 20)
+    assert [c.run.job_id for c in both] == [allowed.id]
+    assert both.overlap_skipped == 2
+    again = await _claim(store, 20)
+    assert again == [] and again.overlap_skipped == 0
+
+
+async def test_a_claim_that_skips_nothing_reports_none(store: Store) -> None:
+    await _job(store, Overlap.SKIP, 0)
+    assert (await _claim(store, 0)).overlap_skipped == 0
+    assert (await _claim(store, 0)).overlap_skipped == 0
 
 
 async def test_skip_runs_normally_when_nothing_is_running(store: Store) -> None:

@@ -31,6 +31,7 @@ from cronwheel.api.schemas import (
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.lifecycle import Outcome, completion_for
+from cronwheel.metrics import ApiMetrics
 from cronwheel.model import SHARED_WORKERS, ClaimedRun, Run, RunState, WorkerInfo
 
 router = APIRouter(tags=["workers"], route_class=GuardedRoute)
@@ -67,6 +68,9 @@ async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
         lease_seconds=body.lease_seconds,
         tenant_id=principal.tenant_id,
     )
+    # A remote worker's claim is made here: this process counts the skips it made.
+    exporter: ApiMetrics = request.app.state.metrics
+    exporter.metrics.runs_skipped("overlap", claimed.overlap_skipped)
     worker = WorkerInfo(
         id=owner,
         tenant_id=principal.tenant_id,

@@ -389,6 +389,7 @@ WITH skipped AS (
         FOR UPDATE SKIP LOCKED
     ) AS s
     WHERE r.id = s.id
+    RETURNING r.id
 ),
 allowed AS (
     SELECT c.* FROM unnest($2::text[]) AS p(pool)
@@ -443,16 +444,22 @@ claimed AS (
     WHERE r.id = picked.id
     RETURNING r.*
 )
--- An enqueued run's own payload stands in for its job's.
-SELECT c.*, j.name AS job_name, j.action::text AS job_action,
-       coalesce(c.payload, j.payload) AS job_payload,
-       j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
-       j.delivery AS job_delivery, j.traceparent AS job_traceparent
-FROM claimed AS c
--- OFFSET 0 keeps this a primary-key probe per claimed run; flattened into a join, it
--- would hash the whole jobs table on every claim.
-CROSS JOIN LATERAL (SELECT * FROM jobs WHERE id = c.job_id OFFSET 0) AS j
-ORDER BY c.priority, c.available_at, c.id"""
+-- The count of skipped runs rides on every row, and on a row of NULL run columns when
+-- nothing was claimed: the worker's metrics get it without a statement of their own.
+SELECT x.*, k.overlap_skipped
+FROM (SELECT count(*) AS overlap_skipped FROM skipped) AS k
+LEFT JOIN (
+    -- An enqueued run's own payload stands in for its job's.
+    SELECT c.*, j.name AS job_name, j.action::text AS job_action,
+           coalesce(c.payload, j.payload) AS job_payload,
+           j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
+           j.delivery AS job_delivery, j.traceparent AS job_traceparent
+    FROM claimed AS c
+    -- OFFSET 0 keeps this a primary-key probe per claimed run; flattened into a join, it
+    -- would hash the whole jobs table on every claim.
+    CROSS JOIN LATERAL (SELECT * FROM jobs WHERE id = c.job_id OFFSET 0) AS j
+) AS x ON true
+ORDER BY x.priority, x.available_at, x.id"""
 
 # Batched worker writes are driven by their input: each run is locked through a LATERAL
 # primary-key lookup and checked (fence, state) outside it, OFFSET 0 keeping the planner

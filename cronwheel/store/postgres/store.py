@@ -28,7 +28,6 @@ from cronwheel.model import (
     ApiKey,
     Attempt,
     AuditEntry,
-    ClaimedRun,
     Job,
     JobState,
     LastRun,
@@ -49,6 +48,7 @@ from cronwheel.store.base import (
     ENQUEUE_CHUNK,
     Activity,
     Capabilities,
+    Claim,
     Completion,
     GaugeReading,
     HeartbeatResult,
@@ -553,11 +553,11 @@ class PostgresStore(Store):
         prefetch_until: datetime,
         lease_seconds: float,
         tenant_id: str | None = None,
-    ) -> list[ClaimedRun]:
+    ) -> Claim:
         """One statement: apply overlap policies, lock with SKIP LOCKED, lease, and join
         each run's job."""
         if not pools or limit <= 0:
-            return []
+            return Claim()
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
         args = (
             unique_pools,
@@ -569,7 +569,12 @@ class PostgresStore(Store):
             tenant_id,
         )
         found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)
-        return [rows.claimed(r) for r in found]
+        # Always at least one row, carrying the skip count; with nothing claimed, its run
+        # columns are NULL.
+        skipped = found[0]["overlap_skipped"] if found else 0
+        return Claim(
+            (rows.claimed(r) for r in found if r["id"] is not None), overlap_skipped=skipped
+        )
 
     async def heartbeat(
         self,

@@ -16,7 +16,6 @@ from cronwheel.model import (
     ApiKey,
     Attempt,
     AuditEntry,
-    ClaimedRun,
     Job,
     JobState,
     LastRun,
@@ -35,6 +34,7 @@ from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Activity,
     Capabilities,
+    Claim,
     Completion,
     GaugeReading,
     HeartbeatResult,
@@ -468,7 +468,7 @@ class SqliteStore(Store):
         prefetch_until: datetime,
         lease_seconds: float,
         tenant_id: str | None = None,
-    ) -> list[ClaimedRun]:
+    ) -> Claim:
         now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
         # The tenant filter is written into the text only when asked for, so the common
         # claim keeps its plan: one index scan per pool.
@@ -489,8 +489,8 @@ class SqliteStore(Store):
         params = (worker_id, now_us, ttl_us, now_us, *pools, *tenant, rows.us(prefetch_until))
         params += (now_us, now_us, limit)
 
-        def fn(c: sqlite3.Connection) -> list[ClaimedRun]:
-            c.execute(
+        def fn(c: sqlite3.Connection) -> Claim:
+            skipped = c.execute(
                 f"UPDATE runs SET state = 'skipped', reason = ?, finished_at = ? WHERE {in_pools}"
                 " AND state = 'pending' AND overlap = 'skip' AND available_at <= ? AND EXISTS"
                 " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')",
@@ -509,10 +509,11 @@ class SqliteStore(Store):
                     tuple(job_ids),
                 )
             }
-            return [ops.claimed(r, jobs[r.job_id]) for r in claimed]
+            runs = (ops.claimed(r, jobs[r.job_id]) for r in claimed)
+            return Claim(runs, overlap_skipped=skipped.rowcount)
 
         if not pools or limit <= 0:
-            return []
+            return Claim()
         return await self._db.write(fn)
 
     async def heartbeat(
