@@ -181,6 +181,16 @@ def json_lines() -> bool:
     return _json
 
 
+def log_exit(message: str, exit_code: int, **fields: Any) -> None:
+    """Log the error that stops this process (at error, on ``cronwheel``, with its
+    ``exit_code``), whatever the level: it is the answer to why the process exited, which
+    ``--log-level critical`` must not hide any more than it hides the text format's."""
+    logger = logging.getLogger("cronwheel")
+    extra = {"exit_code": exit_code, **fields}
+    record = logger.makeRecord(logger.name, logging.ERROR, "", 0, message, (), None, extra=extra)
+    logger.handle(record)  # handle(), unlike error(), does not look at the level
+
+
 def configure(fmt: str = "text", level: str | int = "info") -> None:
     """Send every logger's records to stderr in one format from ``level`` up (httpx's
     request lines only at debug), replacing any handler set before; a crash's traceback
@@ -229,5 +239,6 @@ __all__ = [
     "formatter",
     "json_lines",
     "level_number",
+    "log_exit",
     "run_fields",
 ]

@@ -33,3 +33,8 @@ for _command in COMMANDS:
 from cronwheel.cli.api import api  # noqa: E402
 
 main.add_command(api)
+
+from cronwheel.cli._logs import add_everywhere  # noqa: E402
+
+# Last, once every command is registered: none can be left without the log options.
+add_everywhere(main)

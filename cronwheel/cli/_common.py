@@ -7,7 +7,6 @@ user or password refused, an SQLite folder that does not exist).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Coroutine
 from typing import IO, Any, TypeVar
 
@@ -15,7 +14,7 @@ import click
 
 from cronwheel import eventloop
 from cronwheel.errors import CronwheelError, InvalidInput, StoreUnavailable
-from cronwheel.logs import json_lines
+from cronwheel.logs import json_lines, log_exit
 from cronwheel.redact import redact, register_secret, register_url
 from cronwheel.store import ACCEPTED_FORMS, DEFAULT_URL, store_url
 
@@ -62,7 +61,7 @@ class Failure(click.ClickException):
 
     def show(self, file: IO[Any] | None = None) -> None:
         if file is None and json_lines():  # a collector parsing JSON sees why it stopped
-            logging.getLogger("cronwheel").error(self.message, extra={"exit_code": self.exit_code})
+            log_exit(self.message, self.exit_code)
             return
         super().show(file)
 

@@ -1,18 +1,57 @@
 """``--log-format`` and ``--log-level`` (env ``CRONWHEEL_LOG_FORMAT``,
-``CRONWHEEL_LOG_LEVEL``): the same two options on every long-running command."""
+``CRONWHEEL_LOG_LEVEL``): the same two options on every command — declared by the
+long-running ones with their own default level, given to every other leaf command of
+the tree (``warning``) by :func:`add_everywhere` when the CLI is assembled."""
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, TypeVar
 
 import click
 
-from cronwheel.logs import FORMATS, LEVELS, configure
+from cronwheel.logs import FORMATS, LEVELS, configure, json_lines, log_exit
+from cronwheel.redact import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _level_option(default_level: str) -> dict[str, Any]:
+    return {
+        "type": click.Choice(LEVELS, case_sensitive=False),
+        "envvar": "CRONWHEEL_LOG_LEVEL",
+        "default": default_level,
+        "show_default": True,
+        "help": "Log records from this level up (env CRONWHEEL_LOG_LEVEL).",
+    }
+
+
+_FORMAT_OPTION: dict[str, Any] = {
+    "type": click.Choice(FORMATS, case_sensitive=False),
+    "envvar": "CRONWHEEL_LOG_FORMAT",
+    "default": "text",
+    "show_default": True,
+    "help": "Log lines on stderr as text or one JSON object each (env"
+    " CRONWHEEL_LOG_FORMAT); docs/observability.md lists the fields.",
+}
+
+
+def _configuring(fn: F, quiet_by_default: tuple[str, ...]) -> F:
+    """``fn`` after logging is set up from the two options, which it does not receive."""
+
+    @functools.wraps(fn)
+    def command(*args: Any, log_format: str, log_level: str, **kwargs: Any) -> Any:
+        configure(log_format.lower(), log_level.lower())
+        source = click.get_current_context().get_parameter_source("log_level")
+        if source is click.core.ParameterSource.DEFAULT:
+            for name in quiet_by_default:
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        return fn(*args, **kwargs)
+
+    return command  # type: ignore[return-value]  # same signature, less two options
 
 
 def log_options(default_level: str, quiet_by_default: tuple[str, ...] = ()) -> Callable[[F], F]:
@@ -21,35 +60,55 @@ def log_options(default_level: str, quiet_by_default: tuple[str, ...] = ()) -> C
     nothing unless a level is given (``cronwheel dev``'s console shows every attempt)."""
 
     def decorate(fn: F) -> F:
-        @click.option(
-            "--log-level",
-            type=click.Choice(LEVELS, case_sensitive=False),
-            envvar="CRONWHEEL_LOG_LEVEL",
-            default=default_level,
-            show_default=True,
-            help="Log records from this level up (env CRONWHEEL_LOG_LEVEL).",
-        )
-        @click.option(
-            "--log-format",
-            type=click.Choice(FORMATS, case_sensitive=False),
-            envvar="CRONWHEEL_LOG_FORMAT",
-            default="text",
-            show_default=True,
-            help="Log lines on stderr as text or one JSON object each (env"
-            " CRONWHEEL_LOG_FORMAT); docs/observability.md lists the fields.",
-        )
-        @functools.wraps(fn)
-        def command(*args: Any, log_format: str, log_level: str, **kwargs: Any) -> Any:
-            configure(log_format.lower(), log_level.lower())
-            source = click.get_current_context().get_parameter_source("log_level")
-            if source is click.core.ParameterSource.DEFAULT:
-                for name in quiet_by_default:
-                    logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-            return fn(*args, **kwargs)
-
-        return command  # type: ignore[return-value]  # same signature, less two options
+        with_format = click.option("--log-format", **_FORMAT_OPTION)
+        with_level = click.option("--log-level", **_level_option(default_level))
+        return with_level(with_format(_configuring(fn, quiet_by_default)))
 
     return decorate
+
+
+def leaves(command: click.Command) -> Iterator[click.Command]:
+    """Every command under ``command`` that runs something (not a group), itself included."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            yield from leaves(sub)
+    else:
+        yield command
+
+
+def add_everywhere(root: click.Group, default_level: str = "warning") -> None:
+    """Give the two options to every leaf command under ``root`` that does not declare
+    them itself: done once the tree is assembled, so that no command is forgotten. The
+    short commands (jobs, runs, cron next, …) print their results on stdout; from
+    ``warning`` up, their stderr stays empty unless something is wrong."""
+    for command in leaves(root):
+        if any(param.name == "log_level" for param in command.params):
+            continue
+        command.params.append(click.Option(["--log-level"], **_level_option(default_level)))
+        command.params.append(click.Option(["--log-format"], **_FORMAT_OPTION))
+        if command.callback is not None:
+            command.callback = _configuring(command.callback, ())
+
+
+def hint(text: str) -> None:
+    """A line for the person at the terminal, on stderr (a pipe keeps the results): as
+    it is in text, or with ``--log-format json`` an info record of ``cronwheel.cli``, so
+    that every line on stderr parses."""
+    if json_lines():
+        logging.getLogger("cronwheel.cli").info(text)
+    else:
+        click.echo(text, err=True)
+
+
+def fail(message: str, exit_code: int, **fields: Any) -> NoReturn:
+    """Stop a command on an error: ``error: MESSAGE`` on stderr, or with ``--log-format
+    json`` one JSON line at error carrying ``exit_code`` and ``fields``, like the error
+    that stops a long-running command."""
+    if json_lines():
+        log_exit(message, exit_code, **fields)
+    else:
+        click.echo(f"error: {redact(message)}", err=True)
+    sys.exit(exit_code)
 
 
 def access_log_option(default: bool) -> Callable[[F], F]:

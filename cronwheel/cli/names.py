@@ -15,6 +15,8 @@ import sys
 
 import click
 
+from cronwheel.cli._logs import fail
+from cronwheel.logs import json_lines
 from cronwheel.sdk import Client, JobInfo
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -42,18 +44,18 @@ def job_id(client: Client, ref: str) -> str:
     if len(found) == 1:
         return next(iter(found))
     if not found:
-        click.echo(f"error: no job is named {ref!r} and no job id starts with it", err=True)
-        sys.exit(EXIT_NOT_FOUND)
+        fail(f"no job is named {ref!r} and no job id starts with it", EXIT_NOT_FOUND)
     _ambiguous(ref, sorted(found.values(), key=lambda job: job.id))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _ambiguous(ref: str, jobs: list[JobInfo]) -> None:
     more = " or more" if len(jobs) > SHOWN else ""
-    click.echo(
-        f"error: {ref!r} names {len(jobs)}{more} jobs; give the whole id or more of it:",
-        err=True,
-    )
+    message = f"{ref!r} names {len(jobs)}{more} jobs; give the whole id or more of it"
+    if json_lines():
+        shown = [{"id": job.id, "name": job.name, "state": job.state} for job in jobs[:SHOWN]]
+        fail(message, EXIT_AMBIGUOUS, candidates=shown)
+    click.echo(f"error: {message}:", err=True)
     for job in jobs[:SHOWN]:
         click.echo(f"  {job.id}  {job.name}  {job.state}", err=True)
     sys.exit(EXIT_AMBIGUOUS)

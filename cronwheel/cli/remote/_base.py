@@ -4,7 +4,6 @@ whose errors become a message and an exit code, and the columns of each table.""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -15,8 +14,9 @@ import httpx
 from pydantic import BaseModel
 
 from cronwheel.cli import hints
+from cronwheel.cli._logs import fail, hint
 from cronwheel.cli.tables import Column, print_table
-from cronwheel.redact import mask_url
+from cronwheel.redact import mask_url, register_secret
 from cronwheel.sdk import Client
 from cronwheel.sdk.client import TENANT_HEADER
 from cronwheel.sdk.errors import ApiError
@@ -42,8 +42,19 @@ url_option = click.option(
     show_default=True,
     help="API base URL (env CRONWHEEL_URL).",
 )
+
+
+def _secret(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    register_secret(value)  # never in a line this process writes, --log-level debug's too
+    return value
+
+
 token_option = click.option(
-    "--token", envvar="CRONWHEEL_TOKEN", default=None, help="API key (env CRONWHEEL_TOKEN)."
+    "--token",
+    envvar="CRONWHEEL_TOKEN",
+    default=None,
+    callback=_secret,
+    help="API key (env CRONWHEEL_TOKEN).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 _TENANT_KEY = "cronwheel.tenant"
@@ -73,7 +84,7 @@ def chosen_tenant() -> str | None:
 @contextmanager
 def client(url: str, token: str | None) -> Iterator[Client]:
     """A client (acting for --tenant's tenant) whose errors become a message on stderr
-    and a meaningful exit code."""
+    (a JSON line with --log-format json) and a meaningful exit code."""
     try:
         with Client(url, token, tenant=chosen_tenant()) as client:
             yield client
@@ -81,11 +92,9 @@ def client(url: str, token: str | None) -> Iterator[Client]:
         where = f" ({exc.field})" if exc.field else ""
         # The header is how the API hears --tenant: say it in the terms the user typed.
         message = f"{exc.detail}{where}".replace(TENANT_HEADER, "--tenant")
-        click.echo(f"error: {message}", err=True)
-        sys.exit(EXIT_CODES.get(exc.status, 1))
+        fail(message, EXIT_CODES.get(exc.status, 1))
     except httpx.TransportError as exc:
-        click.echo(f"error: cannot reach {mask_url(url)}: {exc}", err=True)
-        sys.exit(6)
+        fail(f"cannot reach {mask_url(url)}: {exc}", 6)
 
 
 def dump(value: Any) -> Any:
@@ -116,7 +125,7 @@ def show(value: Any, as_json: bool, columns: tuple[Column, ...]) -> None:
     print_table(_rows(value), columns)
     cursor = getattr(value, "next_cursor", None)
     if cursor:
-        click.echo(f"more: --cursor {cursor}", err=True)
+        hint(f"more: --cursor {cursor}")
 
 
 def show_job(job: Any, as_json: bool) -> None:
@@ -124,7 +133,7 @@ def show_job(job: Any, as_json: bool) -> None:
     it fires next or why it does not by itself."""
     show(job, as_json, JOB_COLUMNS)
     if not as_json:
-        click.echo(hints.fire_line(_rows(job)[0], wall_clock()), err=True)
+        hint(hints.fire_line(_rows(job)[0], wall_clock()))
 
 
 def wall_clock() -> datetime:

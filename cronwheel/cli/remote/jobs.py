@@ -9,6 +9,7 @@ from typing import Any, TextIO
 import click
 
 from cronwheel.cli import hints, names
+from cronwheel.cli._logs import hint
 from cronwheel.cli.describe import job_lines
 from cronwheel.cli.remote._base import (
     JOB_COLUMNS,
@@ -329,7 +330,7 @@ def jobs_runs(url: str, token: str | None, as_json: bool, job: str, **filters: A
         show(page, as_json, RUN_COLUMNS)
         if not page.items and not filters.get("cursor") and not as_json:
             found = cw.get_job(job_id).model_dump()
-            click.echo(hints.no_runs_line(found, wall_clock(), filters.get("state")), err=True)
+            hint(hints.no_runs_line(found, wall_clock(), filters.get("state")))
 
 
 WHY_FACTS = (
