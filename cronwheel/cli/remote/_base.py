@@ -4,10 +4,10 @@ whose errors become a message and an exit code, and the columns of each table.""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import httpx
@@ -74,6 +74,14 @@ tenant_option = click.option(
 )
 """Every remote command takes it; :func:`_client` sends it as the ``Cronwheel-Tenant``
 header, so the commands need not pass it along."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def remote_options(fn: F) -> F:
+    """``--url``, ``--token``, ``--tenant`` and ``--json``: what every remote command takes."""
+    return url_option(token_option(tenant_option(json_option(fn))))
 
 
 def chosen_tenant() -> str | None:

@@ -11,7 +11,7 @@ from cronwheel.cli.remote._base import (
     TENANT_COLUMNS,
     chosen_tenant,
     client,
-    json_option,
+    remote_options,
     show,
     tenant_option,
     token_option,
@@ -27,10 +27,7 @@ def tenants() -> None:
 
 
 @tenants.command("create")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("tenant_id")
 @click.option("--name", default=None)
 @click.option("--max-jobs", type=int, default=None)
@@ -48,10 +45,7 @@ def tenants_create(
 
 
 @tenants.command("list")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 def tenants_list(url: str, token: str | None, as_json: bool) -> None:
     """List tenants."""
     with client(url, token) as cw:
@@ -64,10 +58,7 @@ def keys() -> None:
 
 
 @keys.command("create")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.option("--role", type=click.Choice(["admin", "write", "read", "worker"]), required=True)
 @click.option("--name", default=None)
 def keys_create(url: str, token: str | None, as_json: bool, role: str, name: str | None) -> None:
@@ -81,10 +72,7 @@ def keys_create(url: str, token: str | None, as_json: bool, role: str, name: str
 
 
 @keys.command("list")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 def keys_list(url: str, token: str | None, as_json: bool) -> None:
     """List keys (never their tokens), of --tenant's tenant."""
     with client(url, token) as cw:

@@ -16,12 +16,9 @@ from cronwheel.cli.remote._base import (
     RUN_COLUMNS,
     client,
     dump,
-    json_option,
+    remote_options,
     show,
     show_job,
-    tenant_option,
-    token_option,
-    url_option,
     wall_clock,
 )
 from cronwheel.cli.tables import Column, print_table
@@ -109,10 +106,7 @@ def _spec(options: dict[str, Any]) -> dict[str, Any]:
 
 
 @jobs.command("create")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.option(
     "--file", type=click.File("r"), default=None, help="The whole job spec as JSON ('-' for stdin)."
 )
@@ -141,10 +135,7 @@ def jobs_create(
 
 
 @jobs.command("list")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.option("--state")
 @click.option("--pool")
 @click.option("--name-prefix")
@@ -161,10 +152,7 @@ JOB_ARGUMENT_HELP = "JOB is a job's id, the start of its id, or its name."
 
 def _job_verb(name: str, call: Callable[[Client, str], Any], help_text: str) -> None:
     @jobs.command(name, help=f"{help_text}\n\n{JOB_ARGUMENT_HELP}")
-    @url_option
-    @token_option
-    @tenant_option
-    @json_option
+    @remote_options
     @click.argument("job", metavar="JOB")
     def command(url: str, token: str | None, as_json: bool, job: str) -> None:
         with client(url, token) as cw:
@@ -182,10 +170,7 @@ _job_verb("cancel", Client.cancel_job, "Cancel a job (soft delete; pending runs 
 
 
 @jobs.command("get")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("job", metavar="JOB")
 def jobs_get(url: str, token: str | None, as_json: bool, job: str) -> None:
     """Show a whole job: its schedule in words and next fire times, action, policies,
@@ -236,10 +221,7 @@ def _payloads(values: tuple[str, ...], file: TextIO | None) -> list[Any]:
 
 
 @jobs.command("enqueue")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("job", metavar="JOB")
 @click.option(
     "--payload",
@@ -277,10 +259,7 @@ def jobs_enqueue(
 
 
 @jobs.command("update")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("job", metavar="JOB")
 @click.option(
     "--version", "version", type=int, required=True, help="The version you are changing (If-Match)."
@@ -311,10 +290,7 @@ def jobs_update(
 
 
 @jobs.command("runs")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("job", metavar="JOB")
 @click.option("--state")
 @click.option("--cursor")
@@ -369,10 +345,7 @@ def why_facts(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @jobs.command("why")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("job", metavar="JOB")
 @click.option(
     "--at",

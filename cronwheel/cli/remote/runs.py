@@ -14,11 +14,8 @@ from cronwheel.cli.remote._base import (
     RUN_COLUMNS,
     client,
     dump,
-    json_option,
+    remote_options,
     show,
-    tenant_option,
-    token_option,
-    url_option,
 )
 from cronwheel.sdk import Client
 
@@ -31,10 +28,7 @@ def runs() -> None:
 
 def _run_verb(name: str, call: Callable[[Client, int], Any], help_text: str) -> None:
     @runs.command(name, help=help_text)
-    @url_option
-    @token_option
-    @tenant_option
-    @json_option
+    @remote_options
     @click.argument("run_id", type=int)
     def command(url: str, token: str | None, as_json: bool, run_id: int) -> None:
         with client(url, token) as cw:
@@ -42,10 +36,7 @@ def _run_verb(name: str, call: Callable[[Client, int], Any], help_text: str) -> 
 
 
 @runs.command("get")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("run_id", type=int)
 def runs_get(url: str, token: str | None, as_json: bool, run_id: int) -> None:
     """Show a run with its attempts: outcome, error, worker, fence, lag, duration."""
@@ -69,10 +60,7 @@ def dlq() -> None:
 
 
 @dlq.command("list")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.option("--job-id", "job", metavar="JOB", help="Only this job's (id, id prefix or name).")
 @click.option("--cursor")
 @click.option("--limit", type=int, default=100)
@@ -84,10 +72,7 @@ def dlq_list(url: str, token: str | None, as_json: bool, job: str | None, **filt
 
 
 @dlq.command("replay")
-@url_option
-@token_option
-@tenant_option
-@json_option
+@remote_options
 @click.argument("run_ids", type=int, nargs=-1)
 @click.option(
     "--job-id", metavar="JOB", help="Replay every dead run of this job (id, id prefix or name)."
