@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
+from cronwheel import dashboard
 from cronwheel._version import installed_version
 from cronwheel.api import docs_ui, openapi, problems
 from cronwheel.api.auth import AuthConfig
@@ -65,6 +66,7 @@ def create_app(
         app.include_router(module.router)
     openapi.install(app)
     docs_ui.install(app)
+    dashboard.install(app)
     app.add_middleware(
         RequestGuard,
         default_limit=MAX_BODY,

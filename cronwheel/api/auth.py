@@ -26,6 +26,11 @@ from cronwheel.store.base import Store
 
 TOKEN_PREFIX = "cw_"
 TENANT_HEADER = "Cronwheel-Tenant"
+SESSION_COOKIE = "cronwheel_session"
+"""The dashboard's sign-in: the API key itself, in an HttpOnly, SameSite=Strict cookie."""
+CSRF_HEADER = "X-CSRF-Token"
+"""What a cookie-authenticated change must carry: :func:`csrf_token` of the cookie's key."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TOKEN_LENGTH = 256
 
@@ -83,6 +88,18 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def csrf_token(token: str) -> str:
+    """The anti-forgery token of a dashboard session: derived from the key the cookie
+    holds, so only a page that was served to the key's holder knows it (decision 0023)."""
+    return hmac.new(token.encode(), b"cronwheel dashboard csrf", hashlib.sha256).hexdigest()
+
+
+def session_token(request: Request) -> str | None:
+    """The API key of the dashboard session this request carries, if any."""
+    token = request.cookies.get(SESSION_COOKIE)
+    return token if token and len(token) <= MAX_TOKEN_LENGTH else None
+
+
 def new_token(key_id: str) -> str:
     """A fresh token for key ``key_id``: 256 bits of secret."""
     return f"{TOKEN_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
@@ -121,33 +138,61 @@ async def acting_for(request: Request, principal: Principal) -> Principal:
 
 
 async def _caller(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
-    """Whose token this request carries."""
+    """Whose token this request carries: its bearer token, else the dashboard's cookie."""
+    config: AuthConfig = request.app.state.api.auth
+    if request.method not in SAFE_METHODS and request.headers.get("Sec-Fetch-Site") == "cross-site":
+        # A browser on another site's page: never a change, whatever it carries (an open
+        # --no-auth API on loopback included).
+        raise ApiProblem(403, "a change may not come from another site's page")
+    if config.disabled:
+        return Principal(DEFAULT_TENANT, Role.ADMIN, "no-auth")
+    if credentials is not None:
+        token = credentials.credentials
+    elif (cookie := session_token(request)) is not None:
+        # A browser sends the cookie with every request to this site, so a change made
+        # with it must prove it comes from a page we served: the CSRF header.
+        if request.method not in SAFE_METHODS and not hmac.compare_digest(
+            request.headers.get(CSRF_HEADER, "").encode(), csrf_token(cookie).encode()
+        ):
+            raise ApiProblem(403, f"a change made with the dashboard's cookie needs {CSRF_HEADER}")
+        token = cookie
+    else:
+        raise _unauthorized("an Authorization: Bearer <token> header is required")
+    principal = await principal_of_token(request, token)
+    if principal is None:
+        raise _unauthorized("unknown or revoked token")
+    return principal
+
+
+async def principal_of_token(request: Request, token: str) -> Principal | None:
+    """The key ``token`` is (or the server's admin token), or None: unknown or revoked."""
     state = request.app.state.api
     config: AuthConfig = state.auth
     if config.disabled:
         return Principal(DEFAULT_TENANT, Role.ADMIN, "no-auth")
-    if credentials is None:
-        raise _unauthorized("an Authorization: Bearer <token> header is required")
-    token = credentials.credentials
     if config.admin_token and hmac.compare_digest(token.encode(), config.admin_token.encode()):
         return Principal(DEFAULT_TENANT, Role.ADMIN, "admin-token")
     if not token.startswith(TOKEN_PREFIX) or len(token) > MAX_TOKEN_LENGTH:
-        raise _unauthorized("unknown token")
+        return None
     store: Store = state.store
     key = await store.find_api_key(hash_token(token))
     if key is None or key.revoked_at is not None:
-        raise _unauthorized("unknown or revoked token")
+        return None
     return Principal(key.tenant_id, key.role, f"key:{key.id}")
+
+
+def allowed(principal: Principal, permission: Permission) -> bool:
+    """Whether ``principal``'s role has ``permission`` (what a page asks to show a button)."""
+    if permission is Permission.SYSTEM_ADMIN:
+        return principal.system_admin
+    return principal.role in ROLES_FOR[permission]
 
 
 def require(permission: Permission) -> object:
     """A dependency: the caller, if its role has ``permission``; 403 otherwise."""
 
     async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
-        allowed = principal.role in ROLES_FOR[permission]
-        if permission is Permission.SYSTEM_ADMIN:
-            allowed = principal.system_admin
-        if not allowed:
+        if not allowed(principal, permission):
             raise ApiProblem(
                 403, f"a {principal.role.value} key may not do this (needs {permission.value})"
             )

@@ -89,7 +89,12 @@ def api(
             _stop_on_signals(server)
             bound_host, bound_port = sock.getsockname()[:2]
             where = f"http://{bound_host}:{bound_port}"
-            log.info("cronwheel api on %s (store %s)", where, mask_url(db_url))
+            log.info(
+                "cronwheel api on %s (store %s); dashboard at %s/ui/",
+                where,
+                mask_url(db_url),
+                where,
+            )
             if no_auth:
                 log.warning("cronwheel api: NO AUTHENTICATION on %s:%s", host, port)
             await server.serve(sockets=[sock])

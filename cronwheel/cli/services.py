@@ -324,6 +324,7 @@ def dev(
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
         output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")
+        output.line(f"dashboard at http://{host}:{bound}/ui/")
         with echo_server() as echo_url:
             if demo:
                 created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)

@@ -1,0 +1,44 @@
+"""Wires the dashboard into the API app: its pages, its static files, sign-in and out."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, RedirectResponse
+
+from cronwheel.api.problems import ApiProblem
+from cronwheel.dashboard import session
+from cronwheel.dashboard.pages import admin, jobs, overview, runs, workers
+
+UI = "/ui"
+STATIC: dict[str, str] = {
+    "ui.css": "text/css; charset=utf-8",
+    "ui.js": "text/javascript; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
+"""Every file the pages load, with its type: all of it ships in the package (no CDN)."""
+
+
+def install(app: FastAPI) -> None:
+    """Serve the dashboard at ``/ui`` from ``app``, which has the API's state."""
+    folder = files("cronwheel.dashboard") / "static"
+
+    @app.get(UI + "/static/{name}", include_in_schema=False)
+    async def static(name: str) -> FileResponse:
+        media_type = STATIC.get(name)
+        if media_type is None:
+            raise ApiProblem(404, f"no dashboard file named {name!r}")
+        return FileResponse(
+            str(folder / name),
+            media_type=media_type,
+            headers={"Cache-Control": "public, max-age=300"},
+        )
+
+    @app.get(UI, include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse(UI + "/", status_code=307)
+
+    app.include_router(session.router)
+    for module in (overview, jobs, runs, workers, admin):
+        app.include_router(module.router)

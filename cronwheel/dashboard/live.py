@@ -1,0 +1,39 @@
+"""What live parts of pages read, shared: one read per key per second, whatever the
+number of tabs that poll it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+TTL_SECONDS = 1.0
+MAX_KEYS = 1024
+"""Tenants with a tab open at once: past this, the oldest entries are forgotten."""
+
+
+class SharedReads:
+    """A read (e.g. the overview of a tenant) done at most once per :data:`TTL_SECONDS`
+    per key; callers in the meantime get the same answer, and callers that arrive while
+    it is being read wait for it instead of reading again."""
+
+    def __init__(self, ttl: float = TTL_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self._ttl = ttl
+        self._clock = clock
+        self._values: dict[str, tuple[float, Any]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, key: str, read: Callable[[], Awaitable[Any]]) -> Any:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            hit = self._values.get(key)
+            if hit is not None and self._clock() - hit[0] < self._ttl:
+                return hit[1]
+            value = await read()
+            if len(self._values) >= MAX_KEYS:
+                oldest = min(self._values, key=lambda k: self._values[k][0])
+                del self._values[oldest]
+                self._locks.pop(oldest, None)
+            self._values[key] = (self._clock(), value)
+            return value
