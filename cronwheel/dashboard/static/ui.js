@@ -46,8 +46,9 @@
   }
 
   // One call to the API as the signed-in viewer. Returns the response when it is 2xx;
-  // otherwise shows the problem and returns null.
-  async function api(method, url, body, extraHeaders) {
+  // otherwise shows the problem and returns null (after handing a copy of the answer to
+  // onProblem, if given, e.g. to show each error next to its field).
+  async function api(method, url, body, extraHeaders, onProblem) {
     const headers = { "X-CSRF-Token": csrf(), Accept: "application/json", ...(extraHeaders || {}) };
     const init = { method, headers, credentials: "same-origin" };
     if (body !== undefined && body !== null) {
@@ -58,7 +59,10 @@
     try { response = await fetch(url, init); } catch (e) {
       flash(`The API did not answer: ${e.message}`); return null;
     }
-    if (!response.ok) { flash(await problemText(response)); return null; }
+    if (!response.ok) {
+      if (onProblem) await onProblem(response.clone());
+      flash(await problemText(response)); return null;
+    }
     return response;
   }
 
