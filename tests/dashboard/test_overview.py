@@ -64,6 +64,12 @@ def _counting(store: Store, names: list[str]) -> dict[str, int]:
     return counts
 
 
+@pytest.fixture(autouse=True)
+def fresh_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache of its own per test: the pages' shared reads outlive an app."""
+    monkeypatch.setattr(overview, "_reads", SharedReads())
+
+
 @pytest.fixture
 def app(store: Store) -> FastAPI:
     return create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
