@@ -23,9 +23,9 @@ from cronwheel.model import JobState
 from cronwheel.store.base import AttemptBucket, PoolStatus
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
-WINDOW = timedelta(hours=1)
 BUCKET = timedelta(minutes=1)
-BARS = int(WINDOW / BUCKET)
+BARS = 60
+"""The hour the charts and the table's totals cover: this minute and the 59 before."""
 _reads = SharedReads()
 
 
@@ -90,7 +90,9 @@ async def _overview(request: Request, viewer: Viewer) -> dict[str, Any]:
 
     async def read() -> dict[str, Any]:
         now: datetime = state.clock.now()
-        since = now - WINDOW
+        # Bars of whole clock minutes, the current one last: a bar keeps its attempts
+        # from one refresh to the next instead of sliding by a second each time.
+        since = now.replace(second=0, microsecond=0) - (BARS - 1) * BUCKET
         pools = await state.store.pool_status(tenant, now=now, since=since)
         history = await state.store.attempt_history(
             tenant, since=since, now=now, bucket_seconds=int(BUCKET.total_seconds())
