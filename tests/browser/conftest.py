@@ -58,9 +58,12 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the whole session."""
+    """One headless chromium per test module. Not per session: Playwright's sync API
+    keeps an event loop running while it is started, and every async test after it in
+    the same run (tests/dashboard, tests/e2e…) would fail with "Runner.run() cannot be
+    called from a running event loop"."""
     reason = _missing()
     if reason is not None:
         if REQUIRED:

@@ -65,7 +65,7 @@ def _manual_job(dashboard: Dashboard, name: str, url: str, pool: str, runs: int)
 
 
 def test_the_overview_shows_pools_with_their_hour_and_updates_live(
-    tab: Tab, dashboard: Dashboard, target: str
+    tab: Tab, dashboard: Dashboard, target: str, scheduler: None
 ) -> None:
     page = tab.page
     _manual_job(dashboard, "fleet-ok", f"{target}/ok", "default", 3)
@@ -116,11 +116,12 @@ def _remote_worker(dashboard: Dashboard) -> None:
     assert answer.status_code == 200, answer.text
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def scheduler(dashboard: Dashboard) -> Iterator[None]:
-    """A sharded ``cronwheel scheduler`` on the dashboard's store, for one test."""
+    """A sharded ``cronwheel scheduler`` on the dashboard's store, for the module: the
+    first test starts it, so it has its shards by the time the workers page looks."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "CRONWHEEL_LOG_LEVEL": "warning"}
-    args = ["scheduler", "--db", dashboard.store_url, "--shards", "4", "--duration", "90"]
+    args = ["scheduler", "--db", dashboard.store_url, "--shards", "4", "--duration", "300"]
     with open(dashboard.log.with_name("scheduler.log"), "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cronwheel", *args],
