@@ -13,9 +13,11 @@ from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.api.auth import SESSION_COOKIE
+from cronwheel.clock import SystemClock
 from cronwheel.dashboard.charts import bar_chart, describe
 from cronwheel.dashboard.live import SharedReads
 from cronwheel.dashboard.pages import overview
+from cronwheel.model import SHARED_WORKERS, WorkerInfo
 from cronwheel.store.base import AttemptBucket, PoolStatus, Store
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, spec
@@ -82,15 +84,16 @@ async def test_open_tabs_polling_the_overview_read_the_store_once_per_ttl(
     monkeypatch.setattr(overview, "_reads", SharedReads(ttl=1.0, clock=clock))
     async with connect(app, ADMIN_TOKEN) as api:
         assert (await api.post("/v1/jobs", json=spec())).status_code == 201
-    counts = _counting(store, ["pool_status", "attempt_history", "count_jobs_by_state"])
+    reads = ["pool_status", "attempt_history", "count_jobs_by_state", "served_pools"]
+    counts = _counting(store, reads)
     async with connect(app, cookies={SESSION_COOKIE: ADMIN_TOKEN}) as tabs:
         for _ in range(3):  # three polls of 50 tabs within one TTL
             answers = await asyncio.gather(*(tabs.get("/ui/live/overview") for _ in range(50)))
             assert {a.status_code for a in answers} == {200}
-        assert counts == {"pool_status": 1, "attempt_history": 1, "count_jobs_by_state": 1}
+        assert counts == dict.fromkeys(reads, 1)
         clock.t += 1.5
         await asyncio.gather(*(tabs.get("/ui/live/overview") for _ in range(50)))
-        assert counts == {"pool_status": 2, "attempt_history": 2, "count_jobs_by_state": 2}
+        assert counts == dict.fromkeys(reads, 2)
         page = await tabs.get("/ui/")
     assert "Active jobs" in page.text
     assert re.search(r'id="sum-active">1<', page.text), page.text
@@ -127,3 +130,15 @@ async def test_the_overview_without_any_run(app: FastAPI) -> None:
         page = await tab.get("/ui/")
     assert page.status_code == 200
     assert "No pool has any run yet" in page.text
+
+
+async def test_a_pool_a_live_worker_serves_shows_without_runs(app: FastAPI, store: Store) -> None:
+    now = SystemClock().now()
+    shared = WorkerInfo("dev-1", SHARED_WORKERS, "h", ("quiet-pool",), 4, 0, now, now)
+    other = WorkerInfo("t2/w", "t2", "h", ("t2-pool",), 1, 0, now, now)
+    for worker in (shared, other):
+        await store.register_worker(worker)
+    async with connect(app, cookies={SESSION_COOKIE: ADMIN_TOKEN}) as tab:
+        page = await tab.get("/ui/live/overview")
+    assert 'data-pool="quiet-pool"' in page.text
+    assert "t2-pool" not in page.text  # another tenant's worker serves it

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
+from cronwheel.api.routes.workers import SEEN_WINDOW
 from cronwheel.api.state import api_state
 from cronwheel.dashboard.charts import bar_chart, describe
 from cronwheel.dashboard.live import SharedReads
@@ -84,6 +85,10 @@ def summary(jobs: dict[JobState, int], pools: list[PoolStatus]) -> Summary:
     )
 
 
+def _name(p: PoolStatus) -> str:
+    return p.pool
+
+
 async def _overview(request: Request, viewer: Viewer) -> dict[str, Any]:
     state = api_state(request)
     tenant = viewer.tenant_id
@@ -98,6 +103,11 @@ async def _overview(request: Request, viewer: Viewer) -> dict[str, Any]:
             tenant, since=since, now=now, bucket_seconds=int(BUCKET.total_seconds())
         )
         jobs = await state.store.count_jobs_by_state(tenant)
+        # A pool a live worker serves shows too, all zero: served, and quiet (as in
+        # `cronwheel status`, decision 0021).
+        served = await state.store.served_pools(tenant, seen_since=now - SEEN_WINDOW)
+        known = {p.pool for p in pools}
+        pools = sorted([*pools, *(PoolStatus(name) for name in served - known)], key=_name)
         return {"pools": pool_views(pools, history), "summary": summary(jobs, pools), "now": now}
 
     result: dict[str, Any] = await _reads.get(f"overview:{tenant}", read)
