@@ -36,18 +36,24 @@
   async function problemText(response) {
     let body = null;
     try { body = await response.json(); } catch (e) { body = null; }
+    return problemLines(response, body);
+  }
+
+  function problemLines(response, body) {
     if (!body) return `${response.status} ${response.statusText}`;
     const lines = [body.detail || body.title || String(response.status)];
     for (const err of body.errors || []) {
       const where = err.index !== undefined && err.index !== null ? `item ${err.index}: ` : "";
-      lines.push(`${where}${err.field}: ${err.reason}`);
+      const line = `${where}${err.field}: ${err.reason}`;
+      if (line !== lines[0]) lines.push(line);  // a lone error is the detail already
     }
     return lines.join("\n");
   }
 
   // One call to the API as the signed-in viewer. Returns the response when it is 2xx;
-  // otherwise shows the problem and returns null.
-  async function api(method, url, body, extraHeaders) {
+  // otherwise shows the problem and returns null, after handing the status and the
+  // problem body (or null) to onProblem, if given (a form marks its fields with it).
+  async function api(method, url, body, extraHeaders, onProblem) {
     const headers = { "X-CSRF-Token": csrf(), Accept: "application/json", ...(extraHeaders || {}) };
     const init = { method, headers, credentials: "same-origin" };
     if (body !== undefined && body !== null) {
@@ -58,7 +64,13 @@
     try { response = await fetch(url, init); } catch (e) {
       flash(`The API did not answer: ${e.message}`); return null;
     }
-    if (!response.ok) { flash(await problemText(response)); return null; }
+    if (!response.ok) {
+      let problem = null;
+      try { problem = await response.json(); } catch (e) { problem = null; }
+      flash(problemLines(response, problem));
+      if (onProblem) onProblem(response.status, problem);
+      return null;
+    }
     return response;
   }
 
