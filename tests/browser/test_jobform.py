@@ -79,6 +79,23 @@ def test_a_bad_cron_shows_its_error_beside_the_field(tab: Tab, dashboard: Dashbo
     assert "e-schedule-cron" in (cron.get_attribute("aria-describedby") or "")
     expect(page.locator("#flash")).to_contain_text("schedule.cron: minute: 61")
     assert page.url.endswith("/ui/jobs/new")
+
+    # A webhook: JSON that does not parse is caught before the API; the API's errors
+    # land beside the nearest field (a header's value, at the headers).
+    _field(tab, "Cron expression").fill("0 9 * * *")
+    page.get_by_label("Type", exact=True).select_option("webhook")
+    _field(tab, "URL").fill("ftp://example.com/hook")
+    _field(tab, "Headers (a JSON object)").fill("{not json")
+    page.get_by_role("button", name="Create job").click()
+    headers_error = page.locator("#e-action-headers")
+    expect(headers_error).to_contain_text("is not valid JSON")
+    expect(error).to_be_hidden()
+    _field(tab, "Headers (a JSON object)").fill('{"X-Id": 5}')
+    page.get_by_role("button", name="Create job").click()
+    expect(page.locator("#e-action-url")).to_have_text(
+        "must be an absolute http:// or https:// URL", timeout=TIMEOUT
+    )
+    expect(headers_error).to_contain_text("X-Id: ")
     assert dashboard.api.get("/v1/jobs", params={"name": "bad-cron"}).json()["items"] == []
     tab.errors.clear()  # chromium logs the 422 answers (preview and create): expected
     tab.check("bad-cron")

@@ -123,11 +123,15 @@
     function showErrors(errors) {
       let first = null;
       for (const err of errors) {
-        if (!err.field) continue;
-        const el = input(err.field);
-        const p = document.getElementById(`e-${fid(err.field)}`);
-        if (!el || !p) continue;
-        p.textContent = err.reason;
+        // The nearest field the form has: "action.headers.X-Id" is shown at the headers.
+        let field = err.field || "";
+        while (field && !input(field)) field = field.includes(".") ? field.slice(0, field.lastIndexOf(".")) : "";
+        if (!field) continue;
+        const el = input(field);
+        const p = document.getElementById(`e-${fid(field)}`);
+        if (!p) continue;
+        const reason = field === err.field ? err.reason : `${err.field.slice(field.length + 1)}: ${err.reason}`;
+        p.textContent = p.hidden ? reason : `${p.textContent}\n${reason}`;
         p.hidden = false;
         el.setAttribute("aria-invalid", "true");
         el.setAttribute("aria-describedby", [el.dataset.hint, p.id].filter(Boolean).join(" "));
@@ -298,6 +302,13 @@
         timer = setTimeout(preview, DEBOUNCE_MS);
       }
     }
+    // A page restored from the back-forward cache after a create is a new form: a new key,
+    // or the API would refuse the next job as a reuse of the last one's key.
+    window.addEventListener("pageshow", (event) => {
+      if (event.persisted && mode === "create" && window.crypto && crypto.randomUUID) {
+        form.dataset.idempotencyKey = crypto.randomUUID();
+      }
+    });
     form.addEventListener("input", changed);
     form.addEventListener("change", changed);
     showKind();

@@ -45,7 +45,7 @@
     for (const err of body.errors || []) {
       const where = err.index !== undefined && err.index !== null ? `item ${err.index}: ` : "";
       const line = `${where}${err.field}: ${err.reason}`;
-      if (line !== lines[0]) lines.push(line);  // a lone error is the detail already
+      if (!lines[0].startsWith(line)) lines.push(line);  // the detail names the first error
     }
     return lines.join("\n");
   }
