@@ -132,32 +132,40 @@ def _time(e: CronExpression) -> tuple[str, bool]:
     if seconds == (0,):
         return _capital(_minutes_and_hours(minutes, hours)), False
     phrase = _every_or_at(seconds, "second", 0, 59)
-    if _is_all(minutes, 0, 59) and _is_all(hours, 0, 23):
-        alone = phrase if phrase.startswith("every") else f"{phrase} of every minute"
-        return _capital(alone), False
-    rest = _minutes_and_hours(minutes, hours)
-    if len(seconds) > 1 and len(minutes) == 1:
+    if _is_all(minutes, 0, 59):
+        if not phrase.startswith("every"):
+            phrase += " of every minute"
+        return _capital(phrase + _hours_clause(hours)), False
+    if len(seconds) == 1:
+        rest = _minutes_and_hours(minutes, hours)
+    elif len(minutes) == 1:
         # Several seconds of one minute: they fire during that minute, not at it.
-        rest = rest.replace("at ", "during ", 1)
+        rest = _minutes_and_hours(minutes, hours).replace("at ", "during ", 1)
+    else:
+        listed = _listed([str(m) for m in minutes], minutes)
+        rest = f"during minutes {listed}{_hours_clause(hours)}"
     return _capital(f"{phrase}, {rest}"), False
 
 
 def _minutes_and_hours(minutes: tuple[int, ...], hours: tuple[int, ...]) -> str:
-    all_hours = _is_all(hours, 0, 23)
     if len(minutes) == 1:
         m = minutes[0]
-        if all_hours:
+        if _is_all(hours, 0, 23):
             return f"at minute {m} of every hour"
         step = _step(hours, 0, 23)
-        if step is not None and step[0] > 1 and hours[0] == 0 and 24 % step[0] == 0:
+        if step is not None and hours[0] == 0 and 24 % step[0] == 0 and step[2] + step[0] > 23:
             return f"every {step[0]} hours at minute {m}"
         return "at " + _join([_clock(h, m) for h in hours])
-    phrase = _every_or_at(minutes, "minute", 0, 59)
-    if all_hours:
-        return phrase
+    return _every_or_at(minutes, "minute", 0, 59) + _hours_clause(hours)
+
+
+def _hours_clause(hours: tuple[int, ...]) -> str:
+    """``, between 09:00 and 17:59`` (nothing for every hour)."""
+    if _is_all(hours, 0, 23):
+        return ""
     if _is_range(hours):
-        return f"{phrase}, between {_clock(hours[0], 0)} and {_clock(hours[-1], 59)}"
-    return f"{phrase}, during the hours starting at " + _join([_clock(h, 0) for h in hours])
+        return f", between {_clock(hours[0], 0)} and {_clock(hours[-1], 59)}"
+    return ", during the hours starting at " + _join([_clock(h, 0) for h in hours])
 
 
 def _every_or_at(values: tuple[int, ...], unit: str, low: int, high: int) -> str:

@@ -96,6 +96,26 @@ TABLE: list[tuple[dict[str, Any], str]] = [
     (cron("30 * * * * ?", "quartz"), "At second 30 of every minute, in UTC"),
     (cron("15 */5 * * * ?", "quartz"), "At second 15, every 5 minutes, in UTC"),
     (
+        cron("*/10 */5 * * * ?", "quartz"),
+        "Every 10 seconds, during minutes 0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50 and 55, in UTC",
+    ),
+    (
+        cron("*/10 * 9 * * ?", "quartz"),
+        "Every 10 seconds, between 09:00 and 09:59, in UTC",
+    ),
+    (
+        cron("30 * 9,18 * * ?", "quartz"),
+        "At second 30 of every minute, during the hours starting at 09:00 and 18:00, in UTC",
+    ),
+    (
+        cron("0 0-20/2 * * *"),  # every 2 hours, but not all day long: the times, listed
+        "At 00:00, 02:00, 04:00, 06:00, 08:00, 10:00, 12:00, 14:00, 16:00, 18:00 and 20:00, in UTC",
+    ),
+    (
+        cron("0 */3 * * *"),
+        "At 00:00, 03:00, 06:00, 09:00, 12:00, 15:00, 18:00 and 21:00, every day, in UTC",
+    ),
+    (
         cron("0 0 9 ? JAN,APR,JUL,OCT MON", "quartz"),
         "At 09:00, every Monday, in January, April, July and October, in UTC",
     ),
