@@ -16,6 +16,7 @@ STATIC: dict[str, str] = {
     "ui.css": "text/css; charset=utf-8",
     "ui.js": "text/javascript; charset=utf-8",
     "jobform.js": "text/javascript; charset=utf-8",
+    "admin.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
 """Every file the pages load, with its type: all of it ships in the package (no CDN)."""

@@ -376,7 +376,9 @@ async def test_shutdown_releases_what_did_not_finish_in_the_grace_period(store: 
 
 
 async def test_shutdown_never_sends_a_started_at_most_once_run_back(store: Store) -> None:
-    worker = Worker(store, FAST)
+    # A prefetch window wide enough that the second run is surely claimed, and surely not
+    # started, when the worker stops, however slow the machine is.
+    worker = Worker(store, replace(FAST, prefetch_seconds=30.0))
     started = threading.Event()
     starts: Counter[str] = Counter()
 
@@ -388,9 +390,14 @@ async def test_shutdown_never_sends_a_started_at_most_once_run_back(store: Store
 
     once = {"delivery": Delivery.AT_MOST_ONCE, "retry": RetryPolicy(max_attempts=1)}
     job, _ = await job_with_run(store, **once)
-    waiting, _ = await job_with_run(store, due_in=0.45, **once)
+    waiting, _ = await job_with_run(store, due_in=3, **once)
+
+    async def waiting_claimed() -> bool:
+        return (await one_run(store, waiting.id)).state is RunState.RUNNING
+
     async with running(worker):
         await eventually(lambda: _true(started.is_set()))
+        await eventually(waiting_claimed)
     run = await one_run(store, job.id)
     assert (run.state, run.reason) == (RunState.DEAD, REASON_AT_MOST_ONCE_STOPPED)
     # The one that had not started yet keeps its single start for the next worker, and

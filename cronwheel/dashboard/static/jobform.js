@@ -142,14 +142,24 @@
       if (first) first.focus();
     }
 
-    function onProblem(status, problem) {
-      if (status === 412) {
+    // What the API refused, read from the copy of its answer that cronwheel.api hands
+    // over; acted on once the call has returned (after the generic flash).
+    let refused = null;
+    async function onProblem(response) {
+      let problem = null;
+      try { problem = await response.json(); } catch (e) { problem = null; }
+      refused = { status: response.status, problem };
+    }
+
+    function showRefusal() {
+      if (!refused) return;
+      if (refused.status === 412) {
         document.getElementById("stale").hidden = false;
         cw.flash("Someone changed this job since this page was loaded, so your changes " +
           "were not saved. Reload the page to edit the current version.");
-        return;
+      } else if (refused.problem && refused.problem.errors) {
+        showErrors(refused.problem.errors);
       }
-      if (problem && problem.errors) showErrors(problem.errors);
     }
 
     // -- submitting ----------------------------------------------------------------------
@@ -167,6 +177,7 @@
         return;
       }
       button.disabled = true;
+      refused = null;
       let response;
       if (mode === "edit") {
         // Only what changed: an untouched action keeps its stored (masked here) secrets.
@@ -181,7 +192,7 @@
         response = await cw.api("POST", "/v1/jobs", body, headers, onProblem);
       }
       button.disabled = false;
-      if (!response) return;
+      if (!response) { showRefusal(); return; }
       const job = await response.json();
       location.assign(`/ui/jobs/${encodeURIComponent(job.id)}`);
     });

@@ -51,8 +51,8 @@
   }
 
   // One call to the API as the signed-in viewer. Returns the response when it is 2xx;
-  // otherwise shows the problem and returns null, after handing the status and the
-  // problem body (or null) to onProblem, if given (a form marks its fields with it).
+  // otherwise shows the problem and returns null (after handing a copy of the answer to
+  // onProblem, if given, e.g. to show each error next to its field).
   async function api(method, url, body, extraHeaders, onProblem) {
     const headers = { "X-CSRF-Token": csrf(), Accept: "application/json", ...(extraHeaders || {}) };
     const init = { method, headers, credentials: "same-origin" };
@@ -65,11 +65,8 @@
       flash(`The API did not answer: ${e.message}`); return null;
     }
     if (!response.ok) {
-      let problem = null;
-      try { problem = await response.json(); } catch (e) { problem = null; }
-      flash(problemLines(response, problem));
-      if (onProblem) onProblem(response.status, problem);
-      return null;
+      if (onProblem) await onProblem(response.clone());
+      flash(await problemText(response)); return null;
     }
     return response;
   }
