@@ -77,6 +77,19 @@ class JobSpec(jobspec.JobSpec):
         return check_payload(payload)
 
 
+class PreviewIn(BaseModel):
+    """A schedule to preview: the same object a job takes, checked the same way."""
+
+    model_config = _STRICT
+    schedule: dict[str, Any]
+    count: int = Field(10, ge=1, le=100, description="How many fire times (1-100).")
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, schedule: dict[str, Any]) -> dict[str, Any]:
+        return check_schedule(schedule)
+
+
 class JobPatch(BaseModel):
     """The fields to change; each replaces the job's value whole (``retry`` included)."""
 

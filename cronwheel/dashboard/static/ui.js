@@ -36,11 +36,16 @@
   async function problemText(response) {
     let body = null;
     try { body = await response.json(); } catch (e) { body = null; }
+    return problemLines(response, body);
+  }
+
+  function problemLines(response, body) {
     if (!body) return `${response.status} ${response.statusText}`;
     const lines = [body.detail || body.title || String(response.status)];
     for (const err of body.errors || []) {
       const where = err.index !== undefined && err.index !== null ? `item ${err.index}: ` : "";
-      lines.push(`${where}${err.field}: ${err.reason}`);
+      const line = `${where}${err.field}: ${err.reason}`;
+      if (!lines[0].startsWith(line)) lines.push(line);  // the detail names the first error
     }
     return lines.join("\n");
   }
