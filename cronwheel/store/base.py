@@ -119,6 +119,8 @@ class Completion:
     reason: str | None = None
     """Why the run ends this way (every ``dead`` completion has one); None keeps the
     run's reason as it was."""
+    http_status: int | None = None
+    """What a webhook target answered, kept on the attempt."""
 
 
 class Claim(list[ClaimedRun]):

@@ -61,7 +61,7 @@ def _attempt_row(attempt: Attempt) -> AttemptRow:
     duration = None
     if attempt.started_at is not None:
         duration = max((attempt.finished_at - attempt.started_at).total_seconds(), 0.0)
-    return AttemptRow(out, duration, getattr(attempt, "http_status", None))
+    return AttemptRow(out, duration, attempt.http_status)
 
 
 async def _run_facts(request: Request, viewer: Viewer, run_id: int) -> dict[str, Any]:

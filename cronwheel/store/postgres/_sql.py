@@ -490,9 +490,9 @@ COMPLETE_RUNS = f"""
 WITH done AS (
     SELECT d.* FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                            $6::timestamptz[], $7::timestamptz[], $8::float8[], $9::text[],
-                           $10::text[], $11::timestamptz[], $12::text[])
+                           $10::text[], $11::timestamptz[], $12::text[], $13::int[])
         AS d(run_id, fence, worker_id, state, outcome, started_at, finished_at, lag_seconds,
-             error_class, error_message, available_at, reason)
+             error_class, error_message, available_at, reason, http_status)
     CROSS JOIN LATERAL (
         SELECT fence, state FROM runs WHERE id = d.run_id OFFSET 0 FOR NO KEY UPDATE
     ) AS r
@@ -509,13 +509,14 @@ accepted AS (
     WHERE r.id = d.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, d.worker_id, d.fence,
               d.started_at, d.finished_at, d.lag_seconds, d.outcome, d.error_class,
-              d.error_message
+              d.error_message, d.http_status
 ),
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
-                          finished_at, lag_seconds, outcome, error_class, error_message)
+                          finished_at, lag_seconds, outcome, error_class, error_message,
+                          http_status)
     SELECT tenant_id, id, job_id, attempt, worker_id, fence, started_at, finished_at,
-           lag_seconds, outcome, error_class, error_message
+           lag_seconds, outcome, error_class, error_message, http_status
     FROM accepted
 ),{_WAKE_POOLS.format(source="accepted")}
 SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) AS woken"""
