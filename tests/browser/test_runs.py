@@ -125,6 +125,11 @@ def test_dead_runs_are_listed_replayed_and_explained(
     # Bulk replay of the first run: the target now answers, so it succeeds on its
     # fresh budget (two more attempts than it had used).
     target.status[f"/{dashboard.backend}/hook-bulk"] = 200
+    boxes = page.get_by_role("checkbox")
+    page.get_by_role("button", name="Select all").click()
+    assert all(boxes.nth(n).is_checked() for n in range(boxes.count()))
+    page.get_by_role("button", name="Select all").click()  # again: none
+    assert not any(boxes.nth(n).is_checked() for n in range(boxes.count()))
     page.get_by_label(f"Select run {first}").check()
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Replay selected").click()

@@ -3,7 +3,7 @@ jobs' names and each run's last error, on every store."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cronwheel.model import AttemptOutcome, Job, RetryPolicy, RunState
 from cronwheel.store.base import Completion, Store
@@ -34,14 +34,21 @@ async def _fail(store: Store, job: Job, now: datetime, state: RunState, error: s
     return c.run.id
 
 
-async def _dead(store: Store, job: Job, start: float, errors: list[str]) -> int:
-    """A run of ``job`` that failed once per error, the last one killing it."""
-    await store.materialize_runs([make_run(job, at(start))], [])
+async def dead_run(
+    store: Store, job: Job, start: float, errors: list[str], base: datetime | None = None
+) -> int:
+    """A run of ``job`` that failed once per error, the last one killing it; its times
+    ``start`` seconds after ``base`` (default: the factories' T0)."""
+
+    def when(seconds: float) -> datetime:
+        return at(seconds) if base is None else base + timedelta(seconds=seconds)
+
+    await store.materialize_runs([make_run(job, when(start))], [])
     run_id = 0
     for n, error in enumerate(errors):
         last = n == len(errors) - 1
         state = RunState.DEAD if last else RunState.PENDING
-        run_id = await _fail(store, job, at(start + n), state, error)
+        run_id = await _fail(store, job, when(start + n), state, error)
     return run_id
 
 
@@ -49,8 +56,8 @@ async def test_dead_runs_newest_first_with_name_and_last_error(store: Store) -> 
     mail = make_job("mail", pool="email", retry=RetryPolicy(max_attempts=2))
     report = make_job("report", pool="reports", retry=RetryPolicy(max_attempts=1))
     await store.create_jobs([mail, report])
-    first = await _dead(store, mail, 0, ["Timeout", "Http"])
-    second = await _dead(store, report, 10, ["Value"])
+    first = await dead_run(store, mail, 0, ["Timeout", "Http"])
+    second = await dead_run(store, report, 10, ["Value"])
 
     listed = await store.list_dead(mail.tenant_id)
     assert [d.run.id for d in listed] == [second, first]
@@ -66,9 +73,9 @@ async def test_dead_runs_filtered_by_pool_job_time_and_cursor(store: Store) -> N
     mail = make_job("mail", pool="email", retry=RetryPolicy(max_attempts=1))
     report = make_job("report", pool="reports", retry=RetryPolicy(max_attempts=1))
     await store.create_jobs([mail, report])
-    old = await _dead(store, mail, 0, ["A"])
-    new = await _dead(store, mail, 100, ["B"])
-    other = await _dead(store, report, 50, ["C"])
+    old = await dead_run(store, mail, 0, ["A"])
+    new = await dead_run(store, mail, 100, ["B"])
+    other = await dead_run(store, report, 50, ["C"])
     tenant = mail.tenant_id
 
     assert [d.run.id for d in await store.list_dead(tenant, pool="email")] == [new, old]
