@@ -799,14 +799,17 @@ class Select:
 def dead_page(select: Select, limit: int) -> tuple[Any, ...]:
     """A page of the dead-letter queue (``select`` is over ``runs r``): each run with its
     job's name and its last attempt's error, read along attempts_run by a lateral join,
-    one statement for the page."""
+    one statement for the page. The page is cut first, then joined: a filter that the
+    id order cannot serve (a pool's 20,000 dead runs) sorts bare rows, and only the
+    page's rows look up their job and attempt."""
     text = (
         "SELECT r.*, j.name AS job_name, last.error_class AS last_class,"
         " last.error_message AS last_message"
-        " FROM runs r LEFT JOIN jobs j ON j.id = r.job_id AND j.tenant_id = r.tenant_id"
+        f" FROM (SELECT * FROM runs r WHERE {' AND '.join(select.where)}"
+        f" ORDER BY r.id DESC LIMIT ${len(select.args) + 1}) r"
+        " LEFT JOIN jobs j ON j.id = r.job_id AND j.tenant_id = r.tenant_id"
         " LEFT JOIN LATERAL (SELECT a.error_class, a.error_message FROM attempts a"
         " WHERE a.run_id = r.id ORDER BY a.attempt DESC, a.id DESC LIMIT 1) last ON true"
-        f" WHERE {' AND '.join(select.where)}"
-        f" ORDER BY r.id DESC LIMIT ${len(select.args) + 1}"
+        " ORDER BY r.id DESC"
     )
     return (text, *select.args, limit)

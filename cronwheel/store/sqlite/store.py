@@ -742,8 +742,9 @@ class SqliteStore(Store):
         if before_id is not None:
             where.append("r.id < ?")
             params.append(before_id)
-        # The last attempt's error through attempts_run, per row of the page: one
-        # statement for the page, never one per run.
+        # One statement for the page, never one per run. The page is cut first, then
+        # joined: only its rows look up their job and, along attempts_run, their last
+        # attempt's error.
         last = (
             "(SELECT a.{} FROM attempts a WHERE a.run_id = r.id"
             " ORDER BY a.attempt DESC, a.id DESC LIMIT 1)"
@@ -751,8 +752,10 @@ class SqliteStore(Store):
         sql = (
             f"SELECT r.*, j.name AS job_name, {last.format('error_class')} AS last_class,"
             f" {last.format('error_message')} AS last_message"
-            " FROM runs r LEFT JOIN jobs j ON j.id = r.job_id AND j.tenant_id = r.tenant_id"
-            f" WHERE {' AND '.join(where)} ORDER BY r.id DESC LIMIT ?"
+            f" FROM (SELECT * FROM runs r WHERE {' AND '.join(where)}"
+            " ORDER BY r.id DESC LIMIT ?) r"
+            " LEFT JOIN jobs j ON j.id = r.job_id AND j.tenant_id = r.tenant_id"
+            " ORDER BY r.id DESC"
         )
         found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
         return [
