@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from tests.browser.conftest import ADMIN_TOKEN, Dashboard, Tab, sign_in
 from tests.e2e.procs import wait_until
 
-WAIT = 30
+WAIT = 60
 
 
 class Target:
