@@ -188,6 +188,9 @@ class CompleteIn(BaseModel):
     error_class: Annotated[str, Field(max_length=200)] | None = None
     error_message: Text | None = None
     retry_after: float | None = Field(None, ge=0, le=7 * 86_400)
+    http_status: int | None = Field(
+        None, ge=100, le=599, description="What a webhook target answered, if it was one."
+    )
 
 
 class TenantIn(BaseModel):

@@ -196,6 +196,11 @@ class AttemptOut(_Out):
     outcome: AttemptOutcome
     error_class: str | None
     error_message: str | None
+    http_status: int | None = Field(
+        None,
+        description="The HTTP status the webhook target answered; null for a handler, or"
+        " for a request that got no answer (timeout, connection refused).",
+    )
 
     @classmethod
     def of(cls, attempt: Attempt) -> AttemptOut:

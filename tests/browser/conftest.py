@@ -58,9 +58,12 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the whole session."""
+    """One headless chromium per module. Not per session: Playwright's sync API keeps an
+    event loop running in the main thread while it is started, and every async test that
+    pytest runs after a browser module (tests/cluster, tests/engine…) would then fail with
+    "Runner.run() cannot be called from a running event loop"."""
     reason = _missing()
     if reason is not None:
         if REQUIRED:
