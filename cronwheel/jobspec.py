@@ -177,6 +177,13 @@ def _plan(parsed: Schedule, now: datetime) -> _Plan:
     return schedule_to_dict(schedule), JobState.ACTIVE, first_fire(schedule, now), None
 
 
+def check_plannable(schedule: Schedule, now: datetime) -> None:
+    """Raise what creating a job with ``schedule`` at ``now`` would raise once the
+    schedule itself is valid (a one-time job in the past; ``ArithmeticError`` for
+    occurrences out of range), so a preview refuses exactly what a create does."""
+    _plan(schedule, now)
+
+
 def build_jobs(specs: Sequence[Any], *, tenant_id: str, now: datetime) -> list[Job]:
     """The jobs ``[JobSpec.parse(s).to_job(tenant_id=…, now=now) for s in specs]`` makes,
     the same errors included, without validating and planning the same thing again and

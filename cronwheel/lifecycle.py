@@ -47,6 +47,8 @@ class Outcome:
     error_message: str | None = None
     retry_after: float | None = None
     """The target's own wish (HTTP Retry-After): the retry waits at least this long."""
+    http_status: int | None = None
+    """The status a webhook target answered, recorded with the attempt."""
 
 
 _ATTEMPT_OUTCOME = {
@@ -97,6 +99,7 @@ def completion_for(
         error_message=outcome.error_message,
         available_at=available_at,
         reason=reason,
+        http_status=outcome.http_status,
     )
 
 

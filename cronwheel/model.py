@@ -332,6 +332,9 @@ class Attempt:
     """How late the attempt started behind the instant it was due (``available_at``)."""
     error_class: str | None = None
     error_message: str | None = None
+    http_status: int | None = None
+    """The HTTP status a webhook target answered; None for handlers and for requests
+    that got no answer (timeout, connection refused)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,17 @@ async def store2(
         await other.close()
 
 
+SERIAL = Path(__file__).parent / "cluster"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The cluster suite kills processes, restarts PostgreSQL and drives 2,000 runs a second:
+    # it must have the machine to itself, so scripts/test runs it alone, after the rest.
+    for item in items:
+        if item.path.is_relative_to(SERIAL):
+            item.add_marker(pytest.mark.serial)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _pg_skipped:
         terminalreporter.write_line(

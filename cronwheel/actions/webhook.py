@@ -94,12 +94,12 @@ def request_headers(
 def outcome_of(response: httpx.Response) -> Outcome:
     status = response.status_code
     if 200 <= status < 300:
-        return Outcome(OutcomeKind.SUCCEEDED)
+        return Outcome(OutcomeKind.SUCCEEDED, http_status=status)
     snippet = response.text[:MAX_ERROR_BODY]
     message = f"{response.request.method} {response.request.url} answered {status}: {snippet}"
     if status in RETRYABLE_STATUS or status >= 500:
-        return Outcome(OutcomeKind.FAILED, f"HTTP{status}", message, retry_after(response))
-    return Outcome(OutcomeKind.PERMANENT, f"HTTP{status}", message)
+        return Outcome(OutcomeKind.FAILED, f"HTTP{status}", message, retry_after(response), status)
+    return Outcome(OutcomeKind.PERMANENT, f"HTTP{status}", message, http_status=status)
 
 
 def _without_secrets(outcome: Outcome, action: Mapping[str, Any]) -> Outcome:

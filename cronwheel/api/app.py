@@ -18,7 +18,17 @@ from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
 from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas
-from cronwheel.api.routes import admin, health, jobs, metrics, runs, status, why, workers
+from cronwheel.api.routes import (
+    admin,
+    health,
+    jobs,
+    metrics,
+    runs,
+    schedules,
+    status,
+    why,
+    workers,
+)
 from cronwheel.api.state import ApiState
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.jobspec import MAX_PAYLOAD_BYTES
@@ -62,7 +72,7 @@ def create_app(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
     )
     problems.install(app)
-    for module in (health, metrics, jobs, why, runs, workers, status, admin):
+    for module in (health, metrics, jobs, why, schedules, runs, workers, status, admin):
         app.include_router(module.router)
     openapi.install(app)
     docs_ui.install(app)

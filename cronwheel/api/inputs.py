@@ -77,6 +77,19 @@ class JobSpec(jobspec.JobSpec):
         return check_payload(payload)
 
 
+class PreviewIn(BaseModel):
+    """A schedule to preview: the same object a job takes, checked the same way."""
+
+    model_config = _STRICT
+    schedule: dict[str, Any]
+    count: int = Field(10, ge=1, le=100, description="How many fire times (1-100).")
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, schedule: dict[str, Any]) -> dict[str, Any]:
+        return check_schedule(schedule)
+
+
 class JobPatch(BaseModel):
     """The fields to change; each replaces the job's value whole (``retry`` included)."""
 
@@ -175,6 +188,9 @@ class CompleteIn(BaseModel):
     error_class: Annotated[str, Field(max_length=200)] | None = None
     error_message: Text | None = None
     retry_after: float | None = Field(None, ge=0, le=7 * 86_400)
+    http_status: int | None = Field(
+        None, ge=100, le=599, description="What a webhook target answered, if it was one."
+    )
 
 
 class TenantIn(BaseModel):

@@ -196,6 +196,11 @@ class AttemptOut(_Out):
     outcome: AttemptOutcome
     error_class: str | None
     error_message: str | None
+    http_status: int | None = Field(
+        None,
+        description="The HTTP status the webhook target answered; null for a handler, or"
+        " for a request that got no answer (timeout, connection refused).",
+    )
 
     @classmethod
     def of(cls, attempt: Attempt) -> AttemptOut:
@@ -352,6 +357,31 @@ class NewKeyOut(_Out):
 
 class StatusOut(_Out):
     status: str
+
+
+class FireOut(_Out):
+    """One fire time of a schedule preview."""
+
+    at: Instant = Field(description="The instant, in UTC.")
+    local: Instant = Field(description="The wall time in the schedule's zone, with its offset.")
+    offset: str = Field(description="The zone's UTC offset then: `+01:00`.")
+    dst: Literal["moved", "shifted", "merged", "repeated"] | None = Field(
+        description="What DST did to it: `moved` (its wall time fell in a spring-forward gap;"
+        " it fires when the gap ends), `shifted` (in a gap, fired with the offset before it),"
+        " `merged` (its wall time happens twice; it fires once), `repeated` (it fires both"
+        " times), or null."
+    )
+    offset_changed: bool = Field(
+        description="The offset differs from the previous fire's: a DST change in between."
+    )
+
+
+class PreviewOut(_Out):
+    """What a schedule will do: its next fire times and the schedule in words."""
+
+    fires: list[FireOut]
+    description: str
+    timezone: str = Field(description="The zone of `local` (UTC but for cron).")
 
 
 class ProblemItemOut(_Out):

@@ -9,12 +9,13 @@ from fastapi.responses import FileResponse, RedirectResponse
 
 from cronwheel.api.problems import ApiProblem
 from cronwheel.dashboard import session
-from cronwheel.dashboard.pages import admin, jobs, overview, runs, workers
+from cronwheel.dashboard.pages import admin, jobform, jobs, overview, runs, workers
 
 UI = "/ui"
 STATIC: dict[str, str] = {
     "ui.css": "text/css; charset=utf-8",
     "ui.js": "text/javascript; charset=utf-8",
+    "jobform.js": "text/javascript; charset=utf-8",
     "admin.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
@@ -41,5 +42,6 @@ def install(app: FastAPI) -> None:
         return RedirectResponse(UI + "/", status_code=307)
 
     app.include_router(session.router)
-    for module in (overview, jobs, runs, workers, admin):
+    # jobform before jobs: /ui/jobs/new must not be read as the page of a job "new".
+    for module in (overview, jobform, jobs, runs, workers, admin):
         app.include_router(module.router)

@@ -157,3 +157,12 @@ def status(window: int | None) -> Call[dict[str, Any]]:
 
 def why(job_id: str, at: str) -> Call[dict[str, Any]]:
     return Call("GET", f"/v1/jobs/{job_id}/why", _object, params={"at": at})
+
+
+def preview_schedule(schedule: dict[str, Any], count: int) -> Call[dict[str, Any]]:
+    return Call(
+        "POST",
+        "/v1/schedules/preview",
+        _object,
+        json={"schedule": schedule, "count": count},
+    )

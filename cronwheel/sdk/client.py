@@ -158,6 +158,12 @@ class Client:
         ``GET /v1/jobs/{id}/why`` as JSON."""
         return self._send(calls.why(job_id, at))
 
+    def preview_schedule(self, schedule: dict[str, Any], *, count: int = 10) -> dict[str, Any]:
+        """What ``schedule`` (as a job takes it) will do: ``POST /v1/schedules/preview``
+        as JSON, ``{"fires": [{"at", "local", "offset", "dst", "offset_changed"}],
+        "description", "timezone"}``; a bad schedule raises what a create would."""
+        return self._send(calls.preview_schedule(schedule, count))
+
     def revoke_key(self, key_id: str) -> None:
         self._send(calls.revoke_key(key_id))
 
@@ -271,6 +277,12 @@ class AsyncClient:
     async def why(self, job_id: str, at: str) -> dict[str, Any]:
         """See :meth:`Client.why`."""
         return await self._send(calls.why(job_id, at))
+
+    async def preview_schedule(
+        self, schedule: dict[str, Any], *, count: int = 10
+    ) -> dict[str, Any]:
+        """See :meth:`Client.preview_schedule`."""
+        return await self._send(calls.preview_schedule(schedule, count))
 
     async def revoke_key(self, key_id: str) -> None:
         await self._send(calls.revoke_key(key_id))

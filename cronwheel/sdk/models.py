@@ -74,6 +74,8 @@ class AttemptInfo(_Wire):
     outcome: str
     error_class: str | None = None
     error_message: str | None = None
+    http_status: int | None = None
+    """What a webhook target answered; None for a handler (or from an older server)."""
 
 
 class RunInfo(_Wire):

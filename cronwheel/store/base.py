@@ -119,6 +119,8 @@ class Completion:
     reason: str | None = None
     """Why the run ends this way (every ``dead`` completion has one); None keeps the
     run's reason as it was."""
+    http_status: int | None = None
+    """What a webhook target answered, kept on the attempt."""
 
 
 class Claim(list[ClaimedRun]):
@@ -224,6 +226,19 @@ class PoolStatus:
     lag_p50: float | None = None
     """Median start lag (seconds) of the window's attempts: nearest-rank, None without any."""
     lag_p99: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadRun:
+    """A run of the dead-letter queue as a listing shows it: with its job's name and the
+    error of its last attempt, read with it (one query for a whole page)."""
+
+    run: Run
+    job_name: str | None
+    """None when the job row is gone (retention keeps runs longer than nothing)."""
+    error_class: str | None = None
+    """Of the run's last attempt (highest attempt number); None if it had none."""
+    error_message: str | None = None
 
 
 FAILED_OUTCOMES = ("failed", "permanent", "timed_out", "lost")
@@ -634,6 +649,21 @@ class Store(abc.ABC):
         limit: int = 100,
     ) -> list[Run]:
         """Runs, newest ``scheduled_for`` first for one job, else newest id first."""
+
+    @abc.abstractmethod
+    async def list_dead(
+        self,
+        tenant_id: str,
+        *,
+        pool: str | None = None,
+        job_id: str | None = None,
+        died_since: datetime | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[DeadRun]:
+        """The dead-letter queue, newest id first, after the cursor ``before_id``:
+        optionally of one pool, of one job, or of runs that died (``finished_at``) at or
+        after ``died_since``; each with its job's name and its last attempt's error."""
 
     @abc.abstractmethod
     async def list_attempts(self, tenant_id: str, run_id: int) -> list[Attempt]: ...

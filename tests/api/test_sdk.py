@@ -141,3 +141,13 @@ async def test_a_system_admin_client_acts_for_a_tenant(app: FastAPI) -> None:
     async with AsyncClient("http://test", key.token, transport=transport, tenant="default") as cw:
         with pytest.raises(Forbidden, match="system admin"):
             await cw.list_jobs()
+
+
+async def test_a_schedule_preview_through_the_sdk(app: FastAPI) -> None:
+    async with sdk(app) as cw:
+        preview = await cw.preview_schedule(EVERY_MINUTE, count=3)
+        assert len(preview["fires"]) == 3 and preview["timezone"] == "Europe/Paris"
+        assert preview["description"].startswith("Every minute, in Europe/Paris")
+        with pytest.raises(ValidationFailed) as invalid:
+            await cw.preview_schedule({"kind": "cron", "cron": "61 * * * *"})
+        assert invalid.value.field == "schedule.cron"

@@ -136,8 +136,9 @@ async def test_failures_retry_then_die(app: FastAPI, client: httpx.AsyncClient) 
                     "worker_id": "w1",
                     "fence": run["fence"],
                     "outcome": "failed",
-                    "error_class": "Boom",
+                    "error_class": "HTTP503",
                     "error_message": "it broke",
+                    "http_status": 503,
                 },
             )
             assert failed.status_code == 200, failed.text
@@ -145,6 +146,11 @@ async def test_failures_retry_then_die(app: FastAPI, client: httpx.AsyncClient) 
             assert failed.json()["last_error"] == "it broke"
     dead = (await client.get("/v1/dead-letter")).json()["items"]
     assert [r["id"] for r in dead] == [run["id"]]
+    detail = (await client.get(f"/v1/runs/{run['id']}")).json()
+    assert [(a["error_class"], a["http_status"]) for a in detail["attempts"]] == [
+        ("HTTP503", 503),
+        ("HTTP503", 503),
+    ]
 
 
 async def test_cancel_reaches_the_worker_at_its_heartbeat(
@@ -194,6 +200,8 @@ async def test_bad_worker_bodies_are_422(app: FastAPI, client: httpx.AsyncClient
         )
         outcome = {"worker_id": "w", "fence": 1, "outcome": "exploded"}
         problem(await worker.post("/v1/runs/1/complete", json=outcome), 422, "outcome")
+        status = {"worker_id": "w", "fence": 1, "outcome": "failed", "http_status": 999}
+        problem(await worker.post("/v1/runs/1/complete", json=status), 422, "http_status")
 
 
 async def test_a_worker_claims_only_its_own_tenants_runs(

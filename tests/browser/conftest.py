@@ -60,10 +60,10 @@ def _missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium per test module. Not per session: Playwright's sync API
-    keeps an event loop running while it is started, and every async test after it in
-    the same run (tests/dashboard, tests/e2e…) would fail with "Runner.run() cannot be
-    called from a running event loop"."""
+    """One headless chromium per module. Not per session: Playwright's sync API keeps an
+    event loop running in the main thread while it is started, and every async test that
+    pytest runs after a browser module (tests/cluster, tests/engine…) would then fail with
+    "Runner.run() cannot be called from a running event loop"."""
     reason = _missing()
     if reason is not None:
         if REQUIRED:

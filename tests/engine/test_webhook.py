@@ -60,6 +60,7 @@ async def test_5xx_and_429_are_retried_honouring_retry_after(store: Store) -> No
     run = await one_run(store, job.id)
     attempts = await store.list_attempts("default", run.id)
     assert [a.error_class for a in attempts] == ["HTTP503", "HTTP429", None]
+    assert [a.http_status for a in attempts] == [503, 429, 200]  # kept, success included
     waited = (attempts[2].started_at - attempts[1].finished_at).total_seconds()  # type: ignore[operator]
     assert waited >= 0.99  # Retry-After: 1 beat the 0.05 s backoff
 
@@ -75,6 +76,7 @@ async def test_other_4xx_are_permanent(store: Store) -> None:
     assert run.reason == REASON_PERMANENT
     [attempt] = await store.list_attempts(run.tenant_id, run.id)
     assert (attempt.outcome, attempt.error_class) == (AttemptOutcome.PERMANENT, "HTTP410")
+    assert attempt.http_status == 410
 
 
 async def test_a_connection_error_is_retryable(store: Store) -> None:
@@ -88,6 +90,7 @@ async def test_a_connection_error_is_retryable(store: Store) -> None:
     attempts = await store.list_attempts("default", run.id)
     assert [a.outcome for a in attempts] == [AttemptOutcome.FAILED, AttemptOutcome.FAILED]
     assert attempts[0].error_class == "ConnectError"
+    assert [a.http_status for a in attempts] == [None, None]  # no answer, no status
 
 
 async def _state(store: Store, job_id: str, state: str) -> bool:

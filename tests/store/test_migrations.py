@@ -181,6 +181,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     await store.migrate(target=4)
     # Today's code writes the columns that later steps add: lent for the writes below.
     await _ddl(store, "ALTER TABLE jobs ADD COLUMN traceparent TEXT")
+    await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")
     job = make_job()
     await store.create_jobs([job])
     await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])
@@ -200,7 +201,9 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     )
     assert await store.complete_runs([failed]) == [first.id]
     await _ddl(store, "ALTER TABLE jobs DROP COLUMN traceparent")
+    await _ddl(store, "ALTER TABLE attempts DROP COLUMN http_status")
     assert await store.migrate(target=5) == [5]
+    await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")  # lent again
     [kept] = await store.list_attempts("default", first.id)
     assert (kept.outcome, kept.error_message) == (AttemptOutcome.FAILED, "before the upgrade")
     permanent = Completion(

@@ -152,7 +152,9 @@ async def complete(run_id: RunId, body: CompleteIn, request: Request, principal:
     run = await _held_run(state, principal, run_id, owner, body.fence)
     claimed = await _as_claimed(state, principal, run)
     now = state.clock.now()
-    outcome = Outcome(body.outcome, body.error_class, body.error_message, body.retry_after)
+    outcome = Outcome(
+        body.outcome, body.error_class, body.error_message, body.retry_after, body.http_status
+    )
     done = completion_for(
         claimed,
         outcome,

@@ -36,11 +36,16 @@
   async function problemText(response) {
     let body = null;
     try { body = await response.json(); } catch (e) { body = null; }
+    return problemLines(response, body);
+  }
+
+  function problemLines(response, body) {
     if (!body) return `${response.status} ${response.statusText}`;
     const lines = [body.detail || body.title || String(response.status)];
     for (const err of body.errors || []) {
       const where = err.index !== undefined && err.index !== null ? `item ${err.index}: ` : "";
-      lines.push(`${where}${err.field}: ${err.reason}`);
+      const line = `${where}${err.field}: ${err.reason}`;
+      if (!lines[0].startsWith(line)) lines.push(line);  // the detail names the first error
     }
     return lines.join("\n");
   }
@@ -125,9 +130,6 @@
     }
   });
 
-  // <div data-live="/ui/live/overview" data-every="2000">: swapped for a fresh copy
-  // while the tab is visible. The server caches what it reads for a second, so any
-  // number of tabs costs the store the same few queries.
   // What a swap would lose: how far each scrollable table is scrolled, and the focus
   // (a keyboard user scrolling a table, or on a link, stays where they were). Elements
   // are matched by id, else by aria-label, else by position among their kind.
@@ -152,6 +154,9 @@
     };
   }
 
+  // <div data-live="/ui/live/overview" data-every="2000">: swapped for a fresh copy
+  // while the tab is visible. The server caches what it reads for a second, so any
+  // number of tabs costs the store the same few queries.
   function live(el) {
     const every = Number(el.dataset.every || 2000);
     let busy = false;

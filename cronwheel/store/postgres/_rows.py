@@ -186,7 +186,7 @@ def target_columns(runs: Sequence[NewRun], advances: Sequence[JobAdvance]) -> li
 
 
 def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
-    """The 12 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
+    """The 13 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
     rows = [
         (
             c.run_id,
@@ -201,10 +201,11 @@ def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
             c.error_message,
             c.available_at,
             c.reason,
+            c.http_status,
         )
         for c in sorted(completions, key=lambda c: c.run_id)
     ]
-    return _columns(rows, 12)
+    return _columns(rows, 13)
 
 
 def job(row: Record) -> Job:
@@ -302,6 +303,7 @@ def attempt(row: Record) -> Attempt:
         lag_seconds=row["lag_seconds"],
         error_class=row["error_class"],
         error_message=row["error_message"],
+        http_status=row["http_status"],
     )
 
 

@@ -490,9 +490,9 @@ COMPLETE_RUNS = f"""
 WITH done AS (
     SELECT d.* FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                            $6::timestamptz[], $7::timestamptz[], $8::float8[], $9::text[],
-                           $10::text[], $11::timestamptz[], $12::text[])
+                           $10::text[], $11::timestamptz[], $12::text[], $13::int[])
         AS d(run_id, fence, worker_id, state, outcome, started_at, finished_at, lag_seconds,
-             error_class, error_message, available_at, reason)
+             error_class, error_message, available_at, reason, http_status)
     CROSS JOIN LATERAL (
         SELECT fence, state FROM runs WHERE id = d.run_id OFFSET 0 FOR NO KEY UPDATE
     ) AS r
@@ -509,13 +509,14 @@ accepted AS (
     WHERE r.id = d.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, d.worker_id, d.fence,
               d.started_at, d.finished_at, d.lag_seconds, d.outcome, d.error_class,
-              d.error_message
+              d.error_message, d.http_status
 ),
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
-                          finished_at, lag_seconds, outcome, error_class, error_message)
+                          finished_at, lag_seconds, outcome, error_class, error_message,
+                          http_status)
     SELECT tenant_id, id, job_id, attempt, worker_id, fence, started_at, finished_at,
-           lag_seconds, outcome, error_class, error_message
+           lag_seconds, outcome, error_class, error_message, http_status
     FROM accepted
 ),{_WAKE_POOLS.format(source="accepted")}
 SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) AS woken"""
@@ -793,3 +794,22 @@ class Select:
             f" ORDER BY {order_by} LIMIT ${len(self.args) + 1}"
         )
         return (text, *self.args, limit)
+
+
+def dead_page(select: Select, limit: int) -> tuple[Any, ...]:
+    """A page of the dead-letter queue (``select`` is over ``runs r``): each run with its
+    job's name and its last attempt's error, read along attempts_run by a lateral join,
+    one statement for the page. The page is cut first, then joined: a filter that the
+    id order cannot serve (a pool's 20,000 dead runs) sorts bare rows, and only the
+    page's rows look up their job and attempt."""
+    text = (
+        "SELECT r.*, j.name AS job_name, last.error_class AS last_class,"
+        " last.error_message AS last_message"
+        f" FROM (SELECT * FROM runs r WHERE {' AND '.join(select.where)}"
+        f" ORDER BY r.id DESC LIMIT ${len(select.args) + 1}) r"
+        " LEFT JOIN jobs j ON j.id = r.job_id AND j.tenant_id = r.tenant_id"
+        " LEFT JOIN LATERAL (SELECT a.error_class, a.error_message FROM attempts a"
+        " WHERE a.run_id = r.id ORDER BY a.attempt DESC, a.id DESC LIMIT 1) last ON true"
+        " ORDER BY r.id DESC"
+    )
+    return (text, *select.args, limit)

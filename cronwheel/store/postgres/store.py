@@ -51,6 +51,7 @@ from cronwheel.store.base import (
     Capabilities,
     Claim,
     Completion,
+    DeadRun,
     GaugeReading,
     HeartbeatResult,
     JobAdvance,
@@ -718,6 +719,33 @@ class PostgresStore(Store):
         order_by = "id DESC" if job_id is None else "scheduled_for DESC"
         found = await self._fetch(*select.query(order_by, limit))
         return [rows.run(r) for r in found]
+
+    async def list_dead(
+        self,
+        tenant_id: str,
+        *,
+        pool: str | None = None,
+        job_id: str | None = None,
+        died_since: datetime | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[DeadRun]:
+        if job_id is not None and not rows.is_uuid(job_id):
+            return []
+        select = sql.Select("runs r", ("r.tenant_id = {}", tenant_id))
+        select.where.append("r.state = 'dead'")
+        if pool is not None:
+            select.add("r.pool = {}", pool)
+        if job_id is not None:
+            select.add("r.job_id = {}::uuid", job_id)
+        if died_since is not None:
+            select.add("r.finished_at >= {}", died_since)
+        if before_id is not None:
+            select.add("r.id < {}::bigint", before_id)
+        found = await self._fetch(*sql.dead_page(select, limit))
+        return [
+            DeadRun(rows.run(r), r["job_name"], r["last_class"], r["last_message"]) for r in found
+        ]
 
     async def list_attempts(self, tenant_id: str, run_id: int) -> list[Attempt]:
         if not rows.is_run_id(run_id):

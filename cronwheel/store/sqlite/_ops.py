@@ -317,9 +317,10 @@ def complete_many(
                 d.outcome.value,
                 d.error_class,
                 d.error_message,
+                d.http_status,
             )
         )
-    c.executemany(INSERT_ATTEMPT, attempts)
+    c.executemany(INSERT_ATTEMPT_WITH_STATUS, attempts)
     return accepted
 
 
@@ -327,6 +328,11 @@ INSERT_ATTEMPT = (
     "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
     " started_at, finished_at, lag_seconds, outcome, error_class, error_message)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_ATTEMPT_WITH_STATUS = (
+    "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
+    " started_at, finished_at, lag_seconds, outcome, error_class, error_message, http_status)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 

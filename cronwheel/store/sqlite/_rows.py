@@ -172,6 +172,7 @@ def attempt(row: sqlite3.Row) -> Attempt:
         lag_seconds=row["lag_seconds"],
         error_class=row["error_class"],
         error_message=row["error_message"],
+        http_status=row["http_status"],
     )
 
 

@@ -37,6 +37,7 @@ from cronwheel.store.base import (
     Capabilities,
     Claim,
     Completion,
+    DeadRun,
     GaugeReading,
     HeartbeatResult,
     JobAdvance,
@@ -717,6 +718,50 @@ class SqliteStore(Store):
         sql = f"SELECT * FROM runs WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
         return [rows.run(r) for r in found]
+
+    async def list_dead(
+        self,
+        tenant_id: str,
+        *,
+        pool: str | None = None,
+        job_id: str | None = None,
+        died_since: datetime | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[DeadRun]:
+        where = ["r.tenant_id = ?", "r.state = 'dead'"]
+        params: list[Any] = [tenant_id]
+        if pool is not None:
+            where.append("r.pool = ?")
+            params.append(pool)
+        if job_id is not None:
+            where.append("r.job_id = ?")
+            params.append(job_id)
+        if died_since is not None:
+            where.append("r.finished_at >= ?")
+            params.append(rows.us(died_since))
+        if before_id is not None:
+            where.append("r.id < ?")
+            params.append(before_id)
+        # One statement for the page, never one per run. The page is cut first, then
+        # joined: only its rows look up their job and, along attempts_run, their last
+        # attempt's error.
+        last = (
+            "(SELECT a.{} FROM attempts a WHERE a.run_id = r.id"
+            " ORDER BY a.attempt DESC, a.id DESC LIMIT 1)"
+        )
+        sql = (
+            f"SELECT r.*, j.name AS job_name, {last.format('error_class')} AS last_class,"
+            f" {last.format('error_message')} AS last_message"
+            f" FROM (SELECT * FROM runs r WHERE {' AND '.join(where)}"
+            " ORDER BY r.id DESC LIMIT ?) r"
+            " LEFT JOIN jobs j ON j.id = r.job_id AND j.tenant_id = r.tenant_id"
+            " ORDER BY r.id DESC"
+        )
+        found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
+        return [
+            DeadRun(rows.run(r), r["job_name"], r["last_class"], r["last_message"]) for r in found
+        ]
 
     async def list_attempts(self, tenant_id: str, run_id: int) -> list[Attempt]:
         found = await self._db.read(

@@ -105,7 +105,8 @@ CREATE TABLE attempts (
     lag_seconds    double precision,
     outcome        text NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'permanent', 'timed_out', 'cancelled', 'lost')),
     error_class    text,
-    error_message  text
+    error_message  text,
+    http_status    integer  -- what a webhook target answered (0008)
 );
 
 CREATE INDEX attempts_run ON attempts (run_id, attempt);

@@ -103,7 +103,8 @@ CREATE TABLE attempts (
     lag_seconds    REAL,
     outcome        TEXT NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'permanent', 'timed_out', 'cancelled', 'lost')),
     error_class    TEXT,
-    error_message  TEXT
+    error_message  TEXT,
+    http_status    INTEGER  -- what a webhook target answered (0008)
 );
 
 CREATE INDEX attempts_run ON attempts (run_id, attempt);
