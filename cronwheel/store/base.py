@@ -244,6 +244,24 @@ class DeadRun:
 FAILED_OUTCOMES = ("failed", "permanent", "timed_out", "lost")
 """The attempt outcomes :class:`PoolStatus` counts as failures (a cancel is not one)."""
 
+MAX_HISTORY_BUCKETS = 1440
+"""The most buckets :meth:`Store.attempt_history` answers (a day of minutes): its answer
+has at most this many rows per pool."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptBucket:
+    """The attempts of one pool that finished in one bucket of
+    :meth:`Store.attempt_history`: bucket ``k`` covers ``(since + k * bucket_seconds,
+    since + (k + 1) * bucket_seconds]``."""
+
+    pool: str
+    bucket: int
+    finished: int
+    """Attempts that finished in the bucket, whatever their outcome."""
+    failures: int
+    """Of those, the ones whose outcome is one of :data:`FAILED_OUTCOMES`."""
+
 
 @dataclass(frozen=True, slots=True)
 class GaugeReading:
@@ -678,6 +696,22 @@ class Store(abc.ABC):
         one tenant, or of every tenant with None. Read through indexes only (pending
         runs by pool, running runs, dead runs, attempts by finish time), never a scan
         of the runs table."""
+
+    @abc.abstractmethod
+    async def attempt_history(
+        self, tenant_id: str | None, *, since: datetime, now: datetime, bucket_seconds: int
+    ) -> list[AttemptBucket]:
+        """The attempts that finished after ``since`` up to ``now``, counted per pool and
+        per bucket of ``bucket_seconds`` (see :class:`AttemptBucket`): only the buckets
+        with any attempt, by pool then bucket. Of one tenant, or of every tenant with
+        None. One query through the attempts-by-finish-time index (each attempt's run
+        by its key for the pool); at most :data:`MAX_HISTORY_BUCKETS` buckets, else
+        ValueError."""
+
+    @abc.abstractmethod
+    async def count_jobs_by_state(self, tenant_id: str) -> dict[JobState, int]:
+        """The tenant's jobs per state (states without a job are left out): one query
+        through the jobs-by-tenant index, bounded by the tenant's job quota."""
 
     @abc.abstractmethod
     async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:

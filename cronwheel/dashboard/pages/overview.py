@@ -1,40 +1,126 @@
-"""The overview: how each pool is doing now and over the last hour, live."""
+"""The overview: how each pool is doing now and over the last hour, live.
+
+Every read of the page (pool status, the hour's attempts per minute, the jobs per state)
+happens inside one :class:`SharedReads` entry per tenant, so any number of open tabs
+polling it cost the store one round of reads per second."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup
 
+from cronwheel.api.routes.workers import SEEN_WINDOW
 from cronwheel.api.state import api_state
+from cronwheel.dashboard.charts import bar_chart, describe
 from cronwheel.dashboard.live import SharedReads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
+from cronwheel.model import JobState
+from cronwheel.store.base import AttemptBucket, PoolStatus
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
-WINDOW = timedelta(hours=1)
+BUCKET = timedelta(minutes=1)
+BARS = 60
+"""The hour the charts and the table's totals cover: this minute and the 59 before."""
 _reads = SharedReads()
 
 
-async def _pools(request: Request, viewer: Viewer) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    """One pool's row: its status now, and its hour as two charts."""
+
+    status: PoolStatus
+    throughput: Markup
+    failures: Markup
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The line at the top: the tenant's jobs and runs at a glance."""
+
+    active: int
+    paused: int
+    due: int
+    running: int
+    dead: int
+
+
+def pool_views(pools: list[PoolStatus], history: list[AttemptBucket]) -> list[PoolView]:
+    """Each pool with its charts: a bar per minute of the window, oldest first."""
+    finished: dict[str, list[int]] = {}
+    failed: dict[str, list[int]] = {}
+    for b in history:
+        if 0 <= b.bucket < BARS:
+            finished.setdefault(b.pool, [0] * BARS)[b.bucket] = b.finished
+            failed.setdefault(b.pool, [0] * BARS)[b.bucket] = b.failures
+    minutes = BARS * int(BUCKET.total_seconds()) // 60
+    views = []
+    for p in pools:
+        done = finished.get(p.pool, [0] * BARS)
+        bad = failed.get(p.pool, [0] * BARS)
+        views.append(
+            PoolView(
+                status=p,
+                throughput=bar_chart(done, describe(p.pool, "attempts finished", done, minutes)),
+                failures=bar_chart(
+                    bad, describe(p.pool, "failed attempts", bad, minutes), css_class="chart-bad"
+                ),
+            )
+        )
+    return views
+
+
+def summary(jobs: dict[JobState, int], pools: list[PoolStatus]) -> Summary:
+    return Summary(
+        active=jobs.get(JobState.ACTIVE, 0),
+        paused=jobs.get(JobState.PAUSED, 0),
+        due=sum(p.due for p in pools),
+        running=sum(p.running for p in pools),
+        dead=sum(p.dead for p in pools),
+    )
+
+
+def _name(p: PoolStatus) -> str:
+    return p.pool
+
+
+async def _overview(request: Request, viewer: Viewer) -> dict[str, Any]:
     state = api_state(request)
+    tenant = viewer.tenant_id
 
     async def read() -> dict[str, Any]:
-        now = state.clock.now()
-        pools = await state.store.pool_status(viewer.tenant_id, now=now, since=now - WINDOW)
-        return {"pools": pools, "now": now}
+        now: datetime = state.clock.now()
+        # Bars of whole clock minutes, the current one last: a bar keeps its attempts
+        # from one refresh to the next instead of sliding by a second each time.
+        since = now.replace(second=0, microsecond=0) - (BARS - 1) * BUCKET
+        pools = await state.store.pool_status(tenant, now=now, since=since)
+        history = await state.store.attempt_history(
+            tenant, since=since, now=now, bucket_seconds=int(BUCKET.total_seconds())
+        )
+        jobs = await state.store.count_jobs_by_state(tenant)
+        # A pool a live worker serves shows too, all zero: served, and quiet (as in
+        # `cronwheel status`, decision 0021).
+        served = await state.store.served_pools(tenant, seen_since=now - SEEN_WINDOW)
+        known = {p.pool for p in pools}
+        pools = sorted([*pools, *(PoolStatus(name) for name in served - known)], key=_name)
+        return {"pools": pool_views(pools, history), "summary": summary(jobs, pools), "now": now}
 
-    result: dict[str, Any] = await _reads.get(f"overview:{viewer.tenant_id}", read)
+    result: dict[str, Any] = await _reads.get(f"overview:{tenant}", read)
     return result
 
 
 @router.get("/ui/")
 async def overview(request: Request, viewer: CurrentViewer) -> HTMLResponse:
-    return page(request, viewer, "overview.html", title="Overview", **await _pools(request, viewer))
+    return page(
+        request, viewer, "overview.html", title="Overview", **await _overview(request, viewer)
+    )
 
 
 @router.get("/ui/live/overview")
 async def overview_live(request: Request, viewer: CurrentViewer) -> HTMLResponse:
-    return fragment("overview_live.html", **await _pools(request, viewer))
+    return fragment("overview_live.html", **await _overview(request, viewer))

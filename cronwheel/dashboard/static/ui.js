@@ -130,6 +130,30 @@
     }
   });
 
+  // What a swap would lose: how far each scrollable table is scrolled, and the focus
+  // (a keyboard user scrolling a table, or on a link, stays where they were). Elements
+  // are matched by id, else by aria-label, else by position among their kind.
+  function keepPlace(el) {
+    const key = (node) => node.id ? "id " + node.id
+      : node.getAttribute("aria-label") ? node.tagName + " " + node.getAttribute("aria-label")
+      : null;
+    const scrolled = [...el.querySelectorAll(".table-wrap")].map((w) => w.scrollLeft);
+    const active = el.contains(document.activeElement) ? document.activeElement : null;
+    const focusKey = active ? key(active) : null;
+    const focusAt = active ? [...el.querySelectorAll(active.tagName)].indexOf(active) : -1;
+    const focusTag = active ? active.tagName : null;
+    return () => {
+      el.querySelectorAll(".table-wrap").forEach((w, i) => {
+        if (scrolled[i]) w.scrollLeft = scrolled[i];
+      });
+      if (!active) return;
+      const target = focusKey
+        ? [...el.querySelectorAll("*")].find((node) => key(node) === focusKey)
+        : el.querySelectorAll(focusTag)[focusAt];
+      if (target) target.focus({ preventScroll: true });
+    };
+  }
+
   // <div data-live="/ui/live/overview" data-every="2000">: swapped for a fresh copy
   // while the tab is visible. The server caches what it reads for a second, so any
   // number of tabs costs the store the same few queries.
@@ -142,7 +166,10 @@
       try {
         const response = await fetch(el.dataset.live, { credentials: "same-origin" });
         if (response.ok) {
-          el.innerHTML = await response.text();
+          const html = await response.text();
+          const kept = keepPlace(el);
+          el.innerHTML = html;
+          kept();
           localTimes(el);
           el.dispatchEvent(new CustomEvent("cronwheel:live", { bubbles: true }));
         }

@@ -42,6 +42,21 @@ WHERE a.finished_at > $3 AND a.finished_at <= $2 AND ($1::text IS NULL OR a.tena
 GROUP BY r.pool
 """
 
+# Params: $2 now, $3 since, $4 bucket width in microseconds. Through attempts_finished,
+# each attempt's run by its key. Bucket k holds (since + k*width, since + (k+1)*width].
+HISTORY = f"""
+SELECT r.pool AS pool,
+       floor((extract(epoch FROM a.finished_at - $3) * 1000000 - 1) / $4)::bigint AS bucket,
+       count(*) AS finished,
+       count(*) FILTER (WHERE a.outcome IN ({_FAILED})) AS failures
+FROM attempts a JOIN runs r ON r.id = a.run_id
+WHERE a.finished_at > $3 AND a.finished_at <= $2 AND ($1::text IS NULL OR a.tenant_id = $1)
+GROUP BY 1, 2
+"""
+
+# Through jobs_tenant_id: the tenant's jobs only.
+JOBS_BY_STATE = "SELECT state, count(*) AS n FROM jobs WHERE tenant_id = $1 GROUP BY state"
+
 LIVE_WORKERS = "SELECT * FROM workers WHERE last_seen_at >= $1 ORDER BY id"
 
 # Params: $1 tenant, $2 job, $3 instant. Through runs_job_scheduled_for.

@@ -47,6 +47,7 @@ from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     ENQUEUE_CHUNK,
     Activity,
+    AttemptBucket,
     Capabilities,
     Claim,
     Completion,
@@ -801,6 +802,17 @@ class PostgresStore(Store):
             dead = await conn.fetch(_status.DEAD, tenant_id)
             recent = await conn.fetch(_status.RECENT, tenant_id, now, since)
         return status.merge(*([dict(r) for r in part] for part in (due, running, dead, recent)))
+
+    async def attempt_history(
+        self, tenant_id: str | None, *, since: datetime, now: datetime, bucket_seconds: int
+    ) -> list[AttemptBucket]:
+        width = status.bucket_micros(since, now, bucket_seconds)
+        found = await self._fetch(_status.HISTORY, tenant_id, now, since, width)
+        return status.buckets(dict(r) for r in found)
+
+    async def count_jobs_by_state(self, tenant_id: str) -> dict[JobState, int]:
+        found = await self._fetch(_status.JOBS_BY_STATE, tenant_id)
+        return {JobState(r["state"]): int(r["n"]) for r in found}
 
     async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:
         return [rows.worker(r) for r in await self._fetch(_status.LIVE_WORKERS, seen_since)]

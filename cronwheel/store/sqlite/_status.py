@@ -7,9 +7,9 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from cronwheel.model import Run, WorkerInfo
+from cronwheel.model import JobState, Run, WorkerInfo
 from cronwheel.store import _status as status
-from cronwheel.store.base import FAILED_OUTCOMES, PoolStatus
+from cronwheel.store.base import FAILED_OUTCOMES, AttemptBucket, PoolStatus
 from cronwheel.store.sqlite import _rows as rows
 
 _FAILED = ", ".join(f"'{outcome}'" for outcome in FAILED_OUTCOMES)
@@ -38,6 +38,16 @@ FROM window_attempts w GROUP BY w.pool
 """
 _TENANT = "(:tenant IS NULL OR tenant_id = :tenant)"
 
+# Times are integer microseconds here: bucket k holds (since + k*width, since + (k+1)*width].
+_HISTORY = f"""
+SELECT r.pool AS pool, (a.finished_at - :since - 1) / :width AS bucket,
+       count(*) AS finished, sum(a.outcome IN ({_FAILED})) AS failures
+FROM attempts a JOIN runs r ON r.id = a.run_id
+WHERE a.finished_at > :since AND a.finished_at <= :now
+  AND (:tenant IS NULL OR a.tenant_id = :tenant)
+GROUP BY r.pool, bucket
+"""
+
 
 def pool_status(
     c: sqlite3.Connection, tenant_id: str | None, now: datetime, since: datetime
@@ -61,6 +71,21 @@ def pool_status(
         f"SELECT pool, count(*) AS dead FROM runs WHERE state = 'dead' AND {_TENANT} GROUP BY pool"
     )
     return status.merge(due, running, dead, fetch(_RECENT))
+
+
+def attempt_history(
+    c: sqlite3.Connection, tenant_id: str | None, since: datetime, now: datetime, seconds: int
+) -> list[AttemptBucket]:
+    width = status.bucket_micros(since, now, seconds)
+    params = {"tenant": tenant_id, "now": rows.us(now), "since": rows.us(since), "width": width}
+    return status.buckets(dict(r) for r in c.execute(_HISTORY, params))
+
+
+def count_jobs_by_state(c: sqlite3.Connection, tenant_id: str) -> dict[JobState, int]:
+    found = c.execute(
+        "SELECT state, count(*) FROM jobs WHERE tenant_id = ? GROUP BY state", (tenant_id,)
+    )
+    return {JobState(state): n for state, n in found}
 
 
 def live_workers(c: sqlite3.Connection, seen_since: datetime) -> list[WorkerInfo]:

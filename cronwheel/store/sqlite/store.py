@@ -33,6 +33,7 @@ from cronwheel.model import (
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Activity,
+    AttemptBucket,
     Capabilities,
     Claim,
     Completion,
@@ -821,6 +822,16 @@ class SqliteStore(Store):
         self, tenant_id: str | None, *, now: datetime, since: datetime
     ) -> list[PoolStatus]:
         return await self._db.read(lambda c: status.pool_status(c, tenant_id, now, since))
+
+    async def attempt_history(
+        self, tenant_id: str | None, *, since: datetime, now: datetime, bucket_seconds: int
+    ) -> list[AttemptBucket]:
+        return await self._db.read(
+            lambda c: status.attempt_history(c, tenant_id, since, now, bucket_seconds)
+        )
+
+    async def count_jobs_by_state(self, tenant_id: str) -> dict[JobState, int]:
+        return await self._db.read(lambda c: status.count_jobs_by_state(c, tenant_id))
 
     async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:
         return await self._db.read(lambda c: status.live_workers(c, seen_since))
