@@ -9,6 +9,7 @@ from fastapi.responses import FileResponse, RedirectResponse
 
 from cronwheel.api.problems import ApiProblem
 from cronwheel.dashboard import session
+from cronwheel.dashboard.live import SharedReads
 from cronwheel.dashboard.pages import admin, jobform, jobs, overview, runs, workers
 
 UI = "/ui"
@@ -25,6 +26,7 @@ STATIC: dict[str, str] = {
 def install(app: FastAPI) -> None:
     """Serve the dashboard at ``/ui`` from ``app``, which has the API's state."""
     folder = files("cronwheel.dashboard") / "static"
+    app.state.dashboard_reads = SharedReads()
 
     @app.get(UI + "/static/{name}", include_in_schema=False)
     async def static(name: str) -> FileResponse:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
+
+from fastapi import Request
 
 TTL_SECONDS = 1.0
 MAX_KEYS = 1024
@@ -37,3 +39,8 @@ class SharedReads:
                 self._locks.pop(oldest, None)
             self._values[key] = (self._clock(), value)
             return value
+
+
+def shared_reads(request: Request) -> SharedReads:
+    """The app's shared reads: one cache per API app (so per store), for every page."""
+    return cast(SharedReads, request.app.state.dashboard_reads)

@@ -66,12 +66,6 @@ def _counting(store: Store, names: list[str]) -> dict[str, int]:
     return counts
 
 
-@pytest.fixture(autouse=True)
-def fresh_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cache of its own per test: the pages' shared reads outlive an app."""
-    monkeypatch.setattr(overview, "_reads", SharedReads())
-
-
 @pytest.fixture
 def app(store: Store) -> FastAPI:
     return create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
@@ -81,7 +75,7 @@ async def test_open_tabs_polling_the_overview_read_the_store_once_per_ttl(
     app: FastAPI, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
-    monkeypatch.setattr(overview, "_reads", SharedReads(ttl=1.0, clock=clock))
+    app.state.dashboard_reads = SharedReads(ttl=1.0, clock=clock)
     async with connect(app, ADMIN_TOKEN) as api:
         assert (await api.post("/v1/jobs", json=spec())).status_code == 201
     reads = ["pool_status", "attempt_history", "count_jobs_by_state", "served_pools"]

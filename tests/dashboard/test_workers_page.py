@@ -10,19 +10,11 @@ from fastapi import FastAPI
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.api.auth import SESSION_COOKIE
 from cronwheel.clock import SystemClock
-from cronwheel.dashboard.live import SharedReads
-from cronwheel.dashboard.pages import workers
 from cronwheel.maintenance import MAINTENANCE_LEASE
 from cronwheel.model import SCHEDULER_TENANT, SHARED_WORKERS, WorkerInfo
 from cronwheel.store.base import Store
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant
-
-
-@pytest.fixture(autouse=True)
-def fresh_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cache of its own per test: the pages' shared reads outlive an app."""
-    monkeypatch.setattr(workers, "_reads", SharedReads())
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from markupsafe import Markup
 from cronwheel.api.routes.workers import SEEN_WINDOW
 from cronwheel.api.state import api_state
 from cronwheel.dashboard.charts import bar_chart, describe
-from cronwheel.dashboard.live import SharedReads
+from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.model import JobState
@@ -27,7 +27,6 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 BUCKET = timedelta(minutes=1)
 BARS = 60
 """The hour the charts and the table's totals cover: this minute and the 59 before."""
-_reads = SharedReads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +109,7 @@ async def _overview(request: Request, viewer: Viewer) -> dict[str, Any]:
         pools = sorted([*pools, *(PoolStatus(name) for name in served - known)], key=_name)
         return {"pools": pool_views(pools, history), "summary": summary(jobs, pools), "now": now}
 
-    result: dict[str, Any] = await _reads.get(f"overview:{tenant}", read)
+    result: dict[str, Any] = await shared_reads(request).get(f"overview:{tenant}", read)
     return result
 
 

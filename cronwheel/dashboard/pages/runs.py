@@ -18,7 +18,7 @@ from cronwheel.api.inputs import INT64
 from cronwheel.api.pagination import before_run, encode
 from cronwheel.api.schemas import AttemptOut, RunOut
 from cronwheel.api.state import api_state
-from cronwheel.dashboard.live import SharedReads
+from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.errors import NotFound
@@ -26,7 +26,6 @@ from cronwheel.model import Attempt, Job, JobState, Run
 from cronwheel.store.base import DeadRun
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
-_reads = SharedReads()
 
 DEAD_PAGE = 50
 SINCE: dict[str, tuple[str, timedelta | None]] = {
@@ -75,7 +74,9 @@ async def _run_facts(request: Request, viewer: Viewer, run_id: int) -> dict[str,
         attempts = await state.store.list_attempts(viewer.tenant_id, run_id)
         return {"run": run, "job": job, "attempts": [_attempt_row(a) for a in attempts]}
 
-    facts: dict[str, Any] = await _reads.get(f"run:{viewer.tenant_id}:{run_id}", read)
+    facts: dict[str, Any] = await shared_reads(request).get(
+        f"run:{viewer.tenant_id}:{run_id}", read
+    )
     run: Run = facts["run"]
     job: Job | None = facts["job"]
     payload = run.payload if run.payload is not None else (job.payload if job else None)

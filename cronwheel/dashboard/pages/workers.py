@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse
 
 from cronwheel.api.routes.workers import SEEN_WINDOW
 from cronwheel.api.state import api_state
-from cronwheel.dashboard.live import SharedReads
+from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.maintenance import MAINTENANCE_LEASE
@@ -31,7 +31,6 @@ TITLE = "Workers and schedulers"
 STALE_AFTER = 15.0
 """Seconds without a heartbeat after which a process's age is shown as a warning (they
 beat every few seconds; the registry forgets them after :data:`SEEN_WINDOW`)."""
-_reads = SharedReads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +174,7 @@ async def _fleet(request: Request, viewer: Viewer) -> dict[str, Any]:
         return {"fleet": fleet_for(tenant, system, processes, leases, now), "now": now}
 
     scope = "system" if system else f"tenant:{tenant}"
-    result: dict[str, Any] = await _reads.get(f"workers:{scope}", read)
+    result: dict[str, Any] = await shared_reads(request).get(f"workers:{scope}", read)
     return {**result, "stale_after": STALE_AFTER, "seen_window": SEEN_WINDOW.total_seconds()}
 
 
