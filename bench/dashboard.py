@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -22,7 +23,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from cronwheel.store.base import Completion, Store
 DEFAULT_PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney")
 BATCH = 10_000
+HISTORY = timedelta(days=30)
 RUN_JOBS = 1_000
 """Manual jobs the runs are enqueued to (the job page of one shows a long history)."""
 PAGES = (
@@ -109,6 +111,9 @@ async def fill(store: Store, jobs: int, runs: int) -> Scene:
     done = 0
     first_run = last_dead = 0
     worker = f"bench-{uuid.uuid4().hex[:6]}"
+    # History as a store holds it: the runs finished over the last 30 days, not all in the
+    # last minute (the overview reads the last hour; a job's page, the newest runs).
+    total = per_job * len(manual)
     for k, job in enumerate(manual):
         await service.enqueue(job.id, [None] * per_job)
         if k % 20 == 19 or k == len(manual) - 1:
@@ -124,10 +129,10 @@ async def fill(store: Store, jobs: int, runs: int) -> Scene:
                 )
                 if not claim:
                     break
-                finished = datetime.now(UTC)
                 completions = []
                 for n, c in enumerate(claim):
                     dead = (done + n) % 50 == 0
+                    finished = now - HISTORY * (1 - (done + n) / total)
                     completions.append(
                         Completion(
                             run_id=c.run.id,
@@ -172,7 +177,9 @@ async def measure(store: Store, scene: Scene, repeat: int) -> list[tuple[str, in
     return rows
 
 
-async def run_store(kind: str, jobs: int, runs: int, repeat: int, pg: str) -> None:
+async def run_store(
+    kind: str, jobs: int, runs: int, repeat: int, pg: str, keep: str | None
+) -> None:
     print(f"{kind}: {jobs:,} jobs, {runs:,} runs", flush=True)
     if kind == "sqlite":
         from cronwheel.store.sqlite import SqliteStore
@@ -183,21 +190,32 @@ async def run_store(kind: str, jobs: int, runs: int, repeat: int, pg: str) -> No
     else:
         from cronwheel.store.postgres import PostgresStore
 
-        name = f"cwbench_ui_{os.getpid()}"
+        name = keep or f"cwbench_ui_{os.getpid()}"
         admin = await asyncpg.connect(pg)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+        if not (keep and exists):
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            await admin.execute(f'CREATE DATABASE "{name}"')
         await admin.close()
         store = await PostgresStore.connect(pg.rpartition("/")[0] + "/" + name)
 
         async def cleanup() -> None:
+            if keep:
+                return  # measured again with the same --keep, without filling it again
             admin = await asyncpg.connect(pg)
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             await admin.close()
 
     try:
         await store.migrate()
-        scene = await fill(store, jobs, runs)
+        saved = Path(tempfile.gettempdir()) / f"{keep}.scene.json" if keep else None
+        if saved is not None and saved.exists() and kind == "pg":
+            scene = Scene(**json.loads(saved.read_text()))
+            print(f"  reusing database {keep} (filled earlier)")
+        else:
+            scene = await fill(store, jobs, runs)
+            if saved is not None:
+                saved.write_text(json.dumps(scene.__dict__))
         print(f"  {'page':28} {'status':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
         for path, status, times in await measure(store, scene, repeat):
             ms = sorted(t * 1000 for t in times)
@@ -222,10 +240,16 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=1_000_000)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--pg", default=DEFAULT_PG)
+    p.add_argument(
+        "--keep",
+        metavar="DBNAME",
+        help="PostgreSQL: keep the filled database under this name and, when it exists, "
+        "measure it again without filling it (drop it by hand afterwards)",
+    )
     args = p.parse_args()
     jobs, runs, repeat = (2_000, 10_000, 5) if args.quick else (args.jobs, args.runs, args.repeat)
     for kind in args.store or ["sqlite", "pg"]:
-        asyncio.run(run_store(kind, jobs, runs, repeat, args.pg))
+        asyncio.run(run_store(kind, jobs, runs, repeat, args.pg, args.keep))
 
 
 if __name__ == "__main__":
