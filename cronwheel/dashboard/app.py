@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse, RedirectResponse
 from cronwheel.api.problems import ApiProblem
 from cronwheel.dashboard import session
 from cronwheel.dashboard.live import SharedReads
+from cronwheel.dashboard.minutes import SettledMinutes
 from cronwheel.dashboard.pages import admin, jobform, jobs, overview, runs, workers
 
 UI = "/ui"
@@ -27,6 +28,7 @@ def install(app: FastAPI) -> None:
     """Serve the dashboard at ``/ui`` from ``app``, which has the API's state."""
     folder = files("cronwheel.dashboard") / "static"
     app.state.dashboard_reads = SharedReads()
+    app.state.dashboard_minutes = SettledMinutes()
 
     @app.get(UI + "/static/{name}", include_in_schema=False)
     async def static(name: str) -> FileResponse:

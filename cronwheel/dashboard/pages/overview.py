@@ -18,6 +18,7 @@ from cronwheel.api.routes.workers import SEEN_WINDOW
 from cronwheel.api.state import api_state
 from cronwheel.dashboard.charts import bar_chart, describe
 from cronwheel.dashboard.live import shared_reads
+from cronwheel.dashboard.minutes import SettledMinutes
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.model import JobState
@@ -26,6 +27,7 @@ from cronwheel.store.base import AttemptBucket, PoolStatus
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 BUCKET = timedelta(minutes=1)
 BARS = 60
+LAG_WINDOW = timedelta(minutes=5)
 """The hour the charts and the table's totals cover: this minute and the 59 before."""
 
 
@@ -36,6 +38,8 @@ class PoolView:
     status: PoolStatus
     throughput: Markup
     failures: Markup
+    finished_total: int
+    failures_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,8 @@ def pool_views(pools: list[PoolStatus], history: list[AttemptBucket]) -> list[Po
                 failures=bar_chart(
                     bad, describe(p.pool, "failed attempts", bad, minutes), css_class="chart-bad"
                 ),
+                finished_total=sum(done),
+                failures_total=sum(bad),
             )
         )
     return views
@@ -97,20 +103,27 @@ async def _overview(request: Request, viewer: Viewer) -> dict[str, Any]:
         # Bars of whole clock minutes, the current one last: a bar keeps its attempts
         # from one refresh to the next instead of sliding by a second each time.
         since = now.replace(second=0, microsecond=0) - (BARS - 1) * BUCKET
-        pools = await state.store.pool_status(tenant, now=now, since=since)
-        history = await state.store.attempt_history(
-            tenant, since=since, now=now, bucket_seconds=int(BUCKET.total_seconds())
-        )
+        # Start lag over the last minutes (as `cronwheel status`): percentiles of the whole
+        # hour would sort every attempt of it on each refresh.
+        pools = await state.store.pool_status(tenant, now=now, since=now - LAG_WINDOW)
+        history = await settled_minutes(request).read(state.store, tenant, since=since, now=now)
         jobs = await state.store.count_jobs_by_state(tenant)
         # A pool a live worker serves shows too, all zero: served, and quiet (as in
         # `cronwheel status`, decision 0021).
         served = await state.store.served_pools(tenant, seen_since=now - SEEN_WINDOW)
         known = {p.pool for p in pools}
-        pools = sorted([*pools, *(PoolStatus(name) for name in served - known)], key=_name)
+        quiet = (served | {b.pool for b in history}) - known  # nothing due, running or dead
+        pools = sorted([*pools, *(PoolStatus(name) for name in quiet)], key=_name)
         return {"pools": pool_views(pools, history), "summary": summary(jobs, pools), "now": now}
 
     result: dict[str, Any] = await shared_reads(request).get(f"overview:{tenant}", read)
     return result
+
+
+def settled_minutes(request: Request) -> SettledMinutes:
+    """The app's settled minutes (installed with the dashboard)."""
+    minutes: SettledMinutes = request.app.state.dashboard_minutes
+    return minutes
 
 
 @router.get("/ui/")
