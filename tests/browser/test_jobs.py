@@ -131,9 +131,16 @@ def test_job_page_shows_the_definition_and_fires_with_dst_marks(
     tab.check("job")
 
     sign_in(phone_tab, dashboard, ADMIN_TOKEN, f"/ui/jobs/{job['id']}")
-    width = phone_tab.page.evaluate("document.documentElement.scrollWidth")
-    assert width <= 390, f"the page is {width} px wide on a phone"
+    _fits_a_phone(phone_tab)
     phone_tab.check("job-phone")
+    phone_tab.goto(f"{dashboard.url}/ui/jobs?q=dst-")
+    _fits_a_phone(phone_tab)
+    phone_tab.check("list-phone")
+
+
+def _fits_a_phone(tab: Tab) -> None:
+    width = tab.page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"{tab.page.url} is {width} px wide on a phone"
 
 
 def test_a_run_appears_live_then_trigger_pause_resume_and_cancel_buttons(
