@@ -22,7 +22,6 @@ from cronwheel.api.pagination import MAX_LIMIT, after_job, before_run
 from cronwheel.api.pagination import page as cut_page
 from cronwheel.api.routes.jobs import checked_job_id
 from cronwheel.api.state import api_state
-from cronwheel.cli.describe import schedule_words
 from cronwheel.dashboard.live import SharedReads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
@@ -50,6 +49,9 @@ _reads = SharedReads()
 
 def _schedule_words(schedule: Mapping[str, Any]) -> str:
     """A schedule in a few words: the one place the pages describe a schedule."""
+    # Imported here: the cli package imports the API, which imports these pages.
+    from cronwheel.cli.describe import schedule_words
+
     return schedule_words(schedule)
 
 
