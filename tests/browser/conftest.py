@@ -58,9 +58,12 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the whole session."""
+    """One headless chromium per test module. Not per session: Playwright's sync API
+    leaves its event loop running while it is open, and every asyncio test after it in
+    the same session (./scripts/test runs them all) would fail with "Runner.run() cannot
+    be called from a running event loop"."""
     reason = _missing()
     if reason is not None:
         if REQUIRED:
