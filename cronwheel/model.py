@@ -91,6 +91,17 @@ _FINISHED_RUN_STATES = frozenset(
 )
 
 
+class LastOutcome(StrEnum):
+    """How a job's newest finished run ended (its :class:`LastRun`'s state), or
+    ``none``: none has finished yet. What a list of jobs is filtered by."""
+
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    NONE = "none"
+
+
 class Priority(IntEnum):
     """Lower sorts first: a worker claims critical runs before low ones."""
 

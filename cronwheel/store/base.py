@@ -36,6 +36,7 @@ from cronwheel.model import (
     ClaimedRun,
     Job,
     JobState,
+    LastOutcome,
     LastRun,
     NewRun,
     Run,
@@ -405,6 +406,9 @@ class Store(abc.ABC):
         name_prefix: str | None = None,
         name: str | None = None,
         id_prefix: str | None = None,
+        schedule_kind: str | None = None,
+        last_outcome: LastOutcome | None = None,
+        newest_first: bool = False,
         after_id: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
@@ -412,7 +416,15 @@ class Store(abc.ABC):
         stays stable while jobs are inserted. ``name`` matches exactly (cancelled jobs
         may share a live job's name); ``id_prefix`` matches the ids that start with it
         (see :func:`~cronwheel.model.id_prefix_range`): what naming a job by a short
-        id or its name needs."""
+        id or its name needs. ``newest_first`` walks the same order backwards (then
+        ``after_id`` is the last id of the previous page, and the page holds older ids).
+
+        ``schedule_kind`` keeps the jobs whose schedule has that ``kind`` (``cron``,
+        ``interval``…). ``last_outcome`` keeps those whose :class:`~cronwheel.model.LastRun`
+        ended in that state, or (``LastOutcome.NONE``) those with no
+        finished run: checked as the jobs index is walked, one probe of the index of
+        finished runs by job per job examined (as :meth:`last_runs`), never a scan of
+        the runs; a rare outcome costs a walk over the tenant's jobs until a page fills."""
 
     @abc.abstractmethod
     async def update_job(

@@ -62,6 +62,37 @@ async def test_list_filters_by_state_pool_and_name_prefix(client: httpx.AsyncCli
     problem(await client.get("/v1/jobs", params={"limit": 1001}), 422, "limit")
 
 
+async def test_list_filters_by_kind_and_last_outcome_newest_first(
+    client: httpx.AsyncClient,
+) -> None:
+    await client.post("/v1/jobs", json=spec("cron-a"))
+    await client.post(
+        "/v1/jobs", json=spec("every", schedule={"kind": "interval", "every_seconds": 60})
+    )
+    manual = (
+        await client.post("/v1/jobs", json=spec("by-hand", schedule={"kind": "manual"}))
+    ).json()
+    run = (await client.post(f"/v1/jobs/{manual['id']}/trigger")).json()
+    assert (await client.post(f"/v1/runs/{run['id']}/cancel")).status_code == 200
+
+    async def names(**params: str) -> list[str]:
+        response = await client.get("/v1/jobs", params=params)
+        assert response.status_code == 200, response.text
+        return [j["name"] for j in response.json()["items"]]
+
+    assert await names(kind="interval") == ["every"]
+    assert await names(kind="cron", last_outcome="none") == ["cron-a"]
+    assert await names(last_outcome="cancelled") == ["by-hand"]
+    assert await names(last_outcome="succeeded") == []
+    assert await names(order="-created") == ["by-hand", "every", "cron-a"]
+    first = (await client.get("/v1/jobs", params={"order": "-created", "limit": 2})).json()
+    assert [j["name"] for j in first["items"]] == ["by-hand", "every"]
+    assert await names(order="-created", cursor=first["next_cursor"]) == ["cron-a"]
+    problem(await client.get("/v1/jobs", params={"kind": "hourly"}), 422, "kind")
+    problem(await client.get("/v1/jobs", params={"last_outcome": "failed"}), 422, "last_outcome")
+    problem(await client.get("/v1/jobs", params={"order": "name"}), 422, "order")
+
+
 async def test_list_finds_a_job_by_exact_name_or_id_prefix(client: httpx.AsyncClient) -> None:
     first = (await client.post("/v1/jobs", json=spec("backup"))).json()
     await client.post("/v1/jobs", json=spec("backup-logs"))

@@ -12,6 +12,7 @@ from cronwheel.model import (
     Backoff,
     Delivery,
     JobState,
+    LastOutcome,
     MisfireMode,
     MisfirePolicy,
     Overlap,
@@ -108,6 +109,72 @@ async def test_list_filters_and_a_cursor_that_survives_inserts(store: Store) -> 
         tenant, jobs[0].id, JobState.PAUSED, next_fire_at=None, now=T0, actor="t"
     )
     assert [j.id for j in await store.list_jobs(tenant, state=JobState.PAUSED)] == [jobs[0].id]
+
+
+async def test_list_by_schedule_kind_last_outcome_and_newest_first(store: Store) -> None:
+    """What the dashboard's job list filters by: the schedule's kind and how the job's
+    newest finished run ended (or that none has), walked either way with a cursor."""
+    every = {"kind": "interval", "every_seconds": 60}
+    ok, dead, fresh, skipped = make_job("ok"), make_job("dead"), make_job("fresh"), make_job("s")
+    iv = make_job("iv", schedule=every)
+    await store.create_jobs([ok, dead, fresh, skipped, iv])
+    await store.materialize_runs(
+        [make_run(ok, at(0)), make_run(dead, at(0)), make_run(ok, at(1)), make_run(iv, at(0))],
+        [],
+    )
+    claimed = {
+        c.run.job_id + c.run.scheduled_for.isoformat(): c.run
+        for c in await store.claim_runs(
+            "w", ["default"], limit=10, now=at(1), prefetch_until=at(1), lease_seconds=30
+        )
+    }
+
+    def done(job_id: str, s: float, state: RunState, finished_s: float) -> Completion:
+        run = claimed[job_id + at(s).isoformat()]
+        succeeded = state is RunState.SUCCEEDED
+        return Completion(
+            run_id=run.id,
+            fence=run.fence,
+            worker_id="w",
+            state=state,
+            outcome=AttemptOutcome.SUCCEEDED if succeeded else AttemptOutcome.FAILED,
+            started_at=at(finished_s - 1),
+            finished_at=at(finished_s),
+            error_class=None if succeeded else "RuntimeError",
+            error_message=None if succeeded else "boom",
+            available_at=None,
+        )
+
+    # ok: a dead run, then a success that finished later; dead: the other way round.
+    await store.complete_runs(
+        [done(ok.id, 0, RunState.DEAD, 5), done(dead.id, 0, RunState.DEAD, 9)]
+    )
+    await store.complete_runs(
+        [done(ok.id, 1, RunState.SUCCEEDED, 8), done(iv.id, 0, RunState.SUCCEEDED, 8)]
+    )
+    await store.materialize_runs([make_run(skipped, at(0), state=RunState.SKIPPED)], [])
+
+    async def names(**filters: object) -> list[str]:
+        return [j.name for j in await store.list_jobs("default", **filters)]  # type: ignore[arg-type]
+
+    assert await names(last_outcome=LastOutcome.SUCCEEDED) == ["ok", "iv"]
+    assert await names(last_outcome=LastOutcome.DEAD) == ["dead"]
+    assert await names(last_outcome=LastOutcome.SKIPPED) == ["s"]
+    assert await names(last_outcome=LastOutcome.CANCELLED) == []
+    assert await names(last_outcome=LastOutcome.NONE) == ["fresh"]
+    assert await names(schedule_kind="interval") == ["iv"]
+    assert await names(schedule_kind="cron", last_outcome=LastOutcome.SUCCEEDED) == ["ok"]
+    assert await names(schedule_kind="once") == []
+    assert await store.list_jobs("other", last_outcome=LastOutcome.SUCCEEDED) == []
+
+    assert await names(newest_first=True) == ["iv", "s", "fresh", "dead", "ok"]
+    first = await store.list_jobs("default", newest_first=True, limit=2)
+    rest = await store.list_jobs("default", newest_first=True, after_id=first[-1].id, limit=2)
+    assert [j.name for j in first + rest] == ["iv", "s", "fresh", "dead"]
+    older = await store.list_jobs(
+        "default", newest_first=True, after_id=rest[-1].id, last_outcome=LastOutcome.SUCCEEDED
+    )
+    assert [j.name for j in older] == ["ok"]
 
 
 async def test_name_prefix_is_literal(store: Store) -> None:

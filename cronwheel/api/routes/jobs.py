@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -21,12 +21,14 @@ from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unpr
 from cronwheel.api.schemas import JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import InvalidInput, NotFound
-from cronwheel.model import Job, JobState, Run, RunState, id_prefix_range
+from cronwheel.model import Job, JobState, LastOutcome, Run, RunState, id_prefix_range
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 JobId = Annotated[str, Path(max_length=64, description="A job id (a UUID).")]
+ScheduleKind = Literal["cron", "interval", "once", "delay", "immediate", "manual"]
+JobOrder = Literal["created", "-created"]
 IfMatch = Annotated[
     str | None,
     Header(alias="If-Match", max_length=64, description='The version you edit: `3` or `"3"`.'),
@@ -150,11 +152,26 @@ async def list_jobs(
         str | None,
         Query(max_length=36, description="Ids starting with these hex digits (dashes optional)."),
     ] = None,
+    kind: Annotated[
+        ScheduleKind | None, Query(description="Jobs whose schedule is of this kind.")
+    ] = None,
+    last_outcome: Annotated[
+        LastOutcome | None,
+        Query(
+            description="Jobs whose newest finished run (`last_run`) ended so; `none`: no run"
+            " of theirs has finished yet."
+        ),
+    ] = None,
+    order: Annotated[
+        JobOrder,
+        Query(description="`created`: oldest first; `-created`: newest first."),
+    ] = "created",
     cursor: Cursor = None,
     limit: Limit = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
-    """Jobs in creation order; the cursor stays valid while jobs are created. ``name`` and
-    ``id_prefix`` find the job a person names by its name or the start of its id."""
+    """Jobs in creation order (or newest first); the cursor stays valid while jobs are
+    created. ``name`` and ``id_prefix`` find the job a person names by its name or the
+    start of its id."""
     if id_prefix is not None:
         id_prefix_range(id_prefix)  # a 422 naming id_prefix before the store is reached
     jobs = (
@@ -167,6 +184,9 @@ async def list_jobs(
             name_prefix=name_prefix,
             name=name,
             id_prefix=id_prefix,
+            schedule_kind=kind,
+            last_outcome=last_outcome,
+            newest_first=order == "-created",
             after_id=after_job(cursor),
             limit=limit + 1,
         )

@@ -71,9 +71,17 @@
     return response;
   }
 
-  function done(el, response) {
+  async function done(el, response) {
     const then = el.dataset.then || "reload";
     if (then === "reload") { location.reload(); return; }
+    // data-then="/ui/runs/{id}": the page of what the call created (its answer's id).
+    if (then.includes("{id}")) {
+      let body = null;
+      try { body = response ? await response.json() : null; } catch (e) { body = null; }
+      if (body && body.id !== undefined) location.assign(then.replace("{id}", encodeURIComponent(body.id)));
+      else location.reload();
+      return;
+    }
     if (then === "location" && response) {
       const to = response.headers.get("X-Dashboard-Location");
       if (to) { location.assign(to); return; }

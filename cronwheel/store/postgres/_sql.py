@@ -263,6 +263,16 @@ CROSS JOIN LATERAL (
 ) AS r
 WHERE r.tenant_id = $1"""
 
+# A job's last outcome as a condition of a job listing: the same one probe of
+# runs_job_finished per job examined as LAST_RUNS, never a scan of the runs.
+LAST_OUTCOME_IS = (
+    "(SELECT r.state FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL"
+    " ORDER BY r.finished_at DESC, r.id DESC LIMIT 1) = {}"
+)
+NO_FINISHED_RUN = (
+    "NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL)"
+)
+
 LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
 
 

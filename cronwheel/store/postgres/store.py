@@ -30,6 +30,7 @@ from cronwheel.model import (
     AuditEntry,
     Job,
     JobState,
+    LastOutcome,
     LastRun,
     NewRun,
     Run,
@@ -363,6 +364,9 @@ class PostgresStore(Store):
         name_prefix: str | None = None,
         name: str | None = None,
         id_prefix: str | None = None,
+        schedule_kind: str | None = None,
+        last_outcome: LastOutcome | None = None,
+        newest_first: bool = False,
         after_id: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
@@ -382,9 +386,15 @@ class PostgresStore(Store):
             low, high = id_prefix_range(id_prefix)
             select.add("id >= {}::uuid", low)
             select.add("id <= {}::uuid", high)
+        if schedule_kind is not None:
+            select.add("schedule->>'kind' = {}", schedule_kind)
+        if last_outcome is LastOutcome.NONE:
+            select.where.append(sql.NO_FINISHED_RUN)
+        elif last_outcome is not None:
+            select.add(sql.LAST_OUTCOME_IS, last_outcome.value)
         if after_id is not None:
-            select.add("id > {}::uuid", after_id)
-        found = await self._fetch(*select.query("id", limit))
+            select.add("id < {}::uuid" if newest_first else "id > {}::uuid", after_id)
+        found = await self._fetch(*select.query("id DESC" if newest_first else "id", limit))
         return [rows.job(r) for r in found]
 
     async def update_job(

@@ -18,6 +18,7 @@ from cronwheel.model import (
     AuditEntry,
     Job,
     JobState,
+    LastOutcome,
     LastRun,
     NewRun,
     Overlap,
@@ -64,6 +65,16 @@ LAST_RUNS = (
     " WHERE r.job_id = j.value AND r.finished_at IS NOT NULL"
     " ORDER BY r.finished_at DESC, r.id DESC LIMIT 1)"
     " WHERE +runs.tenant_id = ?"  # + : the run is found by id, never by a scan of its tenant
+)
+
+# A job's last outcome as a condition of a job listing: the same one probe of
+# runs_job_finished per job examined as LAST_RUNS, never a scan of the runs.
+LAST_OUTCOME_IS = (
+    "(SELECT r.state FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL"
+    " ORDER BY r.finished_at DESC, r.id DESC LIMIT 1) = ?"
+)
+NO_FINISHED_RUN = (
+    "NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL)"
 )
 
 
@@ -233,6 +244,9 @@ class SqliteStore(Store):
         name_prefix: str | None = None,
         name: str | None = None,
         id_prefix: str | None = None,
+        schedule_kind: str | None = None,
+        last_outcome: LastOutcome | None = None,
+        newest_first: bool = False,
         after_id: str | None = None,
         limit: int = 100,
     ) -> list[Job]:
@@ -253,10 +267,19 @@ class SqliteStore(Store):
         if id_prefix is not None:
             where.append("id BETWEEN ? AND ?")
             params.extend(id_prefix_range(id_prefix))
+        if schedule_kind is not None:
+            where.append("json_extract(schedule, '$.kind') = ?")
+            params.append(schedule_kind)
+        if last_outcome is LastOutcome.NONE:
+            where.append(NO_FINISHED_RUN)
+        elif last_outcome is not None:
+            where.append(LAST_OUTCOME_IS)
+            params.append(last_outcome.value)
         if after_id is not None:
-            where.append("id > ?")
+            where.append("id < ?" if newest_first else "id > ?")
             params.append(after_id)
-        sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
+        order = "id DESC" if newest_first else "id"
+        sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
         return [rows.job(r) for r in found]
 
