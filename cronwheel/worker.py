@@ -97,6 +97,8 @@ class _InFlight:
     run a second start."""
     error: BaseException | None = None
     """A handler's unexpected exception: its traceback goes with the attempt's log line."""
+    forgotten: bool = False
+    """The worker is done with this claim (:meth:`Worker._forget`)."""
 
 
 class Worker:
@@ -364,11 +366,17 @@ class Worker:
             if flight.task is None and self._inflight.get(flight.claimed.run.id) is flight:
                 flight.task = loop.create_task(self._fire(flight))
 
-    def _forget(self, run_id: int) -> _InFlight | None:
-        flight = self._inflight.pop(run_id, None)
-        if flight is not None:
-            self._held[flight.claimed.run.pool] -= 1
-        return flight
+    def _forget(self, flight: _InFlight) -> None:
+        """Done with this claim. The run's entry goes only if it is still this claim's: a
+        retry due at once can be claimed again by this worker while the store is still
+        answering the write that completed this attempt, and the new claim keeps its
+        place (its heartbeats, its start)."""
+        if flight.forgotten:
+            return
+        flight.forgotten = True
+        self._held[flight.claimed.run.pool] -= 1
+        if self._inflight.get(flight.claimed.run.id) is flight:
+            del self._inflight[flight.claimed.run.id]
 
     async def _fire(self, flight: _InFlight) -> None:
         run = flight.claimed.run
@@ -377,7 +385,7 @@ class Worker:
         current_run.set(run)
         async with self._slots[run.pool]:
             if flight.lost:
-                self._forget(run.id)
+                self._forget(flight)
                 return
             started = self.clock.now()
             flight.started = True
@@ -390,7 +398,7 @@ class Worker:
                 )
             finished = self.clock.now()
         if flight.lost:  # someone else owns the run now: our result would be fenced out
-            self._forget(run.id)
+            self._forget(flight)
             return
         done = completion_for(
             flight.claimed,
@@ -492,6 +500,9 @@ class Worker:
     async def _write(self, batch: list[Completion]) -> None:
         """Write completions, retrying until the store takes them: a result is never
         dropped, and the fence keeps a late write harmless."""
+        # Each completion's own claim, taken before the write: once the store has it, a
+        # retry of the run may be claimed again (a new flight under the same run id).
+        flights = [self._inflight.get(done.run_id) for done in batch]
         while True:
             try:
                 accepted = set(await self.store.complete_runs(batch))
@@ -500,8 +511,11 @@ class Worker:
             except Exception as exc:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         recorded = []
-        for done in batch:
-            flight = self._forget(done.run_id)
+        for done, flight in zip(batch, flights, strict=True):
+            if flight is not None and flight.claimed.run.fence == done.fence:
+                self._forget(flight)
+            else:
+                flight = None
             if done.run_id not in accepted:
                 log.warning(
                     "run %s: completion refused (fenced out)",
@@ -562,5 +576,5 @@ class Worker:
         # A run released after it started got an attempt (cancelled, WorkerShutdown).
         self.metrics.attempts_cancelled([f.claimed.run.pool for f in flights if f.started])
         for f in flights:
-            self._forget(f.claimed.run.id)
+            self._forget(f)
         self._room.set()

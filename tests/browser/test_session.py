@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
+
+from playwright.sync_api import expect
 
 from tests.browser.conftest import ADMIN_TOKEN, Dashboard, Tab, sign_in
 
@@ -110,3 +114,46 @@ def test_the_overview_fits_a_phone(phone_tab: Tab, dashboard: Dashboard) -> None
     width = phone_tab.page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page is {width} px wide on a 390 px screen"
     phone_tab.check("overview-phone")
+
+
+def test_times_show_in_the_browsers_zone_with_utc_on_hover(tab: Tab, dashboard: Dashboard) -> None:
+    job = dashboard.create_job(
+        {
+            "name": "zone-shown",
+            "schedule": {"kind": "manual"},
+            "action": {"type": "handler", "name": "noop"},
+        }
+    )
+    sign_in(tab, dashboard, ADMIN_TOKEN, f"/ui/jobs/{job['id']}")
+    shown = tab.page.locator("time[datetime]").first
+    iso = shown.get_attribute("datetime")
+    instant = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    local = instant.astimezone(ZoneInfo("Europe/Paris"))  # the tab's zone (conftest)
+    assert shown.inner_text().startswith(local.strftime("%Y-%m-%d %H:%M:%S"))
+    assert shown.get_attribute("title") == instant.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def test_the_keyboard_reaches_the_content_and_the_actions(tab: Tab, dashboard: Dashboard) -> None:
+    job = dashboard.create_job(
+        {
+            "name": "by-keyboard",
+            "schedule": {"kind": "manual"},
+            "action": {"type": "handler", "name": "noop"},
+        }
+    )
+    sign_in(tab, dashboard, dashboard.key("write"), f"/ui/jobs/{job['id']}")
+    page = tab.page
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    for _ in range(80):  # from the content on, Tab reaches the job's buttons
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "Pause":
+            break
+    else:
+        raise AssertionError("Tab never reached the Pause button")
+    page.keyboard.press("Enter")
+    page.wait_for_load_state("networkidle")
+    expect(page.get_by_role("button", name="Resume", exact=True)).to_be_visible(timeout=15_000)
+    assert dashboard.api.get(f"/v1/jobs/{job['id']}").json()["state"] == "paused"

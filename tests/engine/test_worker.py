@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
     AttemptOutcome,
+    Backoff,
     Delivery,
     RetryPolicy,
     RunState,
@@ -431,3 +433,41 @@ async def test_a_running_worker_is_registered_and_forgotten_when_it_stops(store:
         [me] = workers
         assert (me.id, me.pools, me.capacity) == (worker.id, ("default",), 4)
     assert await store.list_workers(SHARED_WORKERS, seen_since=since) == []
+
+
+async def test_a_retry_claimed_while_the_failed_attempt_is_written_still_starts(
+    store: Store,
+) -> None:
+    # The store answers a completion late (it is committed: the run is already pending
+    # for its retry), so this worker claims the retry, due 0.4 s later, before it hears
+    # back. The late answer must not make it forget the new claim, which would then never
+    # start and sit "running" until its lease ran out, to end as a false "lost" attempt.
+    written = store.complete_runs
+
+    async def answer_late(batch: Any) -> Any:
+        accepted = await written(batch)
+        await asyncio.sleep(0.3)
+        return accepted
+
+    store.complete_runs = answer_late  # type: ignore[method-assign]
+    worker = Worker(store, replace(FAST, lease_seconds=30.0, heartbeat_seconds=0.2))
+    starts: Counter[int] = Counter()
+
+    @worker.handler("noop")
+    async def fails_once(ctx: RunContext) -> None:
+        starts[ctx.attempt] += 1
+        if ctx.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+
+    retry = RetryPolicy(max_attempts=3, backoff=Backoff.FIXED, initial_delay=0.4, max_delay=0.4)
+    job, _ = await job_with_run(store, retry=retry)
+
+    async def succeeded() -> bool:
+        return (await one_run(store, job.id)).state is RunState.SUCCEEDED
+
+    async with running(worker):
+        await eventually(succeeded, timeout=10)
+    run = await one_run(store, job.id)
+    assert (run.attempt, dict(starts)) == (2, {1: 1, 2: 1})
+    outcomes = [a.outcome for a in await store.list_attempts(run.tenant_id, run.id)]
+    assert outcomes == [AttemptOutcome.FAILED, AttemptOutcome.SUCCEEDED]
