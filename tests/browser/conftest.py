@@ -15,8 +15,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +242,47 @@ def sign_in(tab: Tab, dashboard: Dashboard, token: str, path: str = "/ui/") -> N
     tab.page.get_by_role("button", name="Sign in").click()
     tab.page.wait_for_load_state("networkidle")
     assert "/ui/signin" not in tab.page.url, tab.page.content()[:2000]
+
+
+class WebhookTarget:
+    """A local webhook target: each path answers the status it is told (``default``
+    until then), once its gate, if it has one, is opened."""
+
+    def __init__(self, default: int = 500) -> None:
+        self.status: dict[str, int] = {}
+        self.gates: dict[str, threading.Event] = {}
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                gate = target.gates.get(self.path)
+                if gate is not None:
+                    gate.wait(60)
+                code = target.status.get(self.path, default)
+                body = b"ok" if code < 300 else b"target is down"
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:  # quiet test output
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[WebhookTarget]:
+    """A webhook target for a module's tests: every path answers 500 unless told."""
+    found = WebhookTarget()
+    thread = threading.Thread(target=found.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield found
+    finally:
+        for gate in found.gates.values():
+            gate.set()
+        found.server.shutdown()
+        found.server.server_close()

@@ -9,44 +9,16 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import ADMIN_TOKEN, Dashboard, Tab, sign_in
+from tests.browser.conftest import ADMIN_TOKEN, Dashboard, Tab, WebhookTarget, sign_in
 from tests.e2e.procs import REPO
 
 WAIT = 20_000
-
-
-class _Target(BaseHTTPRequestHandler):
-    """A webhook target: ``/ok`` answers 200, anything else 500."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200 if self.path.startswith("/ok") else 500)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet in the test output
-        pass
-
-
-@pytest.fixture(scope="module")
-def target() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Target)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _manual_job(dashboard: Dashboard, name: str, url: str, pool: str, runs: int) -> None:
@@ -65,11 +37,12 @@ def _manual_job(dashboard: Dashboard, name: str, url: str, pool: str, runs: int)
 
 
 def test_the_overview_shows_pools_with_their_hour_and_updates_live(
-    tab: Tab, dashboard: Dashboard, target: str, scheduler: None
+    tab: Tab, dashboard: Dashboard, target: WebhookTarget, scheduler: None
 ) -> None:
     page = tab.page
-    _manual_job(dashboard, "fleet-ok", f"{target}/ok", "default", 3)
-    _manual_job(dashboard, "fleet-fail", f"{target}/fail", "default", 2)
+    target.status["/ok"] = 200  # and /fail answers 500
+    _manual_job(dashboard, "fleet-ok", f"{target.url}/ok", "default", 3)
+    _manual_job(dashboard, "fleet-fail", f"{target.url}/fail", "default", 2)
     sign_in(tab, dashboard, ADMIN_TOKEN)
     expect(page.get_by_role("heading", level=1)).to_have_text("Overview")
     row = page.locator('tr[data-pool="default"]')
@@ -95,7 +68,7 @@ def test_the_overview_shows_pools_with_their_hour_and_updates_live(
 
     # Runs in a pool no worker serves: due, and shown without a reload.
     page.evaluate("window.__marker = 'same page'")
-    _manual_job(dashboard, "fleet-waiting", f"{target}/ok", "fleet-unserved", 4)
+    _manual_job(dashboard, "fleet-waiting", f"{target.url}/ok", "fleet-unserved", 4)
     waiting = page.locator('tr[data-pool="fleet-unserved"]')
     expect(waiting.locator('[data-field="due"]')).to_have_text("4", timeout=WAIT)
     expect(page.locator("#sum-due")).to_have_text("4")

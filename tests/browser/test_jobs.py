@@ -5,14 +5,9 @@ timeline, its buttons), what a read key sees, and another tenant's job."""
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
-
-from tests.browser.conftest import ADMIN_TOKEN, Dashboard, Tab, sign_in
+from tests.browser.conftest import ADMIN_TOKEN, Dashboard, Tab, WebhookTarget, sign_in
 
 LIVE_TIMEOUT = 30_000
 """Milliseconds to wait for something the worker does (a run finishing)."""
@@ -33,30 +28,6 @@ def _state(dashboard: Dashboard, job_id: str) -> str:
 
 def _names(tab: Tab) -> list[str]:
     return [n.strip() for n in tab.page.locator("table.jobs tbody th").all_inner_texts()]
-
-
-class _Ok(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def target() -> Iterator[str]:
-    """A webhook target that answers 200 to every POST."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_list_searches_filters_orders_pages_and_bulk_pauses(tab: Tab, dashboard: Dashboard) -> None:
@@ -144,11 +115,11 @@ def _fits_a_phone(tab: Tab) -> None:
 
 
 def test_a_run_appears_live_then_trigger_pause_resume_and_cancel_buttons(
-    tab: Tab, dashboard: Dashboard, target: str
+    tab: Tab, dashboard: Dashboard, target: WebhookTarget
 ) -> None:
-    job = dashboard.create_job(
-        _spec("live-hook", schedule={"kind": "manual"}, action={"type": "webhook", "url": target})
-    )
+    target.status["/hook"] = 200
+    hook = {"type": "webhook", "url": f"{target.url}/hook"}
+    job = dashboard.create_job(_spec("live-hook", schedule={"kind": "manual"}, action=hook))
     sign_in(tab, dashboard, ADMIN_TOKEN, f"/ui/jobs/{job['id']}")
     page = tab.page
     page.get_by_text("No run yet.").wait_for()

@@ -6,60 +6,15 @@ tenant see."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ADMIN_TOKEN, Dashboard, Tab, sign_in
+from tests.browser.conftest import WebhookTarget as Target
 from tests.e2e.procs import wait_until
 
 WAIT = 60
-
-
-class Target:
-    """A local webhook target: each path answers the status it is told (500 first), once
-    its gate, if it has one, is opened."""
-
-    def __init__(self) -> None:
-        self.status: dict[str, int] = {}
-        self.gates: dict[str, threading.Event] = {}
-        target = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                gate = target.gates.get(self.path)
-                if gate is not None:
-                    gate.wait(WAIT)
-                code = target.status.get(self.path, 500)
-                body = b"ok" if code < 300 else b"target is down"
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:  # quiet test output
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-
-@pytest.fixture(scope="module")
-def target() -> Iterator[Target]:
-    found = Target()
-    thread = threading.Thread(target=found.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield found
-    finally:
-        for gate in found.gates.values():
-            gate.set()
-        found.server.shutdown()
-        found.server.server_close()
 
 
 def _run(dashboard: Dashboard, run_id: int) -> dict[str, Any]:
