@@ -9,11 +9,48 @@ register; :class:`PermanentError` fails a run without retries; :class:`Client` a
 
 from __future__ import annotations
 
-from cronwheel.actions import PermanentError, RunCancelled, RunContext
-from cronwheel.errors import Conflict, CronwheelError, InvalidInput, NotFound, StaleVersion
-from cronwheel.sdk import AsyncClient, Client
-from cronwheel.service import JobService, connect
-from cronwheel.worker import Worker, WorkerConfig
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cronwheel.actions import PermanentError, RunCancelled, RunContext
+    from cronwheel.errors import Conflict, CronwheelError, InvalidInput, NotFound, StaleVersion
+    from cronwheel.sdk import AsyncClient, Client
+    from cronwheel.service import JobService, connect
+    from cronwheel.worker import Worker, WorkerConfig
+
+# Imported on first use (PEP 562): ``import cronwheel`` alone must stay cheap, because
+# every process imports it, and a worker has no use for the HTTP client's models.
+_WHERE = {
+    "PermanentError": "cronwheel.actions",
+    "RunCancelled": "cronwheel.actions",
+    "RunContext": "cronwheel.actions",
+    "Conflict": "cronwheel.errors",
+    "CronwheelError": "cronwheel.errors",
+    "InvalidInput": "cronwheel.errors",
+    "NotFound": "cronwheel.errors",
+    "StaleVersion": "cronwheel.errors",
+    "AsyncClient": "cronwheel.sdk",
+    "Client": "cronwheel.sdk",
+    "JobService": "cronwheel.service",
+    "connect": "cronwheel.service",
+    "Worker": "cronwheel.worker",
+    "WorkerConfig": "cronwheel.worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cronwheel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "AsyncClient",

@@ -1,40 +1,53 @@
-"""The ``cronwheel`` command line: one click group, one module per command family."""
+"""The ``cronwheel`` command line: one click group, one module per command family.
+
+A command's module is imported only when that command runs: ``cronwheel worker`` must
+not pay for the web framework that ``cronwheel api`` needs, nor ``cronwheel jobs`` for
+the engine (a worker claims its first runs sooner; a script calling the CLI in a loop
+waits less)."""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
+from cronwheel.cli._logs import add_everywhere
 
-@click.group()
+# name -> "module:attribute"; the module is imported when the command is looked up.
+COMMANDS = {
+    "migrate": "cronwheel.cli.store:migrate",
+    "cron": "cronwheel.cli.cron:cron",
+    "dev": "cronwheel.cli.dev:dev",
+    "worker": "cronwheel.cli.services:worker",
+    "scheduler": "cronwheel.cli.services:scheduler",
+    "jobs": "cronwheel.cli.remote.jobs:jobs",
+    "runs": "cronwheel.cli.remote.runs:runs",
+    "dlq": "cronwheel.cli.remote.runs:dlq",
+    "tenants": "cronwheel.cli.remote.admin:tenants",
+    "keys": "cronwheel.cli.remote.admin:keys",
+    "status": "cronwheel.cli.remote.status:status",
+    "api": "cronwheel.cli.api:api",
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported on first use (click's documented pattern for
+    lazily loaded subcommands). Each command gets the log options as it is loaded, so
+    none can be left without them."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, _, attribute = COMMANDS[cmd_name].partition(":")
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            add_everywhere(command)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_LazyGroup)
 @click.version_option(package_name="cronwheel")
 def main() -> None:
     """cronwheel: cron, but durable, on time, and spread over machines."""
-
-
-from cronwheel.cli.store import migrate  # noqa: E402
-
-main.add_command(migrate)
-
-from cronwheel.cli.cron import cron  # noqa: E402
-
-main.add_command(cron)
-
-from cronwheel.cli.services import dev, scheduler, worker  # noqa: E402
-
-main.add_command(dev)
-main.add_command(worker)
-main.add_command(scheduler)
-
-from cronwheel.cli.remote import COMMANDS  # noqa: E402
-
-for _command in COMMANDS:
-    main.add_command(_command)
-
-from cronwheel.cli.api import api  # noqa: E402
-
-main.add_command(api)
-
-from cronwheel.cli._logs import add_everywhere  # noqa: E402
-
-# Last, once every command is registered: none can be left without the log options.
-add_everywhere(main)

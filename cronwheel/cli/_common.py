@@ -69,7 +69,7 @@ class Failure(click.ClickException):
 def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine for a command; cronwheel's own errors become a message and the
     documented exit code, never a traceback."""
-    from cronwheel.api.server import CannotListen
+    from cronwheel.sockets import CannotListen
     from cronwheel.store.postgres._connect import CreateDatabaseRefused
 
     try:

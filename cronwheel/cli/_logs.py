@@ -1,7 +1,7 @@
 """``--log-format`` and ``--log-level`` (env ``CRONWHEEL_LOG_FORMAT``,
 ``CRONWHEEL_LOG_LEVEL``): the same two options on every command — declared by the
 long-running ones with their own default level, given to every other leaf command of
-the tree (``warning``) by :func:`add_everywhere` when the CLI is assembled."""
+the tree (``warning``) by :func:`add_everywhere` as each command is loaded."""
 
 from __future__ import annotations
 
@@ -70,15 +70,19 @@ def log_options(default_level: str, quiet_by_default: tuple[str, ...] = ()) -> C
 def leaves(command: click.Command) -> Iterator[click.Command]:
     """Every command under ``command`` that runs something (not a group), itself included."""
     if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            yield from leaves(sub)
+        # Through list/get_command, not .commands: the root group loads its commands lazily.
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                yield from leaves(sub)
     else:
         yield command
 
 
-def add_everywhere(root: click.Group, default_level: str = "warning") -> None:
+def add_everywhere(root: click.Command, default_level: str = "warning") -> None:
     """Give the two options to every leaf command under ``root`` that does not declare
-    them itself: done once the tree is assembled, so that no command is forgotten. The
+    them itself: done as each command is loaded, so that no command is forgotten. The
     short commands (jobs, runs, cron next, …) print their results on stdout; from
     ``warning`` up, their stderr stays empty unless something is wrong."""
     for command in leaves(root):

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from cronwheel import metrics
-from cronwheel.api.server import CannotListen
+from cronwheel.sockets import CannotListen
 
 F = TypeVar("F", bound=Callable[..., Any])
 

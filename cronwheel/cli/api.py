@@ -11,11 +11,11 @@ import click
 import uvicorn
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.server import listen_socket
 from cronwheel.cli._common import db_option, run_async, secret, start_tracing
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
 from cronwheel.redact import mask_url
+from cronwheel.sockets import listen_socket
 from cronwheel.store import open_store
 
 log = logging.getLogger("cronwheel.cli")

@@ -20,7 +20,10 @@ LONG_RUNNING = {"api", "dev", "worker", "scheduler", "migrate"}
 
 def _paths(group: click.Group) -> list[tuple[str, click.Command]]:
     found = []
-    for name, sub in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        sub = group.get_command(ctx, name)
+        assert sub is not None, f"cronwheel {name} is listed but cannot be loaded"
         if isinstance(sub, click.Group):
             found += [(f"{name} {path}", leaf) for path, leaf in _paths(sub)]
         else:

@@ -8,13 +8,5 @@ jobs, runs (and the dead-letter queue), admin (tenants and keys).
 Exit codes scripts can rely on: 0 ok · 1 other error · 2 bad input (usage, 400, 422, a
 job name that names several) · 3 not found (404) · 4 conflict (409, 412, 428) · 5 not
 allowed (401, 403) · 6 server unreachable or store unavailable (503) · 7 over quota (429).
+Each module is imported on its own when its command runs (see :mod:`cronwheel.cli`).
 """
-
-from __future__ import annotations
-
-from cronwheel.cli.remote.admin import keys, tenants
-from cronwheel.cli.remote.jobs import jobs
-from cronwheel.cli.remote.runs import dlq, runs
-from cronwheel.cli.remote.status import status
-
-COMMANDS = (jobs, runs, dlq, tenants, keys, status)

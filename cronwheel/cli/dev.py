@@ -1,0 +1,186 @@
+"""``cronwheel dev``: everything in one process on one store file (API, scheduler, worker,
+maintenance), with a console of the runs as they happen."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Coroutine
+from typing import Any
+
+import click
+
+from cronwheel.api.auth import AuthConfig
+from cronwheel.api.server import ApiService
+from cronwheel.attempt_log import ATTEMPTS_LOGGER
+from cronwheel.cli._common import db_option, run_async, secret, start_tracing
+from cronwheel.cli._logs import access_log_option, log_options
+from cronwheel.cli._metrics import tenant_labels_option
+from cronwheel.cli.api import is_loopback
+from cronwheel.cli.services import (
+    app_option,
+    concurrency_option,
+    duration_option,
+    pool_option,
+    pools_of,
+    registry_of,
+    stop_after,
+    store_of,
+    webhook_secret,
+)
+from cronwheel.console import Output, watch_runs
+from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
+from cronwheel.maintenance import Maintenance, MaintenanceResult
+from cronwheel.redact import mask_url
+from cronwheel.runtime import Service, serve, tune_process
+from cronwheel.scheduler import Scheduler
+from cronwheel.service import JobService
+from cronwheel.sockets import listen_socket
+from cronwheel.store.base import Store
+from cronwheel.store.sqlite import SqliteStore
+from cronwheel.store.sqlite.owner import FileInUse, OwnerLock, take_owner_lock
+from cronwheel.worker import Worker, WorkerConfig
+
+
+def _own_file(store: Store) -> OwnerLock | None:
+    """Take the SQLite file's owner lock for ``cronwheel dev``; a second dev on the same
+    file is refused (exit 4, a conflict) rather than silently sharing it."""
+    if not isinstance(store, SqliteStore) or store.path == ":memory:":
+        return None
+    try:
+        return take_owner_lock(store.path)
+    except FileInUse as exc:
+        raise _FileInUseError(str(exc)) from None
+
+
+class _FileInUseError(click.ClickException):
+    exit_code = 4  # the README's "conflict"
+
+
+def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
+    """What the start recovered of the runs its dead predecessor held."""
+    n = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
+    who = f"the previous cronwheel dev (pid {pid})" if pid else "the previous cronwheel dev"
+    parts = [
+        f"{len(ids)} {what}"
+        for ids, what in (
+            (rescued.retried, "claimable again"),
+            (rescued.dead, "dead"),
+            (rescued.cancelled, "cancelled"),
+        )
+        if ids
+    ]
+    runs = "run" if n == 1 else "runs"
+    return f"recovered {n} {runs} {who} held when it died: {', '.join(parts)}"
+
+
+@click.command()
+@log_options("warning", quiet_by_default=(ATTEMPTS_LOGGER,))
+@db_option
+@app_option
+@pool_option
+@concurrency_option
+@click.option("--demo", is_flag=True, help="Create example jobs and watch them fire.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Where the API listens.")
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Where the API listens (0: a free port, shown at start).",
+)
+@click.option(
+    "--admin-token",
+    envvar="CRONWHEEL_ADMIN_TOKEN",
+    default=None,
+    callback=secret,
+    help="Required when --host is not a loopback address.",
+)
+@access_log_option(False)
+@duration_option
+@tenant_labels_option
+def dev(
+    db_url: str,
+    app: str | None,
+    pools: tuple[str, ...],
+    concurrency: int,
+    demo: bool,
+    host: str,
+    port: int,
+    admin_token: str | None,
+    access_log: bool,
+    duration: float | None,
+    metrics_tenant_labels: bool,
+) -> None:
+    """Everything in one process on one store file: API, scheduler, worker, maintenance."""
+    if not is_loopback(host) and admin_token is None:
+        raise click.UsageError(
+            f"--host {host} is reachable from other machines: give --admin-token"
+        )
+    auth = AuthConfig(admin_token=admin_token, disabled=admin_token is None)
+    registry = demo_handlers() if demo else registry_of(app)
+    if demo and app is not None:
+        registry.include(registry_of(app))
+    config = WorkerConfig(pools=pools_of(pools, registry, concurrency))
+    webhook_secret()
+    start_tracing()
+
+    async def main() -> None:
+        sock = listen_socket(host, port)  # a port in use is said before anything starts
+        bound = sock.getsockname()[1]
+        async with store_of(db_url) as store:
+            owner = _own_file(store)
+            try:
+                await _dev(store, owner, sock, bound)
+            finally:
+                if owner is not None:
+                    owner.release()
+
+    async def _dev(store: Store, owner: OwnerLock | None, sock: socket.socket, bound: int) -> None:
+        stop = asyncio.Event()
+        stop_after(duration, stop)
+        worker = Worker(store, config, handlers=registry)
+        maintenance = Maintenance(store)
+        output = Output()
+        output.line(
+            f"cronwheel dev on {mask_url(db_url)} (pid {os.getpid()}), pools {dict(config.pools)}"
+        )
+        if owner is not None:
+            # The lock was free: the dev before us is dead, and so are its workers.
+            rescued = await maintenance.rescue_dead_owners(owner.previous)
+            owner.record([worker.id])
+            if rescued.retried or rescued.dead or rescued.cancelled:
+                output.line(_recovered(rescued, owner.previous_pid))
+        services: list[Service] = [
+            ApiService(
+                store,
+                host=host,
+                port=port,
+                auth=auth,
+                sock=sock,
+                access_log=access_log,
+                metrics_tenant_labels=metrics_tenant_labels,
+            ),
+            Scheduler(store),
+            worker,
+            maintenance,
+        ]
+        note = "no authentication: loopback only" if auth.disabled else "token required"
+        output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")
+        output.line(f"dashboard at http://{host}:{bound}/ui/")
+        with echo_server() as echo_url:
+            if demo:
+                created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)
+                output.line(f"demo: {created} example jobs created; watch them fire")
+            tune_process()
+
+            def console(s: asyncio.Event) -> Coroutine[Any, Any, None]:
+                return watch_runs(
+                    store, s, output=output, own_pools=config.pools, own_worker=worker.id
+                )
+
+            await serve(services, stop=stop, extra=[console])
+        output.line("stopped")
+
+    run_async(main)
