@@ -19,6 +19,7 @@ from cronwheel.errors import InvalidInput
 from cronwheel.model import (
     DEFAULT_POOL,
     JSON,
+    MAX_MISFIRE_LIMIT,
     Backoff,
     Delivery,
     Job,
@@ -66,7 +67,7 @@ class RetrySpec(BaseModel):
 class MisfireSpec(BaseModel):
     model_config = _STRICT
     mode: MisfireMode = MisfireMode.FIRE_ONCE
-    limit: int = Field(100, ge=1, le=100_000)
+    limit: int = Field(100, ge=1, le=MAX_MISFIRE_LIMIT)
 
     def policy(self) -> MisfirePolicy:
         return MisfirePolicy(self.mode, self.limit)

@@ -27,6 +27,7 @@ DEFAULT_TENANT = "default"
 # place for both stores and the planner, so the API shows the same words whoever wrote it.
 REASON_MISFIRE = "misfire"
 REASON_PAUSED = "paused"
+REASON_BACKFILL = "backfill"
 REASON_OVERLAP_SKIP = "overlap: the previous run was still running"
 REASON_REPLANNED = "replanned: the job's schedule changed"
 # Why a run is dead when no attempt of it failed: an at-most-once run is never started
@@ -177,6 +178,12 @@ class RetryPolicy:
             max_delay=float(d.get("max_delay", 300.0)),
             budget_seconds=None if d.get("budget_seconds") is None else float(d["budget_seconds"]),
         )
+
+
+MAX_MISFIRE_LIMIT = 1000
+"""The most missed occurrences ``backfill`` and ``fire_last`` fire: counting a backlog's
+tail costs a schedule step per occurrence kept, so the limit bounds a scheduler tick's
+work (a job stored with a larger one, before this bound, is planned with this one)."""
 
 
 @dataclass(frozen=True, slots=True)

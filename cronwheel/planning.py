@@ -14,12 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronwheel.model import (
+    MAX_MISFIRE_LIMIT,
     REASON_MISFIRE,
     Delivery,
     Job,
     JobState,
     MisfireMode,
     NewRun,
+    Overlap,
     RunState,
 )
 from cronwheel.schedule import Schedule, next_fire, schedule_from_dict
@@ -85,9 +87,13 @@ def plan_job(
     occurrences, following = _occurrences(job, schedule, now + horizon, limit)
     cutoff = now - timedelta(seconds=job.catchup_seconds)
     missed = [t for t in occurrences if t < cutoff]
-    fire_now, skipped = _misfire(job, missed)
+    later = _missed_later(job, schedule, following, cutoff)
+    fire_now, skipped = _misfire(job, missed, later)
+    # Backfilled occurrences run one at a time, oldest first, as if there had been no
+    # downtime (the queue overlap policy); fire_once and fire_last fire together, now.
+    overlap = Overlap.QUEUE if job.misfire.mode is MisfireMode.BACKFILL else job.overlap
     runs = [_run(job, t, RunState.SKIPPED, t, REASON_MISFIRE) for t in skipped]
-    runs += [_run(job, t, RunState.PENDING, now, None) for t in fire_now]
+    runs += [_run(job, t, RunState.PENDING, now, None, overlap) for t in fire_now]
     runs += [
         _run(job, t, RunState.PENDING, t + jitter_offset(job.id, t, job.jitter_seconds), None)
         for t in occurrences[len(missed) :]
@@ -108,22 +114,47 @@ def _occurrences(
     return found, t
 
 
-def _misfire(job: Job, missed: list[datetime]) -> tuple[list[datetime], list[datetime]]:
-    """Split missed occurrences into (fire now, skip)."""
-    if not missed:
-        return [], []
+def _kept(job: Job) -> int:
+    """How many of the newest missed occurrences the misfire policy fires."""
     policy = job.misfire
     if policy.mode is MisfireMode.SKIP:
-        return [], missed
+        return 0
     if policy.mode is MisfireMode.FIRE_ONCE:
-        return missed[-1:], missed[:-1]
-    keep = max(policy.limit, 0)  # backfill (capped) and fire_last N keep the newest ones
-    cut = len(missed) - keep
-    return missed[max(cut, 0) :], missed[: max(cut, 0)]
+        return 1
+    return max(min(policy.limit, MAX_MISFIRE_LIMIT), 0)
+
+
+def _missed_later(
+    job: Job, schedule: Schedule, following: datetime | None, cutoff: datetime
+) -> int:
+    """How many missed occurrences come after this plan's slice (a backlog longer than a
+    slice), counted no further than the policy keeps: at most that many, however long the
+    backlog. The newest missed occurrences, the ones a policy fires, are in the last
+    slices; a slice that sees at least that many missed after it fires none of its own."""
+    keep = _kept(job)
+    n = 0
+    t = following
+    while t is not None and t < cutoff and n < keep:
+        n += 1
+        t = next_fire(schedule, t)
+    return n
+
+
+def _misfire(job: Job, missed: list[datetime], later: int) -> tuple[list[datetime], list[datetime]]:
+    """Split missed occurrences into (fire now, skip): every policy but ``skip`` fires the
+    newest few of the whole backlog (``later`` of which come after this slice)."""
+    keep = max(_kept(job) - later, 0)
+    cut = max(len(missed) - keep, 0)
+    return missed[cut:], missed[:cut]
 
 
 def _run(
-    job: Job, scheduled_for: datetime, state: RunState, available_at: datetime, reason: str | None
+    job: Job,
+    scheduled_for: datetime,
+    state: RunState,
+    available_at: datetime,
+    reason: str | None,
+    overlap: Overlap | None = None,
 ) -> NewRun:
     return NewRun(
         tenant_id=job.tenant_id,
@@ -136,7 +167,7 @@ def _run(
         job_version=job.version,
         state=state,
         reason=reason,
-        overlap=job.overlap,
+        overlap=job.overlap if overlap is None else overlap,
     )
 
 

@@ -7,23 +7,25 @@ resume, cancel, trigger and update do to its runs, and what each writes to the a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwheel import metrics, tracing
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import Conflict, NotFound, StaleVersion
+from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
 from cronwheel.model import (
     DEFAULT_TENANT,
     JSON,
+    REASON_BACKFILL,
     REASON_PAUSED,
     Attempt,
     Job,
     JobState,
     NewRun,
+    Priority,
     Run,
     RunState,
 )
@@ -33,10 +35,28 @@ from cronwheel.scheduler import JOBS_TOPIC
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 
+MAX_BACKFILL_RUNS = 10_000
+"""The most occurrences one backfill creates: a longer range is refused (backfill it in
+parts), so one request cannot write an unbounded number of runs."""
+
+BACKFILL_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""The earliest instant a backfill may start at."""
+
 MAX_PAUSED_RECORDS = 1000
 """How many occurrences a resume records as ``skipped (paused)``; a longer pause records
 the most recent ones."""
 PAUSED_LOOKBACK = timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """What :meth:`JobService.backfill` did: ``occurrences`` of the schedule lay in the
+    range, ``created`` of them had no run yet and got one (the others kept theirs)."""
+
+    occurrences: int
+    created: int
+    first: datetime | None
+    last: datetime | None
 
 
 class JobService:
@@ -211,6 +231,77 @@ class JobService:
             raise Conflict("state", "the job changed while it was being triggered; try again")
         [found] = await self.store.list_runs(tenant_id, job_id=job_id, limit=1)
         return found
+
+    async def backfill(
+        self,
+        job_id: str,
+        *,
+        start: datetime,
+        end: datetime,
+        priority: Priority = Priority.LOW,
+        tenant_id: str = DEFAULT_TENANT,
+        admit: Callable[[int], Awaitable[None]] | None = None,
+    ) -> Backfill:
+        """A run now for every occurrence of the job's schedule in ``[start, end)`` that
+        has none yet (a run is keyed by its occurrence, so backfilling a range twice
+        creates its runs once, and an occurrence the scheduler fired or skipped keeps
+        that run). The runs are due now at ``priority`` (low by default: a backfill must
+        not starve live work) under the job's other policies. ``end`` may not be in the
+        future (what is ahead is the scheduler's), and a range of more than
+        :data:`MAX_BACKFILL_RUNS` occurrences is refused. The job must be active and
+        have a recurring schedule (cron or interval). ``admit`` is handed the number of
+        occurrences before anything is written (the API's rate quota): it may refuse."""
+        for field_name, value in (("start", start), ("end", end)):
+            if value.tzinfo is None:
+                raise InvalidInput(field_name, "give a UTC offset (e.g. 2026-01-01T00:00:00Z)")
+        if start < BACKFILL_EPOCH:
+            raise InvalidInput("start", f"must be {BACKFILL_EPOCH.isoformat()} or later")
+        now = self.clock.now()
+        if end <= start:
+            raise InvalidInput("end", f"must be after start ({start.isoformat()})")
+        if end > now:
+            raise InvalidInput(
+                "end",
+                f"is in the future (now is {now.isoformat()}): a backfill covers occurrences"
+                " already past; the scheduler fires the ones ahead",
+            )
+        job = await self.get(job_id, tenant_id=tenant_id)
+        if job.state is not JobState.ACTIVE:
+            raise Conflict(
+                "state", f"the job is {job.state.value}; only an active job can be backfilled"
+            )
+        if job.schedule["kind"] not in ("cron", "interval"):
+            raise Conflict(
+                "schedule",
+                f"a {job.schedule['kind']} job has no series of occurrences to backfill;"
+                " trigger it instead",
+            )
+        schedule = schedule_from_dict(job.schedule)
+        occurrences: list[datetime] = []
+        t = next_fire(schedule, start - timedelta(microseconds=1))
+        while t is not None and t < end:
+            if len(occurrences) == MAX_BACKFILL_RUNS:
+                raise InvalidInput(
+                    "end",
+                    f"the range holds more than {MAX_BACKFILL_RUNS:,} occurrences (the"
+                    f" {MAX_BACKFILL_RUNS + 1:,}th is {t.isoformat()}): backfill it in parts",
+                )
+            occurrences.append(t)
+            t = next_fire(schedule, t)
+        template = replace(
+            _immediate_run(job, now), priority=priority, reason=f"{REASON_BACKFILL} by {self.actor}"
+        )
+        runs = [replace(template, scheduled_for=t) for t in occurrences]
+        if admit is not None:
+            await admit(len(runs))
+        # Insert-if-absent by (job, occurrence): the key the scheduler writes runs under.
+        written = await self.store.materialize_runs(runs, []) if runs else None
+        return Backfill(
+            occurrences=len(occurrences),
+            created=written.inserted if written is not None else 0,
+            first=occurrences[0] if occurrences else None,
+            last=occurrences[-1] if occurrences else None,
+        )
 
     async def enqueue(
         self, job_id: str, payloads: Sequence[JSON], *, tenant_id: str = DEFAULT_TENANT

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from cronwheel import jobspec
@@ -137,6 +137,17 @@ class EnqueueIn(BaseModel):
 
     model_config = _STRICT
     payloads: list[RunPayload] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BackfillIn(BaseModel):
+    """A range of past occurrences to give runs: ``start`` included, ``end`` excluded."""
+
+    model_config = _STRICT
+    start: AwareDatetime = Field(description="The first instant of the range (1970 or later).")
+    end: AwareDatetime = Field(description="The end of the range, excluded; not in the future.")
+    priority: Literal["critical", "high", "normal", "low"] = Field(
+        "low", description="The runs' priority: low unless told, so live work goes first."
+    )
 
 
 class ResumeIn(BaseModel):

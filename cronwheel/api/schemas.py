@@ -231,6 +231,16 @@ class JobItems(_Out):
     items: list[JobOut]
 
 
+class BackfillOut(_Out):
+    """What a backfill did: of the schedule's ``occurrences`` in the range (the first
+    and the last of them), ``created`` had no run and got one."""
+
+    occurrences: int
+    created: int
+    first: Instant | None
+    last: Instant | None
+
+
 class RunIdsOut(_Out):
     """The runs just enqueued, in the order of their payloads."""
 

@@ -4,6 +4,7 @@ from cronwheel.sdk import errors
 from cronwheel.sdk.client import AsyncClient, Client
 from cronwheel.sdk.models import (
     AttemptInfo,
+    BackfillInfo,
     JobInfo,
     KeyInfo,
     LastRunInfo,
@@ -16,6 +17,7 @@ from cronwheel.sdk.models import (
 __all__ = [
     "AsyncClient",
     "AttemptInfo",
+    "BackfillInfo",
     "Client",
     "JobInfo",
     "KeyInfo",

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from cronwheel import tracing
-from cronwheel.sdk.models import JobInfo, KeyInfo, Page, RunInfo, TenantInfo
+from cronwheel.sdk.models import BackfillInfo, JobInfo, KeyInfo, Page, RunInfo, TenantInfo
 
 T = TypeVar("T")
 
@@ -81,6 +82,15 @@ def cancel_job(job_id: str) -> Call[JobInfo]:
 
 def trigger(job_id: str) -> Call[RunInfo]:
     return Call("POST", f"/v1/jobs/{job_id}/trigger", RunInfo.model_validate)
+
+
+def backfill(
+    job_id: str, start: datetime, end: datetime, priority: str | None
+) -> Call[BackfillInfo]:
+    body: dict[str, Any] = {"start": start.isoformat(), "end": end.isoformat()}
+    if priority is not None:
+        body["priority"] = priority
+    return Call("POST", f"/v1/jobs/{job_id}/backfill", BackfillInfo.model_validate, json=body)
 
 
 def enqueue(job_id: str, payloads: Sequence[Any], idempotency_key: str | None) -> Call[list[int]]:

@@ -101,6 +101,16 @@ class RunInfo(_Wire):
     notices: list[NoticeInfo] = []
 
 
+class BackfillInfo(_Wire):
+    """What a backfill did: of the schedule's ``occurrences`` in the range (the first
+    and the last of them), ``created`` had no run and got one."""
+
+    occurrences: int
+    created: int
+    first: datetime | None = None
+    last: datetime | None = None
+
+
 class Page(_Wire, Generic[T]):
     items: list[T]
     next_cursor: str | None = None

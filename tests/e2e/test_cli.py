@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -218,3 +219,29 @@ def test_the_sync_sdk_enqueues(api_url: str) -> None:
         assert cw.enqueue(job.id, [{"n": 1}, None], idempotency_key="sync-1") == run_ids
         assert [cw.get_run(i).payload for i in run_ids] == [{"n": 1}, None]
         assert len(cw.job_runs(job.id).items) == 2
+
+
+def test_backfill_from_the_terminal_and_the_sdk(api_url: str) -> None:
+    created = cli(
+        api_url, "jobs", "create", "--name", "bf", "--cron", "0 * * * *", "--webhook",
+        "https://example.com/h", "--json",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    day = (datetime.now(UTC) - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, end = day.isoformat(), (day + timedelta(hours=3)).isoformat()
+    done = cli(api_url, "jobs", "backfill", "bf", "--from", start, "--to", end)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        f"3 occurrences from {day.isoformat()} to {(day + timedelta(hours=2)).isoformat()}:"
+        " 3 runs created, 0 already had one"
+    )
+    with Client(api_url, token=TOKEN) as cw:
+        again = cw.backfill(
+            json.loads(created.stdout)["id"], day, day + timedelta(hours=4), priority="high"
+        )
+        assert (again.occurrences, again.created) == (4, 1)
+    naive = cli(api_url, "jobs", "backfill", "bf", "--from", "2026-01-01T00:00", "--to", end)
+    assert naive.returncode == 2 and "--from" in naive.stderr and "UTC offset" in naive.stderr
+    future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    late = cli(api_url, "jobs", "backfill", "bf", "--from", start, "--to", future, "--json")
+    assert late.returncode == 2 and "end" in late.stderr and "future" in late.stderr

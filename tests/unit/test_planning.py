@@ -8,7 +8,16 @@ from datetime import timedelta
 
 import pytest
 
-from cronwheel.model import Delivery, JobState, MisfireMode, MisfirePolicy, RetryPolicy, RunState
+from cronwheel.model import (
+    MAX_MISFIRE_LIMIT,
+    Delivery,
+    JobState,
+    MisfireMode,
+    MisfirePolicy,
+    Overlap,
+    RetryPolicy,
+    RunState,
+)
 from cronwheel.planning import ScheduleCache, jitter_offset, plan_job
 from cronwheel.store import _decode as decode
 from tests.store.factories import T0, at, make_job
@@ -102,6 +111,78 @@ def test_misfire_fire_last_n() -> None:
         (50, RunState.PENDING),
         (60, RunState.PENDING),
     ]
+
+
+def _overlaps(mode: MisfireMode, overlap: Overlap) -> list[tuple[float, RunState, Overlap]]:
+    job = make_job(
+        schedule=EVERY_10S,
+        next_fire_at=at(10),
+        catchup_seconds=5.0,
+        misfire=MisfirePolicy(mode, 3),
+        overlap=overlap,
+    )
+    return [
+        ((r.scheduled_for - T0).total_seconds(), r.state, r.overlap)
+        for r in plan_job(job, at(66), horizon=H).runs
+        if r.state is RunState.PENDING
+    ]
+
+
+def test_backfill_runs_the_missed_one_at_a_time_and_fire_last_together() -> None:
+    # The same three occurrences fire in both modes; a backfill replays them in order,
+    # each once the one before has finished (queue), fire_last at the job's own policy.
+    assert _overlaps(MisfireMode.BACKFILL, Overlap.ALLOW) == [
+        (t, RunState.PENDING, Overlap.QUEUE) for t in (40, 50, 60)
+    ]
+    assert _overlaps(MisfireMode.FIRE_LAST, Overlap.ALLOW) == [
+        (t, RunState.PENDING, Overlap.ALLOW) for t in (40, 50, 60)
+    ]
+
+
+def _fired_over_a_long_backlog(mode: MisfireMode, limit: int) -> list[float]:
+    """Plan slice after slice of a 10,000-occurrence outage, as the scheduler's ticks do."""
+    job = make_job(
+        schedule=EVERY_10S,
+        next_fire_at=at(10),
+        catchup_seconds=5.0,
+        misfire=MisfirePolicy(mode, limit),
+    )
+    fired: list[float] = []
+    now = at(100_006)
+    while job.next_fire_at is not None and job.next_fire_at <= now:
+        plan = plan_job(job, now, horizon=H, limit=700)
+        fired += [
+            (r.scheduled_for - T0).total_seconds() for r in plan.runs if r.state is RunState.PENDING
+        ]
+        job = replace(job, next_fire_at=plan.advance.next_fire_at)
+    return fired
+
+
+@pytest.mark.parametrize(
+    ("mode", "limit", "expected"),
+    [
+        (MisfireMode.FIRE_ONCE, 100, [100_000.0]),
+        (MisfireMode.SKIP, 100, []),
+        # the newest N, even where they straddle two slices (10,000 = 14 x 700 + 200)
+        (MisfireMode.FIRE_LAST, 300, [float(t) for t in range(97_010, 100_001, 10)]),
+        (MisfireMode.BACKFILL, 5, [float(t) for t in range(99_960, 100_001, 10)]),
+    ],
+)
+def test_a_backlog_longer_than_a_slice_fires_what_the_policy_says_once(
+    mode: MisfireMode, limit: int, expected: list[float]
+) -> None:
+    assert _fired_over_a_long_backlog(mode, limit) == expected
+
+
+def test_a_misfire_limit_above_the_maximum_is_planned_at_the_maximum() -> None:
+    job = make_job(
+        schedule=EVERY_10S,
+        next_fire_at=at(10),
+        catchup_seconds=5.0,
+        misfire=MisfirePolicy(MisfireMode.FIRE_LAST, 50_000),
+    )
+    plan = plan_job(job, at(100_006), horizon=H, limit=100_000)
+    assert sum(r.state is RunState.PENDING for r in plan.runs) == MAX_MISFIRE_LIMIT
 
 
 def test_within_the_catchup_window_nothing_is_a_misfire() -> None:

@@ -14,14 +14,14 @@ from cronwheel import tracing
 from cronwheel.api.auth import Principal, Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
-from cronwheel.api.inputs import BatchIn, EnqueueIn, JobPatch, JobSpec, ResumeIn
+from cronwheel.api.inputs import BackfillIn, BatchIn, EnqueueIn, JobPatch, JobSpec, ResumeIn
 from cronwheel.api.openapi import problems
 from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, after_job, before_run, page
 from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unprocessable
-from cronwheel.api.schemas import JobItems, JobOut, Page, RunIdsOut, RunOut, dump
+from cronwheel.api.schemas import BackfillOut, JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import InvalidInput, NotFound
-from cronwheel.model import Job, JobState, LastOutcome, Run, RunState, id_prefix_range
+from cronwheel.model import Job, JobState, LastOutcome, Priority, Run, RunState, id_prefix_range
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
@@ -307,6 +307,43 @@ async def trigger_job(
         replay = await idempotency.remember(201, await run_body(state, run))
     location = {"Location": f"/v1/runs/{replay.body['id']}"}
     return JSONResponse(replay.body, status_code=replay.status, headers=location)
+
+
+@router.post(
+    "/{job_id}/backfill",
+    response_model=BackfillOut,
+    responses=problems(404, 409, 429),
+    summary="Give runs to the past occurrences of a range that have none",
+)
+async def backfill_job(
+    job_id: JobId, body: BackfillIn, request: Request, principal: Writer
+) -> JSONResponse:
+    """A run, due now, for every occurrence of the job's schedule in ``[start, end)``
+    that has no run yet: a second backfill of the same range creates nothing (no
+    ``Idempotency-Key`` needed), and an occurrence the scheduler fired or skipped keeps
+    its run. At most 10,000 occurrences per request (more: 422, backfill in parts);
+    ``end`` may not be in the future. The runs are ``low`` priority unless
+    ``priority`` says otherwise, count against the tenant's ``max_creates_per_second``,
+    and take the job's other policies. The job must be active, with a cron or interval
+    schedule (409 otherwise)."""
+    state = api_state(request)
+    tenant = principal.tenant_id
+
+    async def admit(count: int) -> None:
+        await state.quotas.admit_runs(tenant, count)
+
+    done = await state.service(principal).backfill(
+        checked_job_id(job_id),
+        start=body.start,
+        end=body.end,
+        priority=Priority[body.priority.upper()],
+        tenant_id=tenant,
+        admit=admit,
+    )
+    out = BackfillOut(
+        occurrences=done.occurrences, created=done.created, first=done.first, last=done.last
+    )
+    return JSONResponse(dump(out))
 
 
 @router.post(
