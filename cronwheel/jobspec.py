@@ -47,6 +47,10 @@ PAST_TOLERANCE = timedelta(seconds=60)
 """A one-time job may be due this far in the past (clock skew, a slow client); older is
 refused as a mistake rather than silently fired late."""
 
+MAX_BUDGET_SECONDS = 366 * 86_400
+"""The longest retry budget: a year from the scheduled instant (every number that reaches
+time arithmetic is bounded; timeouts are at most 7 days, delays at most 7 days too)."""
+
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 PoolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
@@ -58,7 +62,7 @@ class RetrySpec(BaseModel):
     backoff: Backoff = Backoff.EXPONENTIAL_JITTER
     initial_delay: float = Field(1.0, ge=0, le=86_400)
     max_delay: float = Field(300.0, ge=0, le=7 * 86_400)
-    budget_seconds: float | None = Field(None, gt=0)
+    budget_seconds: float | None = Field(None, gt=0, le=MAX_BUDGET_SECONDS)
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(**self.model_dump())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from cronwheel.model import (
@@ -46,7 +46,8 @@ class Outcome:
     error_class: str | None = None
     error_message: str | None = None
     retry_after: float | None = None
-    """The target's own wish (HTTP Retry-After): the retry waits at least this long."""
+    """The target's own wish (HTTP Retry-After): the retry waits at least this long, up to
+    the retry policy's ``max_delay`` (a target cannot park a run for years)."""
     http_status: int | None = None
     """The status a webhook target answered, recorded with the attempt."""
 
@@ -116,13 +117,64 @@ def _next_state(
         return RunState.DEAD, None, REASON_PERMANENT
     if run.attempt >= run.max_attempts:
         return RunState.DEAD, None, _last_attempt_reason(claimed, outcome)
-    delay = max(retry_delay(policy, run.attempt, rng), outcome.retry_after or 0.0)
-    retry_at = now + timedelta(seconds=delay)
-    if policy.budget_seconds is not None:
-        deadline = run.scheduled_for + timedelta(seconds=policy.budget_seconds)
-        if retry_at > deadline:
-            return RunState.DEAD, None, REASON_BUDGET
+    wish = min(_finite(outcome.retry_after), policy.max_delay)
+    delay = max(retry_delay(policy, run.attempt, rng), wish)
+    retry_at = later(now, delay)
+    budget = policy.budget_seconds
+    if budget is not None and retry_at > later(run.scheduled_for, budget):
+        return RunState.DEAD, None, REASON_BUDGET
     return RunState.PENDING, retry_at, None
+
+
+def _finite(seconds: float | None) -> float:
+    """A delay wish as a number we can add: none, negative or NaN is no wish."""
+    if seconds is None or not seconds > 0:
+        return 0.0
+    return seconds
+
+
+_LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def later(moment: datetime, seconds: float) -> datetime:
+    """``moment + seconds``, saturating at the last instant a datetime can hold instead
+    of raising: every bound on the numbers a user gives is checked at the API, but a
+    stored job or a remote worker's answer must never make the completion of a run
+    raise (a run whose completion raises would stay held by its worker)."""
+    try:
+        return moment + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return _LATEST if seconds > 0 else moment
+
+
+def fallback_completion(
+    claimed: ClaimedRun,
+    outcome: Outcome,
+    error: BaseException,
+    *,
+    worker_id: str,
+    started_at: datetime,
+    finished_at: datetime,
+) -> Completion:
+    """The completion of a run whose next state could not be computed (a defect of
+    ours): the attempt is recorded as it ended, and the run goes to the dead letter
+    with the reason, where a user sees it and can replay it. Nothing here can raise."""
+    run = claimed.run
+    reason = f"cronwheel could not decide what follows this attempt: {type(error).__name__}"
+    return Completion(
+        run_id=run.id,
+        fence=run.fence,
+        worker_id=worker_id,
+        state=RunState.DEAD,
+        outcome=_ATTEMPT_OUTCOME.get(outcome.kind, AttemptOutcome.FAILED),
+        started_at=started_at,
+        finished_at=finished_at,
+        error_class=outcome.error_class or type(error).__name__,
+        error_message=outcome.error_message or str(error)[:500],
+        available_at=None,
+        reason=reason,
+        http_status=outcome.http_status,
+    )
 
 
 def _last_attempt_reason(claimed: ClaimedRun, outcome: Outcome) -> str:

@@ -32,7 +32,7 @@ from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, 
 from cronwheel.actions.webhook import WebhookAction
 from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
-from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for, fallback_completion
 from cronwheel.logs import current_run, run_fields
 from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
@@ -400,14 +400,29 @@ class Worker:
         if flight.lost:  # someone else owns the run now: our result would be fenced out
             self._forget(flight)
             return
-        done = completion_for(
-            flight.claimed,
-            outcome,
-            worker_id=self.id,
-            started_at=started,
-            finished_at=finished,
-            rng=self.rng,
-        )
+        try:
+            done = completion_for(
+                flight.claimed,
+                outcome,
+                worker_id=self.id,
+                started_at=started,
+                finished_at=finished,
+                rng=self.rng,
+            )
+        except Exception as exc:  # a defect of ours: the run must not stay held for it
+            log.exception(
+                "run %s: its next state could not be computed; it goes to the dead letter",
+                run.id,
+                extra=run_fields(run),
+            )
+            done = fallback_completion(
+                flight.claimed,
+                outcome,
+                exc,
+                worker_id=self.id,
+                started_at=started,
+                finished_at=finished,
+            )
         log_attempt_end(flight.claimed, done, flight.error)
         self._completions.put_nowait(done)
 

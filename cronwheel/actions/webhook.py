@@ -119,6 +119,8 @@ def retry_after(response: httpx.Response) -> float | None:
     if value is None:
         return None
     if value.strip().isdigit():
+        # Kept as a float however long the digits (inf at worst): the retry policy's
+        # max_delay caps it (cronwheel.lifecycle), so no answer can park a run for years.
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -34,6 +34,11 @@ JSON = {"content-type": "application/json"}
         ({"timeout_seconds": "soon"}, "timeout_seconds"),
         ({"timeout_seconds": -1}, "timeout_seconds"),
         ({"retry": {"max_attempts": 0}}, "retry.max_attempts"),
+        # every number that reaches time arithmetic has a documented maximum (issue 17)
+        ({"retry": {"budget_seconds": 1e300}}, "retry.budget_seconds"),
+        ({"retry": {"max_delay": 1e300}}, "retry.max_delay"),
+        ({"timeout_seconds": 1e300}, "timeout_seconds"),
+        ({"misfire": {"mode": "fire_last", "limit": 1001}}, "misfire.limit"),
         ({"priority": "urgent"}, "priority"),
         ({"pool": "no spaces"}, "pool"),
         ({"action": {"type": "webhook", "url": "ftp://example.com/x"}}, "action.url"),

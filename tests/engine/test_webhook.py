@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import random
 
 from cronwheel.actions import verify
 from cronwheel.model import REASON_PERMANENT, AttemptOutcome, RetryPolicy, RunState
@@ -52,7 +53,8 @@ async def test_5xx_and_429_are_retried_honouring_retry_after(store: Store) -> No
         job, _ = await job_with_run(
             store,
             action=action,
-            retry=RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=0.05),
+            # Retry-After is honoured up to max_delay; the backoff stays under 0.2 s
+            retry=RetryPolicy(max_attempts=5, initial_delay=0.05, max_delay=5),
         )
         async with running(Worker(store, FAST, webhook_secret=SECRET)):
             await eventually(lambda: _state(store, job.id, "succeeded"))
@@ -160,3 +162,58 @@ async def test_a_jobs_own_content_type_and_user_agent_win(store: Store) -> None:
     assert _named(request.headers, "User-Agent") == ["billing-bot/2"]
     assert request.body == b"a,b\n1,2\n"
     assert verify(SECRET, request.headers, request.body)
+
+
+async def test_a_huge_retry_after_waits_max_delay_and_jams_nothing(store: Store) -> None:
+    # Issue 17, defect 1: Retry-After: 999999999999 overflowed the next-state arithmetic
+    # outside the worker's error handling; the run stayed running, its lease renewed.
+    with webhook_target() as target:
+        target.answers["/jam"] = [(503, {"Retry-After": "999999999999"})] * 2
+        action = {"type": "webhook", "url": f"{target.url}/jam"}
+        job, _ = await job_with_run(
+            store, action=action, retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0.5)
+        )
+        async with running(Worker(store, FAST, webhook_secret=SECRET)):
+            await eventually(lambda: _state(store, job.id, "dead"))
+    run = await one_run(store, job.id)
+    attempts = await store.list_attempts("default", run.id)
+    assert [(a.error_class, a.http_status) for a in attempts] == [("HTTP503", 503)] * 2
+    waited = (attempts[1].started_at - attempts[0].finished_at).total_seconds()  # type: ignore[operator]
+    assert 0.45 <= waited < 30  # max_delay, not the 31,000 years asked for
+
+
+class _BrokenRandom(random.Random):
+    """Fault injection: the backoff's random draw fails, as a defect in computing a
+    run's next state would."""
+
+    def uniform(self, a: float, b: float) -> float:
+        raise ArithmeticError("injected")
+
+
+async def test_a_run_whose_next_state_cannot_be_computed_ends_dead_not_held(
+    store: Store,
+) -> None:
+    with webhook_target() as target:
+        target.answers["/fail"] = [(500, {})]
+        target.answers["/ok"] = [(200, {})]
+        broken, _ = await job_with_run(
+            store, action={"type": "webhook", "url": f"{target.url}/fail"}
+        )
+        fine, _ = await job_with_run(store, action={"type": "webhook", "url": f"{target.url}/ok"})
+        worker = Worker(store, FAST, webhook_secret=SECRET, rng=_BrokenRandom())
+        async with running(worker):
+            await eventually(lambda: _state(store, broken.id, "dead"))
+            await eventually(lambda: _state(store, fine.id, "succeeded"))
+
+            async def idle() -> bool:
+                return worker.in_flight == 0
+
+            await eventually(idle)  # nothing held
+    run = await one_run(store, broken.id)
+    assert run.reason is not None and "could not decide" in run.reason
+    [attempt] = await store.list_attempts("default", run.id)
+    assert (attempt.outcome.value, attempt.error_class, attempt.http_status) == (
+        "failed",
+        "HTTP500",
+        500,
+    )

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for, retry_delay
+from cronwheel.lifecycle import (
+    Outcome,
+    OutcomeKind,
+    completion_for,
+    fallback_completion,
+    later,
+    retry_delay,
+)
 from cronwheel.model import (
     REASON_AT_MOST_ONCE,
     REASON_BUDGET,
@@ -183,3 +190,55 @@ def test_a_retry_or_a_success_leaves_the_reason_alone() -> None:
     assert _why(_claimed(1, 3), Outcome(OutcomeKind.FAILED))[2] is None
     assert _why(_claimed(3, 3), Outcome(OutcomeKind.SUCCEEDED))[2] is None
     assert _why(_claimed(3, 3), Outcome(OutcomeKind.CANCELLED))[2] is None
+
+
+@pytest.mark.parametrize("wish", [999_999_999_999.0, float("inf"), 1e300])
+def test_a_retry_after_wish_is_capped_by_max_delay(wish: float) -> None:
+    # Issue 17, defect 1: a huge Retry-After overflowed past year 9999 and jammed the run.
+    claimed = _claimed(max_delay=120.0, initial_delay=1.0, backoff=Backoff.FIXED)
+    failed = Outcome(OutcomeKind.FAILED, "HTTP503", "busy", retry_after=wish)
+    assert _complete(claimed, failed) == (RunState.PENDING, 120.0)
+
+
+@pytest.mark.parametrize("wish", [float("nan"), -5.0, None])
+def test_a_retry_after_that_is_no_number_is_no_wish(wish: float | None) -> None:
+    claimed = _claimed(max_delay=120.0, initial_delay=2.0, backoff=Backoff.FIXED)
+    failed = Outcome(OutcomeKind.FAILED, "HTTP503", "busy", retry_after=wish)
+    assert _complete(claimed, failed) == (RunState.PENDING, 2.0)
+
+
+def test_a_budget_beyond_the_calendar_never_raises() -> None:
+    # A job stored before budgets were bounded: 1e300 s is "no budget", not an overflow.
+    claimed = _claimed(budget_seconds=1e300, initial_delay=1.0, backoff=Backoff.FIXED)
+    failed = Outcome(OutcomeKind.FAILED, "E", "x")
+    assert _complete(claimed, failed) == (RunState.PENDING, 1.0)
+    late = replace(
+        claimed, run=replace(claimed.run, scheduled_for=datetime.max.replace(tzinfo=UTC))
+    )
+    assert (
+        completion_for(
+            late, failed, worker_id="w", started_at=at(0), finished_at=at(1), rng=random.Random(1)
+        ).state
+        is RunState.PENDING
+    )
+
+
+def test_later_saturates_instead_of_raising() -> None:
+    latest = datetime.max.replace(tzinfo=UTC)
+    assert later(at(0), 1e300) == latest
+    assert later(latest, 1.0) == latest
+    assert later(at(0), 1.5) == at(1.5)
+
+
+def test_the_fallback_completion_records_the_attempt_and_parks_the_run() -> None:
+    failed = Outcome(OutcomeKind.FAILED, "HTTP500", "boom", http_status=500)
+    done = fallback_completion(
+        _claimed(), failed, ArithmeticError("x"), worker_id="w", started_at=at(0), finished_at=at(1)
+    )
+    assert (done.state, done.outcome, done.error_class, done.http_status) == (
+        RunState.DEAD,
+        AttemptOutcome.FAILED,
+        "HTTP500",
+        500,
+    )
+    assert done.reason is not None and "ArithmeticError" in done.reason
