@@ -4,11 +4,13 @@ from cronwheel.sdk import errors
 from cronwheel.sdk.client import AsyncClient, Client
 from cronwheel.sdk.models import (
     AttemptInfo,
+    CheckpointInfo,
     JobInfo,
     KeyInfo,
     LastRunInfo,
     NoticeInfo,
     Page,
+    ProgressInfo,
     RunInfo,
     TenantInfo,
 )
@@ -16,12 +18,14 @@ from cronwheel.sdk.models import (
 __all__ = [
     "AsyncClient",
     "AttemptInfo",
+    "CheckpointInfo",
     "Client",
     "JobInfo",
     "KeyInfo",
     "LastRunInfo",
     "NoticeInfo",
     "Page",
+    "ProgressInfo",
     "RunInfo",
     "TenantInfo",
     "errors",
