@@ -6,6 +6,7 @@ own timezone lives inside its schedule and is applied only by the schedule engin
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -311,6 +312,17 @@ class Run:
     overlap: Overlap = Overlap.ALLOW
     payload: JSON = None
     """The run's own payload (given when it was enqueued); None: its job's payload."""
+    progress: float | None = None
+    """The last progress an attempt reported (0.0 to 1.0); None if none did."""
+    progress_message: str | None = None
+    progress_at: datetime | None = None
+    """When that progress was stored (the heartbeat or completion that carried it)."""
+    checkpoint: JSON = None
+    """The last checkpoint an attempt stored (``ctx.checkpoint``): the next attempt gets it
+    as ``ctx.checkpoint_state``. Kept across retries, rescues and replays."""
+    checkpoint_at: datetime | None = None
+    """When that checkpoint was stored; None: the run has none (``checkpoint`` is then
+    None too, but a stored checkpoint may itself be JSON ``null``)."""
 
     @property
     def idempotency_key(self) -> str:
@@ -365,6 +377,49 @@ class AuditEntry:
     actor: str
     at: datetime
     details: Mapping[str, JSON] | None = None
+
+
+MAX_CHECKPOINT_BYTES = 64 * 1024
+"""The largest checkpoint a run may store: its JSON text, UTF-8 encoded. A checkpoint is
+where to resume (an offset, a cursor, the ids done), not the work's data: keep that in
+your own storage and checkpoint its key."""
+
+MAX_PROGRESS_MESSAGE = 200
+"""The longest progress message (characters); a longer one is cut, ending with "…"."""
+
+
+def checkpoint_text(state: JSON, *, field: str = "checkpoint") -> str:
+    """``state`` as the compact JSON text a store keeps, or :class:`InvalidInput` (naming
+    ``field``) if it is not JSON or is over :data:`MAX_CHECKPOINT_BYTES`."""
+    try:
+        text = json.dumps(state, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(
+            field, f"must be JSON (dicts, lists, str, numbers, bool, None): {exc}"
+        ) from None
+    size = len(text.encode())
+    if size > MAX_CHECKPOINT_BYTES:
+        raise InvalidInput(
+            field,
+            f"is {size} bytes of JSON, over the limit of {MAX_CHECKPOINT_BYTES}: checkpoint"
+            " where to resume (an offset, a cursor), and keep the data itself elsewhere",
+        )
+    return text
+
+
+def progress_report(fraction: float, message: str | None) -> tuple[float, str | None]:
+    """A progress report checked: ``fraction`` a finite number in [0, 1] (else
+    :class:`InvalidInput` naming ``progress``), ``message`` cut to
+    :data:`MAX_PROGRESS_MESSAGE` characters."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        raise InvalidInput("progress", f"must be a number from 0 to 1, not {fraction!r}")
+    if not 0.0 <= fraction <= 1.0:  # NaN fails this too
+        raise InvalidInput("progress", f"must be from 0 to 1 (a fraction), not {fraction!r}")
+    if message is not None:
+        message = str(message)
+        if len(message) > MAX_PROGRESS_MESSAGE:
+            message = message[: MAX_PROGRESS_MESSAGE - 1] + "…"
+    return float(fraction), message
 
 
 def idempotency_key(job_id: str, scheduled_for: datetime) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -41,7 +42,7 @@ from cronwheel.model import (
     WorkerInfo,
     new_id,
 )
-from cronwheel.store.base import Completion, Release, Store
+from cronwheel.store.base import Completion, Release, RunReport, Store
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -149,6 +150,10 @@ class Worker:
         self.completed = 0
         self._tracer: Tracer | None = None
         """Looked up once per claimed batch: None while tracing is off."""
+        self._reporting: set[int] = set()
+        """Runs whose report a heartbeat is writing now: if such a run completes
+        meanwhile, its completion carries the report too (the heartbeat may land after
+        the completion, when the run is no longer running, and store nothing)."""
 
     @property
     def store(self) -> Store:
@@ -290,9 +295,28 @@ class Worker:
         leases = [(run_id, f.claimed.run.fence) for run_id, f in self._inflight.items()]
         if not leases:
             return
-        result = await self.store.heartbeat(
-            self.id, leases, now=self.clock.now(), lease_seconds=self.config.lease_seconds
-        )
+        # What handlers reported since the last beat rides in the same write, fenced.
+        reports, reporting = [], []
+        for run_id, f in self._inflight.items():
+            if f.ctx.has_unsent_report:
+                progress, message, checkpoint = f.ctx.take_report()
+                reports.append(RunReport(run_id, progress, message, checkpoint))
+                reporting.append(f)
+        self._reporting.update(f.claimed.run.id for f in reporting)
+        try:
+            result = await self.store.heartbeat(
+                self.id,
+                leases,
+                now=self.clock.now(),
+                lease_seconds=self.config.lease_seconds,
+                reports=reports,
+            )
+        except BaseException:
+            for f, report in zip(reporting, reports, strict=True):
+                f.ctx.return_report(report.progress, report.checkpoint)
+            raise
+        finally:
+            self._reporting.difference_update(f.claimed.run.id for f in reporting)
         for run_id in result.lost:
             flight = self._inflight.get(run_id)
             if flight is not None:
@@ -343,6 +367,7 @@ class Worker:
             attempt=run.attempt,
             fence=run.fence,
             payload=claimed.payload,
+            checkpoint_state=run.checkpoint,
         )
         flight = _InFlight(claimed, ctx)
         self._inflight[run.id] = flight
@@ -422,6 +447,13 @@ class Worker:
                 worker_id=self.id,
                 started_at=started,
                 finished_at=finished,
+            )
+        ctx = flight.ctx
+        if ctx.has_unsent_report or run.id in self._reporting:
+            # The handler's last report is not stored yet: the completion carries it.
+            progress, message, checkpoint = ctx.last_report()
+            done = dataclasses.replace(
+                done, progress=progress, progress_message=message, checkpoint=checkpoint
             )
         log_attempt_end(flight.claimed, done, flight.error)
         self._completions.put_nowait(done)

@@ -24,7 +24,15 @@ from cronwheel.jobspec import (
     payload_size,
 )
 from cronwheel.lifecycle import OutcomeKind
-from cronwheel.model import JSON, Delivery, Overlap, Role
+from cronwheel.model import (
+    JSON,
+    MAX_CHECKPOINT_BYTES,
+    MAX_PROGRESS_MESSAGE,
+    Delivery,
+    Overlap,
+    Role,
+    checkpoint_text,
+)
 from cronwheel.schedule import schedule_from_dict, schedule_to_dict
 
 MAX_BATCH = 10_000
@@ -175,10 +183,42 @@ class ClaimIn(BaseModel):
     """Runs the worker holds already, for the registry (``GET /v1/workers``)."""
 
 
+def check_checkpoint(state: JSON) -> JSON:
+    """A checkpoint state a store can keep: JSON of at most ``MAX_CHECKPOINT_BYTES``."""
+    try:
+        checkpoint_text(state)
+    except InvalidInput as exc:
+        raise ValueError(exc.reason) from None
+    return state
+
+
+class ProgressIn(BaseModel):
+    """How far the run is: a fraction, and a short note."""
+
+    model_config = _STRICT
+    fraction: float = Field(ge=0, le=1, description="From 0.0 (started) to 1.0 (done).")
+    message: Annotated[str, Field(max_length=MAX_PROGRESS_MESSAGE)] | None = None
+
+
+class CheckpointIn(BaseModel):
+    """Where to resume: the next attempt of the run is claimed with this ``state``."""
+
+    model_config = _STRICT
+    state: Annotated[JSON, AfterValidator(check_checkpoint)] = Field(
+        description=f"Any JSON value, at most {MAX_CHECKPOINT_BYTES} bytes encoded."
+    )
+
+
 class LeaseIn(BaseModel):
     model_config = _STRICT
     run_id: RunId
     fence: Fence
+    progress: ProgressIn | None = Field(
+        None, description="A new progress report, stored with the lease (fenced)."
+    )
+    checkpoint: CheckpointIn | None = Field(
+        None, description="A new checkpoint, stored with the lease (fenced)."
+    )
 
 
 class HeartbeatIn(BaseModel):
@@ -201,6 +241,12 @@ class CompleteIn(BaseModel):
     retry_after: float | None = Field(None, ge=0, le=7 * 86_400)
     http_status: int | None = Field(
         None, ge=100, le=599, description="What a webhook target answered, if it was one."
+    )
+    progress: ProgressIn | None = Field(
+        None, description="The attempt's last progress, if no heartbeat carried it."
+    )
+    checkpoint: CheckpointIn | None = Field(
+        None, description="The attempt's last checkpoint, if no heartbeat carried it."
     )
 
 

@@ -143,6 +143,33 @@ class JobOut(_Out):
         )
 
 
+class ProgressOut(_Out):
+    """How far a run got, as its handler last said."""
+
+    fraction: float = Field(description="From 0.0 to 1.0.")
+    message: str | None
+    at: Instant = Field(description="When it was stored.")
+
+    @classmethod
+    def of(cls, run: Run) -> ProgressOut | None:
+        if run.progress is None or run.progress_at is None:
+            return None
+        return cls(fraction=run.progress, message=run.progress_message, at=run.progress_at)
+
+
+class CheckpointOut(_Out):
+    """Where a run's next attempt resumes, as its handler last said."""
+
+    state: Any = Field(description="What the handler gave ``ctx.checkpoint`` (any JSON).")
+    at: Instant = Field(description="When it was stored.")
+
+    @classmethod
+    def of(cls, run: Run) -> CheckpointOut | None:
+        if run.checkpoint_at is None:
+            return None
+        return cls(state=run.checkpoint, at=run.checkpoint_at)
+
+
 class RunOut(_Out):
     """One occurrence of a job, with its lease and fence."""
 
@@ -170,13 +197,23 @@ class RunOut(_Out):
         description="The run's own payload, given when it was enqueued; null: its job's payload."
     )
     created_at: Instant
+    progress: ProgressOut | None = Field(
+        None, description="The last progress an attempt reported; null if none did."
+    )
+    checkpoint: CheckpointOut | None = Field(
+        None,
+        description="The last checkpoint an attempt stored (the next attempt resumes from"
+        " it); null if none did.",
+    )
     notices: list[NoticeOut] = Field(default_factory=list, description=NOTICES_DOC)
 
     @classmethod
     def of(cls, run: Run, notices: Sequence[Notice] = ()) -> RunOut:
         return cls(
-            **fields(run, RunOut, "priority", "notices"),
+            **fields(run, RunOut, "priority", "notices", "progress", "checkpoint"),
             priority=priority_name(run.priority),
+            progress=ProgressOut.of(run),
+            checkpoint=CheckpointOut.of(run),
             notices=[NoticeOut.of(n) for n in notices],
         )
 

@@ -90,12 +90,35 @@ def run_lines(run: Mapping[str, Any]) -> list[str]:
     lines.append(_line("idempotency key", run.get("idempotency_key")))
     if run.get("payload") is not None:
         lines.append(_line("payload", _json(run["payload"])))
+    lines += _reports(run.get("progress"), run.get("checkpoint"))
     lines += _notices(run.get("notices"))
     attempts = run.get("attempts")
     if attempts is not None:
         lines.append(_line("attempts", len(attempts) or "none yet"))
         for attempt in attempts:
             lines += attempt_lines(attempt)
+    return lines
+
+
+CHECKPOINT_SHOWN = 400
+"""The longest checkpoint ``runs get`` prints (characters of its JSON); ``--json`` shows
+any checkpoint whole."""
+
+
+def _reports(progress: Any, checkpoint: Any) -> list[str]:
+    """What the handler last reported: its progress and its checkpoint, each with the time
+    it was stored. Nothing from a server that does not report them."""
+    lines = []
+    if isinstance(progress, Mapping):
+        shown = f"{float(progress.get('fraction') or 0) * 100:.0f} %"
+        if progress.get("message"):
+            shown += f" ({progress['message']})"
+        lines += [_line("progress", shown), _line("progress at", progress.get("at"))]
+    if isinstance(checkpoint, Mapping):
+        state = _json(checkpoint.get("state"))
+        if len(state) > CHECKPOINT_SHOWN:
+            state = f"{state[:CHECKPOINT_SHOWN]}… ({len(state)} characters; --json shows it whole)"
+        lines += [_line("checkpoint", state), _line("checkpoint at", checkpoint.get("at"))]
     return lines
 
 

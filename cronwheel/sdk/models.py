@@ -78,6 +78,23 @@ class AttemptInfo(_Wire):
     """What a webhook target answered; None for a handler (or from an older server)."""
 
 
+class ProgressInfo(_Wire):
+    """How far a run got, as its handler last said (``ctx.progress``)."""
+
+    fraction: float
+    message: str | None = None
+    at: datetime
+    """When it was stored."""
+
+
+class CheckpointInfo(_Wire):
+    """Where a run's next attempt resumes (``ctx.checkpoint``)."""
+
+    state: Any = None
+    at: datetime
+    """When it was stored."""
+
+
 class RunInfo(_Wire):
     id: int
     tenant_id: str
@@ -97,6 +114,10 @@ class RunInfo(_Wire):
     finished_at: datetime | None = None
     payload: Any = None
     """The run's own payload, given when it was enqueued; None: its job's payload."""
+    progress: ProgressInfo | None = None
+    """The last progress an attempt reported; None if none did (or an older server)."""
+    checkpoint: CheckpointInfo | None = None
+    """The last checkpoint an attempt stored; None if none did (or an older server)."""
     attempts: list[AttemptInfo] | None = None
     notices: list[NoticeInfo] = []
 

@@ -122,6 +122,29 @@ class Completion:
     run's reason as it was."""
     http_status: int | None = None
     """What a webhook target answered, kept on the attempt."""
+    progress: float | None = None
+    """A progress report the heartbeats had not carried yet (with ``progress_message``):
+    stored with the completion, so a handler's last report is never lost. None: none."""
+    progress_message: str | None = None
+    checkpoint: str | None = None
+    """A checkpoint (JSON text) the heartbeats had not carried yet; None: none."""
+
+
+@hot_record
+class RunReport:
+    """What a handler reported about a run since the last heartbeat: a new progress (with
+    its message) and/or a new checkpoint. :meth:`Store.heartbeat` stores it with the
+    lease extension, under the same fence; the store stamps it with the heartbeat's
+    ``now``."""
+
+    run_id: int
+    progress: float | None = None
+    """0.0 to 1.0 (checked by :func:`cronwheel.model.progress_report`); None: no new
+    progress (``progress_message`` is then ignored)."""
+    progress_message: str | None = None
+    checkpoint: str | None = None
+    """JSON text (checked by :func:`cronwheel.model.checkpoint_text`); None: no new
+    checkpoint."""
 
 
 class Claim(list[ClaimedRun]):
@@ -573,15 +596,20 @@ class Store(abc.ABC):
         *,
         now: datetime,
         lease_seconds: float,
+        reports: Sequence[RunReport] = (),
     ) -> HeartbeatResult:
         """Extend every ``(run_id, fence)`` lease still held to ``now + lease_seconds``
-        (never shortening one), in one write."""
+        (never shortening one), in one write. In that same write, each of ``reports``
+        (of runs among ``leases``) stores its progress and checkpoint, stamped ``now``,
+        under its lease's fence: a run that is lost gets neither."""
 
     @abc.abstractmethod
     async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
         """Apply fenced completions and record their attempts; return the run ids that
         were accepted. A completion whose fence is stale, or whose run is no longer
-        running, changes nothing and is not returned."""
+        running, changes nothing and is not returned. A completion's progress and
+        checkpoint, if it carries any, are stored as a heartbeat's would be, stamped
+        ``finished_at``."""
 
     @abc.abstractmethod
     async def release_runs(self, releases: Sequence[Release], *, now: datetime) -> ReleaseResult:

@@ -255,3 +255,67 @@ async def test_every_tenant_sees_the_shared_in_process_workers_without_their_hos
         socket.gethostname(),
         0,
     )
+
+
+async def test_heartbeats_carry_progress_and_checkpoints_fenced(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    retry = {"max_attempts": 3, "backoff": "fixed", "initial_delay": 0}
+    await immediate(client, retry=retry)
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker)
+        run = claimed["run"]
+        assert (run["progress"], run["checkpoint"]) == (None, None)
+        lease = {
+            "run_id": run["id"],
+            "fence": run["fence"],
+            "progress": {"fraction": 0.5, "message": "half"},
+            "checkpoint": {"state": {"page": 5}},
+        }
+        beat = await worker.post(
+            "/v1/workers/heartbeat", json={"worker_id": "w1", "leases": [lease]}
+        )
+        assert beat.json()["extended"] == [run["id"]]
+        shown = (await client.get(f"/v1/runs/{run['id']}")).json()
+        assert (shown["progress"]["fraction"], shown["progress"]["message"]) == (0.5, "half")
+        assert shown["checkpoint"]["state"] == {"page": 5} and shown["checkpoint"]["at"]
+        # A stale fence stores nothing.
+        stale = {**lease, "fence": run["fence"] - 1, "checkpoint": {"state": "stale"}}
+        beat = await worker.post(
+            "/v1/workers/heartbeat", json={"worker_id": "w1", "leases": [stale]}
+        )
+        assert beat.json()["lost"] == [run["id"]]
+        # The completion carries the last one; the retry's claim gets it.
+        failed = await worker.post(
+            f"/v1/runs/{run['id']}/complete",
+            json={
+                "worker_id": "w1",
+                "fence": run["fence"],
+                "outcome": "failed",
+                "error_message": "crashed",
+                "checkpoint": {"state": {"page": 7}},
+                "progress": {"fraction": 0.7},
+            },
+        )
+        assert failed.status_code == 200, failed.text
+        assert failed.json()["checkpoint"]["state"] == {"page": 7}
+        assert failed.json()["progress"]["message"] is None
+        [again] = await claim(worker)
+        assert again["run"]["checkpoint"]["state"] == {"page": 7}
+
+
+async def test_bad_reports_are_422_naming_the_field(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    async with await worker_client(app, client) as worker:
+        for extra, field in (
+            ({"progress": {"fraction": 1.5}}, "leases.0.progress.fraction"),
+            ({"progress": {"fraction": 0.5, "message": "m" * 201}}, "leases.0.progress.message"),
+            ({"checkpoint": {"state": "x" * 70_000}}, "leases.0.checkpoint.state"),
+            ({"checkpoint": {}}, "leases.0.checkpoint.state"),
+        ):
+            lease = {"run_id": 1, "fence": 1, **extra}
+            body = {"worker_id": "w", "leases": [lease]}
+            problem(await worker.post("/v1/workers/heartbeat", json=body), 422, field)
+        done = {"worker_id": "w", "fence": 1, "outcome": "failed", "progress": {"fraction": -1}}
+        problem(await worker.post("/v1/runs/1/complete", json=done), 422, "progress.fraction")

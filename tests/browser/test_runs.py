@@ -183,3 +183,50 @@ def test_another_tenants_run_is_not_found(tab: Tab, dashboard: Dashboard) -> Non
     tab.check("run-404")
     tab.goto(f"{dashboard.url}/ui/dead")
     expect(tab.page.get_by_text("No dead run")).to_be_visible()
+
+
+def test_a_running_runs_progress_and_checkpoint_follow_its_heartbeats(
+    tab: Tab, dashboard: Dashboard
+) -> None:
+    """A remote worker (over HTTP) holds the run and reports: the page shows the
+    progress bar and the checkpoint, and follows the next report without a reload."""
+    job = dashboard.create_job(
+        {
+            "name": "long-import",
+            "schedule": {"kind": "manual"},
+            "pool": "remote-browser",
+            "action": {"type": "handler", "name": "import"},
+        }
+    )
+    dashboard.api.post(f"/v1/jobs/{job['id']}/trigger").raise_for_status()
+    worker = {"Authorization": f"Bearer {dashboard.key('worker')}"}
+    body = {"worker_id": "browser-w", "pools": ["remote-browser"]}
+    [claimed] = dashboard.api.post("/v1/workers/claim", json=body, headers=worker).json()["runs"]
+    run = claimed["run"]
+
+    def report(fraction: float, message: str, state: Any) -> None:
+        lease = {
+            "run_id": run["id"],
+            "fence": run["fence"],
+            "progress": {"fraction": fraction, "message": message},
+            "checkpoint": {"state": state},
+        }
+        beat = dashboard.api.post(
+            "/v1/workers/heartbeat",
+            json={"worker_id": "browser-w", "leases": [lease]},
+            headers=worker,
+        )
+        assert beat.json()["extended"] == [run["id"]], beat.text
+
+    report(0.25, "250 of 1000 rows", {"row": 250})
+    sign_in(tab, dashboard, ADMIN_TOKEN, f"/ui/runs/{run['id']}")
+    page = tab.page
+    bar = page.get_by_role("progressbar", name="Progress")
+    expect(bar).to_have_attribute("value", "0.25")
+    expect(page.locator(".run-progress")).to_contain_text("25 % · 250 of 1000 rows")
+    expect(page.get_by_label("Checkpoint")).to_contain_text('"row": 250')
+    tab.check("run-progress")
+    report(0.75, "750 of 1000 rows", {"row": 750})
+    expect(bar).to_have_attribute("value", "0.75", timeout=10_000)  # the live part follows
+    expect(page.locator(".run-progress")).to_contain_text("75 % · 750 of 1000 rows")
+    expect(page.get_by_label("Checkpoint")).to_contain_text('"row": 750')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -61,3 +62,25 @@ def fails_once(ctx: RunContext) -> None:
 def logs_a_line(ctx: RunContext) -> None:
     """Logs a line of its own: in JSON it carries the run's ids (tests/e2e/test_logs.py)."""
     logging.getLogger("tests.e2e.app").warning("hello from the handler of run %s", ctx.run_id)
+
+
+RESUMABLE_STEPS = 10
+
+
+@worker.handler("resumable")
+def resumable(ctx: RunContext) -> None:
+    """Works through ten steps from its checkpoint, checkpointing after each. Writes the
+    checkpoint it started from to ``resumed-<attempt>`` and its steps to
+    ``steps-<attempt>``. The first attempt stops at half way (checkpoint ``{"step": 5}``)
+    and blocks there, to be killed; a later one resumes from the checkpoint."""
+    MARKS.mkdir(parents=True, exist_ok=True)
+    (MARKS / f"resumed-{ctx.attempt}").write_text(json.dumps(ctx.checkpoint_state))
+    start = ctx.checkpoint_state["step"] if ctx.checkpoint_state else 0
+    for step in range(start, RESUMABLE_STEPS):
+        if ctx.attempt == 1 and step == RESUMABLE_STEPS // 2:
+            ctx.cancelled.wait(60)  # SIGKILLed here
+            return
+        with open(MARKS / f"steps-{ctx.attempt}", "a") as steps:
+            steps.write(f"{step}\n")
+        ctx.progress((step + 1) / RESUMABLE_STEPS, f"step {step + 1} of {RESUMABLE_STEPS}")
+        ctx.checkpoint({"step": step + 1})

@@ -183,8 +183,9 @@ def test_a_job_is_named_by_its_id_a_unique_prefix_or_its_name(api_url: str) -> N
     assert len(missing.stderr.strip().splitlines()) == 1
 
 
-def _work(url: str, run_id: int, outcome: str, error: str | None) -> None:
-    """Be a remote worker for one attempt: claim the run and report its outcome."""
+def _work(url: str, run_id: int, outcome: str, error: str | None, **report: Any) -> None:
+    """Be a remote worker for one attempt: claim the run and report its outcome (with a
+    progress and a checkpoint, if given)."""
     auth = {"Authorization": f"Bearer {TOKEN}"}
     claim = httpx.post(
         f"{url}/v1/workers/claim", json={"worker_id": "w-7", "pools": ["only"]}, headers=auth
@@ -194,6 +195,7 @@ def _work(url: str, run_id: int, outcome: str, error: str | None) -> None:
     body = {"worker_id": "w-7", "fence": claimed["run"]["fence"], "outcome": outcome}
     if error:
         body |= {"error_class": "ValueError", "error_message": error}
+    body |= report
     done = httpx.post(f"{url}/v1/runs/{run_id}/complete", json=body, headers=auth)
     assert done.status_code == 200, done.text
 
@@ -204,8 +206,9 @@ def test_runs_get_shows_the_run_and_each_attempt(api_url: str) -> None:
     [run_id] = json.loads(ok(cli(api_url, "jobs", "enqueue", "flaky", "--payload", "1", "--json")))[
         "run_ids"
     ]
-    _work(api_url, run_id, "failed", "boom: the first try")
-    _work(api_url, run_id, "failed", "boom again")
+    half = {"progress": {"fraction": 0.5, "message": "page 5 of 10"}}
+    _work(api_url, run_id, "failed", "boom: the first try", **half)
+    _work(api_url, run_id, "failed", "boom again", checkpoint={"state": {"page": 5}})
     run = json.loads(ok(cli(api_url, "runs", "get", str(run_id), "--json")))
     assert run["state"] == "dead" and len(run["attempts"]) == 2
     dead = json.loads(ok(cli(api_url, "dlq", "list", "--job-id", "flaky", "--json")))["items"]
@@ -223,6 +226,10 @@ def test_runs_get_shows_the_run_and_each_attempt(api_url: str) -> None:
         assert "ValueError: boom: the first try" in shown and "ValueError: boom again" in shown
         assert re.search(r"ran \d+\.\d{3} s", shown)
         assert re.search(r"started \d+\.\d{3} s after it was due", shown)
+        assert re.search(r"progress:\s+50 % \(page 5 of 10\)", shown)
+        assert re.search(r"progress at:\s+" + re.escape(run["progress"]["at"]), shown)
+        assert re.search(r'checkpoint:\s+\{"page": 5\}', shown)
+        assert re.search(r"checkpoint at:\s+" + re.escape(run["checkpoint"]["at"]), shown)
 
 
 def test_jobs_get_shows_the_whole_job(api_url: str) -> None:

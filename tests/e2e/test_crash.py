@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import cronwheel
-from cronwheel.model import AttemptOutcome, RunState
+from cronwheel.model import AttemptOutcome, Run, RunState
 from tests.e2e.procs import REPO, free_port
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
@@ -138,3 +139,35 @@ async def test_dev_killed_mid_run_is_recovered_at_once_by_the_next_dev_on_its_fi
     # rescued long before the dead process's lease would have expired
     assert lost.finished_at < held.lease_expires_at - timedelta(seconds=10)
     assert "recovered 1 run the previous cronwheel dev" in log.read_text()
+
+
+async def test_a_worker_killed_after_a_checkpoint_is_resumed_from_it(
+    store_url: str, marks: Path, tmp_path: Path
+) -> None:
+    """The handler checkpoints at 50 %; its worker is SIGKILLed once the store has the
+    checkpoint; the next attempt, in another worker, starts from it."""
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    async with await cronwheel.connect(store_url) as cw:
+        job = await cw.create(
+            name="resumable",
+            schedule={"kind": "immediate"},
+            action={"type": "handler", "name": "resumable"},
+        )
+        with cronwheel_proc(*WORKER, "--db", store_url, env=env, log=tmp_path / "a.log") as first:
+            half_way = await eventually(lambda: _checkpointed(cw, job.id, {"step": 5}), timeout=60)
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+        assert (half_way.progress, half_way.progress_message) == (0.5, "step 5 of 10")
+        with cronwheel_proc(*WORKER, "--db", store_url, env=env, log=tmp_path / "b.log"):
+            await eventually(lambda: _all_succeeded(cw, [job.id]), timeout=60)
+        [run] = await cw.runs(job.id)
+    assert json.loads((marks / "resumed-1").read_text()) is None
+    assert json.loads((marks / "resumed-2").read_text()) == {"step": 5}
+    assert (marks / "steps-1").read_text().split() == ["0", "1", "2", "3", "4"]
+    assert (marks / "steps-2").read_text().split() == ["5", "6", "7", "8", "9"]
+    assert (run.attempt, run.checkpoint, run.progress) == (2, {"step": 10}, 1.0)
+
+
+async def _checkpointed(cw: cronwheel.JobService, job_id: str, state: object) -> Run | None:
+    runs = await cw.runs(job_id)
+    return runs[0] if runs and runs[0].checkpoint == state else None

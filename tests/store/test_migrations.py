@@ -170,6 +170,18 @@ async def _ddl(store: Store, statement: str) -> None:
             await conn.execute(statement)
 
 
+async def _lend_run_report_columns(store: Store) -> None:
+    """Step 9's columns, lent to a store at an older step: today's code reads them."""
+    from cronwheel.store.sqlite import SqliteStore
+
+    sqlite = isinstance(store, SqliteStore)
+    instant = "INTEGER" if sqlite else "timestamptz"
+    types = ("REAL", "TEXT", instant, "TEXT" if sqlite else "jsonb", instant)
+    names = ("progress", "progress_message", "progress_at", "checkpoint", "checkpoint_at")
+    for name, kind in zip(names, types, strict=True):
+        await _ddl(store, f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+
+
 async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:
     """SQLite cannot alter a CHECK: step 5 copies the attempts table. Nothing is lost,
     and the new outcome is accepted afterwards."""
@@ -182,6 +194,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     # Today's code writes the columns that later steps add: lent for the writes below.
     await _ddl(store, "ALTER TABLE jobs ADD COLUMN traceparent TEXT")
     await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")
+    await _lend_run_report_columns(store)
     job = make_job()
     await store.create_jobs([job])
     await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])

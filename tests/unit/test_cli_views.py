@@ -114,3 +114,20 @@ def test_schedules_in_words() -> None:
     assert schedule_words({"kind": "manual"}).startswith("manual")
     quartz = {"kind": "cron", "cron": "0 0 2 ? * MON", "timezone": "UTC", "dialect": "quartz"}
     assert schedule_words(quartz) == "cron 0 0 2 ? * MON in UTC (dialect quartz)"
+
+
+def test_a_run_shows_its_progress_and_checkpoint_a_long_one_cut_with_a_hint() -> None:
+    base = {"id": 7, "job_id": JOB_ID, "state": "running", "attempt": 1, "max_attempts": 3}
+    assert not any(line.startswith(("progress", "checkpoint")) for line in run_lines(base))
+    run = {
+        **base,
+        "progress": {"fraction": 0.333, "message": "page 3 of 9", "at": TIME},
+        "checkpoint": {"state": {"ids": list(range(500))}, "at": TIME},
+    }
+    lines = run_lines(run)
+    assert "progress:        33 % (page 3 of 9)" in lines
+    assert f"progress at:     {TIME}" in lines
+    [checkpoint] = [line for line in lines if line.startswith("checkpoint:")]
+    assert checkpoint.startswith('checkpoint:      {"ids": [0, 1, 2')
+    assert checkpoint.endswith("… (2399 characters; --json shows it whole)")
+    assert f"checkpoint at:   {TIME}" in lines

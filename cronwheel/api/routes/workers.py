@@ -9,6 +9,7 @@ heartbeat or complete a run another tenant's worker holds. Completions go throug
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import datetime, timedelta
 from typing import Annotated, Any
@@ -17,7 +18,14 @@ from fastapi import APIRouter, Path, Request
 
 from cronwheel.api.auth import Principal, WorkerKey, WorkerWatcher
 from cronwheel.api.guards import GuardedRoute
-from cronwheel.api.inputs import INT64, ClaimIn, CompleteIn, HeartbeatIn
+from cronwheel.api.inputs import (
+    INT64,
+    CheckpointIn,
+    ClaimIn,
+    CompleteIn,
+    HeartbeatIn,
+    ProgressIn,
+)
 from cronwheel.api.openapi import problems
 from cronwheel.api.schemas import (
     ClaimedOut,
@@ -32,7 +40,15 @@ from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.lifecycle import Outcome, completion_for
 from cronwheel.metrics import ApiMetrics
-from cronwheel.model import SHARED_WORKERS, ClaimedRun, Run, RunState, WorkerInfo
+from cronwheel.model import (
+    SHARED_WORKERS,
+    ClaimedRun,
+    Run,
+    RunState,
+    WorkerInfo,
+    checkpoint_text,
+)
+from cronwheel.store.base import RunReport
 
 router = APIRouter(tags=["workers"], route_class=GuardedRoute)
 
@@ -102,6 +118,11 @@ async def heartbeat(body: HeartbeatIn, request: Request, principal: WorkerKey) -
         [(lease.run_id, lease.fence) for lease in body.leases],
         now=now,
         lease_seconds=body.lease_seconds,
+        reports=[
+            _report(lease.run_id, lease.progress, lease.checkpoint)
+            for lease in body.leases
+            if lease.progress is not None or lease.checkpoint is not None
+        ],
     )
     await _refresh(state, principal, owner, body, request, now)
     return dump(
@@ -163,9 +184,26 @@ async def complete(run_id: RunId, body: CompleteIn, request: Request, principal:
         finished_at=now,
         rng=_rng,
     )
+    if body.progress is not None or body.checkpoint is not None:
+        report = _report(run_id, body.progress, body.checkpoint)
+        done = dataclasses.replace(
+            done,
+            progress=report.progress,
+            progress_message=report.progress_message,
+            checkpoint=report.checkpoint,
+        )
     if run_id not in await state.store.complete_runs([done]):
         raise _stale(run, body.fence)  # taken over between the read and the write
     return dump(RunOut.of(await _run(state, principal, run_id)))
+
+
+def _report(run_id: int, progress: ProgressIn | None, checkpoint: CheckpointIn | None) -> RunReport:
+    return RunReport(
+        run_id,
+        None if progress is None else progress.fraction,
+        None if progress is None else progress.message,
+        None if checkpoint is None else checkpoint_text(checkpoint.state),
+    )
 
 
 async def _run(state: ApiState, principal: Principal, run_id: int) -> Run:

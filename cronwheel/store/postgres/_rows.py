@@ -186,7 +186,7 @@ def target_columns(runs: Sequence[NewRun], advances: Sequence[JobAdvance]) -> li
 
 
 def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
-    """The 13 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
+    """The 16 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
     rows = [
         (
             c.run_id,
@@ -202,10 +202,13 @@ def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
             c.available_at,
             c.reason,
             c.http_status,
+            c.progress,
+            c.progress_message,
+            c.checkpoint,
         )
         for c in sorted(completions, key=lambda c: c.run_id)
     ]
-    return _columns(rows, 13)
+    return _columns(rows, 16)
 
 
 def job(row: Record) -> Job:
@@ -258,6 +261,11 @@ def run(row: Record) -> Run:
         row["last_error"],
         decode.OVERLAPS[row["overlap"]],
         row["payload"],
+        row["progress"],
+        row["progress_message"],
+        row["progress_at"],
+        row["checkpoint"],
+        row["checkpoint_at"],
     )
 
 

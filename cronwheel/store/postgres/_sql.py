@@ -480,6 +480,15 @@ ORDER BY x.priority, x.available_at, x.id"""
 # (the caller sorts it), so a worker's heartbeat and its completions, sent over two
 # connections at once, lock rows in the same order: they queue, never deadlock.
 
+# How a worker's report (progress, message, checkpoint as JSON text, in relation {d}) is
+# stored, stamped {at}: a NULL progress or checkpoint keeps the stored one.
+_REPORTED = """    progress = coalesce({d}.progress, r.progress),
+    progress_message = CASE WHEN {d}.progress IS NULL THEN r.progress_message
+                            ELSE {d}.message END,
+    progress_at = CASE WHEN {d}.progress IS NULL THEN r.progress_at ELSE {at} END,
+    checkpoint = coalesce({d}.checkpoint::jsonb, r.checkpoint),
+    checkpoint_at = CASE WHEN {d}.checkpoint IS NULL THEN r.checkpoint_at ELSE {at} END"""
+
 # Params: $1 worker, $2 run ids (ascending), $3 fences, $4 now, $5 lease seconds.
 HEARTBEAT = """
 WITH held AS (
@@ -495,14 +504,42 @@ FROM held
 WHERE r.id = held.id
 RETURNING r.id, r.cancel_requested"""
 
+# The same, storing each run's report in the same write (only when some run has one: the
+# common heartbeat keeps its statement). $6 progress (NULL: none new), $7 progress
+# messages, $8 checkpoints as JSON text (NULL: none new); stamped $4.
+HEARTBEAT_WITH_REPORTS = (
+    """
+WITH held AS (
+    SELECT l.id, l.progress, l.message, l.checkpoint
+    FROM unnest($2::bigint[], $3::int[], $6::float8[], $7::text[], $8::text[])
+        AS l(id, fence, progress, message, checkpoint)
+    CROSS JOIN LATERAL (
+        SELECT fence, lease_owner, state FROM runs WHERE id = l.id OFFSET 0 FOR NO KEY UPDATE
+    ) AS r
+    WHERE r.fence = l.fence AND r.lease_owner = $1 AND r.state = 'running'
+)
+UPDATE runs AS r
+SET lease_expires_at = greatest(r.lease_expires_at, $4::timestamptz + make_interval(secs => $5)),
+"""
+    + _REPORTED.format(d="held", at="$4::timestamptz")
+    + """
+FROM held
+WHERE r.id = held.id
+RETURNING r.id, r.cancel_requested"""
+)
+
+_REPORTED_AT_FINISH = _REPORTED.format(d="d", at="d.finished_at")
+
 # Params: the completions' columns, ascending run id (see _rows.completion_columns).
 COMPLETE_RUNS = f"""
 WITH done AS (
     SELECT d.* FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                            $6::timestamptz[], $7::timestamptz[], $8::float8[], $9::text[],
-                           $10::text[], $11::timestamptz[], $12::text[], $13::int[])
+                           $10::text[], $11::timestamptz[], $12::text[], $13::int[],
+                           $14::float8[], $15::text[], $16::text[])
         AS d(run_id, fence, worker_id, state, outcome, started_at, finished_at, lag_seconds,
-             error_class, error_message, available_at, reason, http_status)
+             error_class, error_message, available_at, reason, http_status, progress,
+             message, checkpoint)
     CROSS JOIN LATERAL (
         SELECT fence, state FROM runs WHERE id = d.run_id OFFSET 0 FOR NO KEY UPDATE
     ) AS r
@@ -514,7 +551,8 @@ accepted AS (
         finished_at = CASE WHEN d.state IN {FINISHED_STATES} THEN d.finished_at END,
         available_at = coalesce(d.available_at, r.available_at),
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
-        last_error = d.error_message, reason = coalesce(d.reason, r.reason)
+        last_error = d.error_message, reason = coalesce(d.reason, r.reason),
+{_REPORTED_AT_FINISH}
     FROM done AS d
     WHERE r.id = d.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, d.worker_id, d.fence,

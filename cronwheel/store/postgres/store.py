@@ -61,6 +61,7 @@ from cronwheel.store.base import (
     Release,
     ReleaseResult,
     RescueResult,
+    RunReport,
     Store,
     check_enqueue_target,
 )
@@ -595,12 +596,29 @@ class PostgresStore(Store):
         *,
         now: datetime,
         lease_seconds: float,
+        reports: Sequence[RunReport] = (),
     ) -> HeartbeatResult:
         if not leases:
             return HeartbeatResult(extended=[], lost=[], cancel_requested=[])
         ordered = sorted(leases)  # ascending run id: the order rows are locked in
         ids, fences = [run_id for run_id, _ in ordered], [fence for _, fence in ordered]
-        found = await self._fetch(sql.HEARTBEAT, worker_id, ids, fences, now, lease_seconds)
+        if reports:
+            # The reports ride in the lease rows: stored under their fence, or not at all.
+            by_run = {r.run_id: r for r in reports}
+            told = [by_run.get(run_id) for run_id in ids]
+            found = await self._fetch(
+                sql.HEARTBEAT_WITH_REPORTS,
+                worker_id,
+                ids,
+                fences,
+                now,
+                lease_seconds,
+                [None if t is None else t.progress for t in told],
+                [None if t is None else t.progress_message for t in told],
+                [None if t is None else t.checkpoint for t in told],
+            )
+        else:
+            found = await self._fetch(sql.HEARTBEAT, worker_id, ids, fences, now, lease_seconds)
         held = {r["id"]: r["cancel_requested"] for r in found}
         return HeartbeatResult(
             extended=[run_id for run_id, _ in leases if run_id in held],

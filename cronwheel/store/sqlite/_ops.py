@@ -262,14 +262,49 @@ def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
     )
 
 
+HEARTBEAT = (
+    "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?)"
+    " WHERE lease_owner = ? AND state = 'running' AND (id, fence) IN"
+    " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+    " FROM json_each(?)) RETURNING id, cancel_requested"
+)
+
+
+def _reported(first: int, at: str) -> str:
+    """The SET clauses that store a report carried by the JSON row ``d.value`` (progress,
+    message and checkpoint at elements ``first`` to ``first + 2``), stamped ``at``: a
+    NULL progress or checkpoint keeps the stored one."""
+    p, m, k = (f"json_extract(d.value, '$[{i}]')" for i in (first, first + 1, first + 2))
+    return (
+        f" progress = coalesce({p}, progress),"
+        f" progress_message = CASE WHEN {p} IS NULL THEN progress_message ELSE {m} END,"
+        f" progress_at = CASE WHEN {p} IS NULL THEN progress_at ELSE {at} END,"
+        f" checkpoint = coalesce({k}, checkpoint),"
+        f" checkpoint_at = CASE WHEN {k} IS NULL THEN checkpoint_at ELSE {at} END"
+    )
+
+
+# Only when some run has something to report: the common heartbeat keeps its statement.
+# Params: until, now (twice), the JSON rows [id, fence, progress, message, checkpoint],
+# worker.
+HEARTBEAT_WITH_REPORTS = (
+    "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?),"
+    + _reported(2, "?")
+    + " FROM json_each(?) AS d"
+    " WHERE runs.lease_owner = ? AND runs.state = 'running'"
+    " AND runs.id = json_extract(d.value, '$[0]') AND runs.fence = json_extract(d.value, '$[1]')"
+    " RETURNING runs.id, runs.cancel_requested"
+)
+
 COMPLETE_RUNS = (
     "UPDATE runs SET state = json_extract(d.value, '$[2]'),"
     " finished_at = json_extract(d.value, '$[3]'),"
     " available_at = coalesce(json_extract(d.value, '$[4]'), available_at),"
     " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0,"
     " last_error = json_extract(d.value, '$[5]'),"
-    " reason = coalesce(json_extract(d.value, '$[6]'), reason)"
-    " FROM json_each(?) AS d"
+    " reason = coalesce(json_extract(d.value, '$[6]'), reason),"
+    + _reported(7, "json_extract(d.value, '$[10]')")
+    + " FROM json_each(?) AS d"
     " WHERE runs.id = json_extract(d.value, '$[0]')"
     " AND runs.fence = json_extract(d.value, '$[1]') AND runs.state = 'running'"
     " RETURNING runs.id, runs.tenant_id, runs.job_id, runs.attempt, runs.pool"
@@ -291,6 +326,10 @@ def complete_many(
                 rows.us_or_none(d.available_at),
                 d.error_message,
                 d.reason,
+                d.progress,
+                d.progress_message,
+                d.checkpoint,
+                rows.us(d.finished_at),
             )
             for d in completions
         ]

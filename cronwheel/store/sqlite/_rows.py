@@ -154,6 +154,11 @@ def run(row: sqlite3.Row) -> Run:
         row["last_error"],
         decode.OVERLAPS[row["overlap"]],
         None if row["payload"] is None else json.loads(row["payload"]),
+        row["progress"],
+        row["progress_message"],
+        dt_or_none(row["progress_at"]),
+        None if row["checkpoint"] is None else json.loads(row["checkpoint"]),
+        dt_or_none(row["checkpoint_at"]),
     )
 
 

@@ -47,6 +47,7 @@ from cronwheel.store.base import (
     Release,
     ReleaseResult,
     RescueResult,
+    RunReport,
     Store,
     check_enqueue_target,
 )
@@ -548,20 +549,33 @@ class SqliteStore(Store):
         *,
         now: datetime,
         lease_seconds: float,
+        reports: Sequence[RunReport] = (),
     ) -> HeartbeatResult:
         until = rows.us(now) + round(lease_seconds * 1_000_000)
 
         # One statement for every lease: the (id, fence) pairs travel as one JSON array.
-        pairs = json.dumps([[run_id, fence] for run_id, fence in leases])
-        sql = (
-            "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?)"
-            " WHERE lease_owner = ? AND state = 'running' AND (id, fence) IN"
-            " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-            " FROM json_each(?)) RETURNING id, cancel_requested"
-        )
+        # Reports ride in the same rows (progress, message, checkpoint), so they are
+        # written under the fence of the lease they extend, or not at all.
+        params: tuple[object, ...]
+        if reports:
+            by_run = {r.run_id: r for r in reports}
+            batch: list[list[object]] = []
+            for run_id, fence in leases:
+                report = by_run.get(run_id)
+                if report is None:
+                    batch.append([run_id, fence])
+                else:
+                    batch.append(
+                        [run_id, fence, report.progress, report.progress_message, report.checkpoint]
+                    )
+            at = rows.us(now)
+            sql, params = ops.HEARTBEAT_WITH_REPORTS, (until, at, at, json.dumps(batch), worker_id)
+        else:
+            pairs = json.dumps([[run_id, fence] for run_id, fence in leases])
+            sql, params = ops.HEARTBEAT, (until, worker_id, pairs)
 
         def fn(c: sqlite3.Connection) -> HeartbeatResult:
-            found = {r[0]: bool(r[1]) for r in c.execute(sql, (until, worker_id, pairs))}
+            found = {r[0]: bool(r[1]) for r in c.execute(sql, params)}
             return HeartbeatResult(
                 extended=[run_id for run_id, _ in leases if run_id in found],
                 lost=[run_id for run_id, _ in leases if run_id not in found],

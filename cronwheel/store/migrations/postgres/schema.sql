@@ -70,7 +70,12 @@ CREATE TABLE runs (
     created_at        timestamptz NOT NULL,
     started_at        timestamptz,
     finished_at       timestamptz,
-    payload           jsonb  -- an enqueued run's own payload (0004); NULL: the job's
+    payload           jsonb,  -- an enqueued run's own payload (0004); NULL: the job's
+    progress          double precision,  -- the last progress report and checkpoint (0009)
+    progress_message  text,
+    progress_at       timestamptz,
+    checkpoint        jsonb,
+    checkpoint_at     timestamptz
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by

@@ -68,7 +68,12 @@ CREATE TABLE runs (
     created_at        INTEGER NOT NULL,
     started_at        INTEGER,
     finished_at       INTEGER,
-    payload           TEXT  -- an enqueued run's own payload (0004); NULL: the job's
+    payload           TEXT,  -- an enqueued run's own payload (0004); NULL: the job's
+    progress          REAL,  -- the last progress report and checkpoint (0009)
+    progress_message  TEXT,
+    progress_at       INTEGER,
+    checkpoint        TEXT,
+    checkpoint_at     INTEGER
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by

@@ -1,0 +1,61 @@
+"""The run page in-process, on both stores: the progress and the last checkpoint a
+handler reported, live while the run is running. tests/browser/test_runs.py looks at
+it in a browser."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from cronwheel.api import AuthConfig, create_app
+from cronwheel.api.auth import SESSION_COOKIE
+from cronwheel.store.base import RunReport, Store
+from tests.api.conftest import connect
+from tests.api.helpers import ADMIN_TOKEN
+from tests.store.factories import make_job, make_run
+
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture
+def app(store: Store) -> FastAPI:
+    return create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+
+
+async def _page(app: FastAPI, path: str) -> str:
+    async with connect(app, cookies={SESSION_COOKIE: ADMIN_TOKEN}) as tab:
+        response: httpx.Response = await tab.get(path)
+    assert response.status_code == 200, response.text
+    return response.text
+
+
+async def test_a_running_run_shows_its_progress_and_checkpoint_live(
+    app: FastAPI, store: Store
+) -> None:
+    now = datetime.now(UTC)
+    job = make_job("long-import")
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, now), make_run(job, now - HOUR)], [])
+    quiet, c = await store.claim_runs(
+        "w1", ["default"], limit=2, now=now, prefetch_until=now, lease_seconds=60
+    )
+    report = RunReport(c.run.id, 0.42, "420 of 1000 rows", '{"row":420,"file":"a.csv"}')
+    leases = [(quiet.run.id, quiet.run.fence), (c.run.id, c.run.fence)]
+    await store.heartbeat("w1", leases, now=now, lease_seconds=60, reports=[report])
+    silent = await _page(app, f"/ui/live/runs/{quiet.run.id}")
+    assert "<progress" not in silent and "none reported" in silent and "none stored" in silent
+    page = await _page(app, f"/ui/runs/{c.run.id}")
+    assert f'data-live="/ui/live/runs/{c.run.id}"' in page  # refreshed while it runs
+    live = await _page(app, f"/ui/live/runs/{c.run.id}")
+    assert "<html" not in live
+    for shown in (page, live):
+        assert re.search(r'<progress max="1" value="0\.42"[^>]*>42 %</progress>', shown)
+        assert "42 % · 420 of 1000 rows" in shown
+        [state] = re.findall(r'<pre class="checkpoint"[^>]*>(.*?)</pre>', shown, re.S)
+        assert html.unescape(state) == '{\n  "file": "a.csv",\n  "row": 420\n}'
+        assert "the run's next attempt resumes from it" in shown
