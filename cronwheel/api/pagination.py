@@ -85,6 +85,8 @@ def after_job(cursor: str | None, order: JobOrder) -> JobKey | None:
     if order.sort_key == "created":
         return JobKey(job_id)
     if order.sort_key == "name":
+        if "\x00" in raw:  # no name holds one (PostgreSQL text cannot)
+            raise invalid("cursor", "is not a cursor this API gave out")
         return JobKey(job_id, raw)
     if raw == "":
         return JobKey(job_id, None)

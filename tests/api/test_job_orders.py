@@ -119,6 +119,7 @@ async def test_an_unknown_order_or_a_forged_cursor_is_a_422(client: httpx.AsyncC
         (f"job:next_fire:{job_id}:soon", "next_fire"),
         (f"job:next_fire:{job_id}:{10**30}", "next_fire"),
         ("job:name:not-an-id:x", "name"),
+        (f"job:name:{job_id}:nul\x00", "name"),
         (f"job:last_run:{job_id}:x", "created"),
     ):
         problem(
