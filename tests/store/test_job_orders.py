@@ -5,6 +5,7 @@ while jobs are inserted, and read by walking an index (migration 0009)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -245,6 +246,9 @@ async def test_every_order_walks_an_index_without_sorting(store: Store) -> None:
                 assert '"Sort"' not in text and "Seq Scan" not in text, (label, options, text)
                 # The creation order may walk the primary key instead: also no sort.
                 assert '"Index Scan"' in text, (label, options, text)
+                if options["after"] is not None:  # the scan starts at the cursor
+                    conds = _index_conds(plan if not isinstance(plan, str) else json.loads(plan))
+                    assert any(" > " in c or " < " in c for c in conds), (label, options, text)
         return
     assert isinstance(store, SqliteStore)
     from cronwheel.store.sqlite.store import jobs_query as lite_query
@@ -260,3 +264,19 @@ async def test_every_order_walks_an_index_without_sorting(store: Store) -> None:
     for label, options, details in await store._db.read(plans):
         assert not any("TEMP B-TREE" in d for d in details), (label, options, details)
         assert any("USING INDEX jobs_tenant_" in d for d in details), (label, options, details)
+        if options["after"] is not None:  # searched from the cursor, not walked up to it
+            assert any(re.search(r"\(tenant_id=\? AND .*[<>]", d) for d in details), (
+                label,
+                options,
+                details,
+            )
+
+
+def _index_conds(node: Any) -> list[str]:
+    """Every ``Index Cond`` of a JSON plan: what an index scan searches by, not filters."""
+    if isinstance(node, list):
+        return [c for item in node for c in _index_conds(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node["Index Cond"]] if "Index Cond" in node else []
+    return found + [c for value in node.values() for c in _index_conds(value)]

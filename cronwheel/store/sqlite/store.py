@@ -86,10 +86,11 @@ next-fire order: after every instant (the largest microsecond count SQLite holds
 JOB_ORDER_COLUMN: dict[str, str | None] = {
     "created": None,
     "name": "name",
-    "next_fire": f"ifnull(CASE WHEN state = 'active' THEN next_fire_at END, {NEVER_US})",
+    "next_fire": "next_fire_sort",
 }
-"""What each :class:`JobOrder` sorts by before the id: the expressions of the indexes of
-migration 0009, written exactly as there so the planner matches them."""
+"""What each :class:`JobOrder` sorts by before the id: columns of the indexes of
+migration 0009 (``next_fire_sort`` is a generated column: NEVER_US for a job that will
+not fire)."""
 
 
 def jobs_query(
@@ -134,9 +135,9 @@ def jobs_query(
     elif last_outcome is not None:
         where.append(LAST_OUTCOME_IS)
         params.append(last_outcome.value)
-    # Each order is the index it walks (0009_job_orders.sql): the ORDER BY and the
-    # cursor's row comparison use the index's own expressions, so SQLite walks it
-    # from the cursor on and never sorts the tenant's jobs.
+    # Each order is the index it walks (0009_job_orders.sql): the cursor's row
+    # comparison is a search of the index on its columns, so SQLite walks it from the
+    # cursor on and never sorts the tenant's jobs.
     column = JOB_ORDER_COLUMN[order.sort_key]
     direction = " DESC" if order.descending else ""
     if after is not None:
