@@ -29,12 +29,12 @@ from typing import Any
 
 import asyncpg
 import httpx
-
 from cronwheel.api.app import create_app
 from cronwheel.api.auth import AuthConfig
+from cronwheel.api.pagination import job_cursor
 from cronwheel.clock import SystemClock
 from cronwheel.dashboard.live import SharedReads
-from cronwheel.model import AttemptOutcome, RunState
+from cronwheel.model import DEFAULT_TENANT, AttemptOutcome, JobOrder, RunState
 from cronwheel.service import JobService
 from cronwheel.store.base import Completion, Store
 
@@ -50,6 +50,10 @@ PAGES = (
     "/ui/jobs",
     "/ui/jobs?state=paused",
     "/ui/jobs?name=job-{mid}",
+    "/ui/jobs?order=-name",
+    "/ui/jobs?order=name&cursor={name_cursor}",
+    "/ui/jobs?order=next_fire",
+    "/ui/jobs?order=-next_fire&cursor={fire_cursor}",
     "/ui/jobs/{job}",
     "/ui/jobs/{run_job}",
     "/ui/runs/{run}",
@@ -162,10 +166,17 @@ async def measure(store: Store, scene: Scene, repeat: int) -> list[tuple[str, in
     # Every request reads the store: a live page's one-second shared read would otherwise
     # answer from memory, and this measures what a read costs.
     app.state.dashboard_reads = SharedReads(ttl=0.0)
+    # The sorted orders from the middle of the list: a cursor after the job in the middle.
+    middle = await store.get_job(DEFAULT_TENANT, scene.job)
+    assert middle is not None
+    cursors = {
+        "name_cursor": job_cursor(JobOrder.NAME, middle),
+        "fire_cursor": job_cursor(JobOrder.NEXT_FIRE_DESC, middle),
+    }
     rows = []
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://b") as c:
         for template in PAGES:
-            path = template.format(**scene.__dict__)
+            path = template.format(**scene.__dict__, **cursors)
             times = []
             status = 0
             for _ in range(repeat + 1):
@@ -222,12 +233,12 @@ async def run_store(
                 await conn.close()
             if saved is not None:
                 saved.write_text(json.dumps(scene.__dict__))
-        print(f"  {'page':28} {'status':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+        print(f"  {'page':48} {'status':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
         for path, status, times in await measure(store, scene, repeat):
             ms = sorted(t * 1000 for t in times)
             p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))]
             print(
-                f"  {path:28} {status:>6} {statistics.median(ms):>8.1f} {p95:>8.1f} {ms[-1]:>8.1f}",
+                f"  {path:48} {status:>6} {statistics.median(ms):>8.1f} {p95:>8.1f} {ms[-1]:>8.1f}",
                 flush=True,
             )
     finally:

@@ -249,6 +249,68 @@ class Job:
         return shard_key(self.id)
 
 
+class JobOrder(StrEnum):
+    """How a list of jobs is sorted: by creation (the time-ordered id), by name (code
+    point order, the same on both stores) or by next fire time, ascending, or
+    descending with a leading ``-``. Ties are broken by id in the same direction, so
+    the order is total and a :class:`JobKey` cursor stays stable while jobs are
+    inserted. Jobs that will not fire (not active: paused, completed, cancelled; or
+    active without a next fire time: manual jobs) come after all the others in
+    ``next_fire`` order, and so first in ``-next_fire``; a paused job keeps the
+    ``next_fire_at`` a resume starts from, but sorts with them."""
+
+    CREATED = "created"
+    CREATED_DESC = "-created"
+    NAME = "name"
+    NAME_DESC = "-name"
+    NEXT_FIRE = "next_fire"
+    NEXT_FIRE_DESC = "-next_fire"
+
+    @property
+    def descending(self) -> bool:
+        return self.value.startswith("-")
+
+    @property
+    def sort_key(self) -> str:
+        """What it sorts by: ``created``, ``name`` or ``next_fire``."""
+        return self.value.removeprefix("-")
+
+    def key(self, job: Job) -> JobKey:
+        """The cursor that starts the next page after ``job`` in this order."""
+        if self.sort_key == "name":
+            return JobKey(job.id, job.name)
+        if self.sort_key == "next_fire":
+            fires = job.state is JobState.ACTIVE
+            return JobKey(job.id, job.next_fire_at if fires else None)
+        return JobKey(job.id)
+
+    def check(self, after: JobKey) -> None:
+        """Raise InvalidInput naming ``after`` unless ``after`` is a position in this
+        order (a name for ``name``, an instant or None for ``next_fire``, nothing but
+        the id for ``created``)."""
+        kind = self.sort_key
+        value = after.value
+        fits = (
+            isinstance(value, str)
+            if kind == "name"
+            else (value is None or isinstance(value, datetime))
+            if kind == "next_fire"
+            else value is None
+        )
+        if not fits:
+            raise InvalidInput("after", f"{value!r} is not a position in the {kind} order")
+
+
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    """A position in a list of jobs sorted by a :class:`JobOrder`: the last job's id
+    and the value it sorted by (its name, or its ``next_fire_at``, None when it will
+    not fire; nothing in creation order). The next page holds the jobs after it."""
+
+    id: str
+    value: str | datetime | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class LastRun:
     """How a job's newest finished run (by ``finished_at``) ended: what a user asks of a

@@ -115,8 +115,9 @@ class JobService:
         return replace(job, last_run=last.get(job.id))
 
     async def list_jobs(self, *, tenant_id: str = DEFAULT_TENANT, **filters: Any) -> list[Job]:
-        """Jobs in creation order (see :meth:`Store.list_jobs`), each with its
-        ``last_run``, looked up in one query for the page."""
+        """Jobs in creation order, or in ``order`` from the position ``after`` (see
+        :meth:`Store.list_jobs` for the filters), each with its ``last_run``, looked up
+        in one query for the page."""
         jobs = await self.store.list_jobs(tenant_id, **filters)
         last = await self.store.last_runs(tenant_id, [j.id for j in jobs])
         return [replace(j, last_run=last.get(j.id)) for j in jobs]

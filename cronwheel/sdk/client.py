@@ -87,8 +87,15 @@ class Client:
     def create_jobs(self, specs: list[dict[str, Any]]) -> list[JobInfo]:
         return self._send(calls.create_jobs(specs))
 
-    def list_jobs(self, **filters: Any) -> Page[JobInfo]:
-        return self._send(calls.list_jobs(**filters))
+    def list_jobs(self, *, order: str | None = None, **filters: Any) -> Page[JobInfo]:
+        """A page of jobs. ``filters`` are ``GET /v1/jobs``'s: ``state``, ``pool``,
+        ``name_prefix``, ``name``, ``id_prefix``, ``kind``, ``last_outcome``, ``cursor``
+        (the previous page's ``next_cursor``) and ``limit``. ``order``: ``created``
+        (the default), ``name`` or ``next_fire``, or one of them with a leading ``-``
+        for the other way round; ask for the next page in the same order (a cursor of
+        another order is a :class:`~cronwheel.sdk.errors.ValidationFailed` naming
+        ``cursor``)."""
+        return self._send(calls.list_jobs(order=order, **filters))
 
     def get_job(self, job_id: str) -> JobInfo:
         return self._send(calls.get_job(job_id))
@@ -218,8 +225,15 @@ class AsyncClient:
     async def create_jobs(self, specs: list[dict[str, Any]]) -> list[JobInfo]:
         return await self._send(calls.create_jobs(specs))
 
-    async def list_jobs(self, **filters: Any) -> Page[JobInfo]:
-        return await self._send(calls.list_jobs(**filters))
+    async def list_jobs(self, *, order: str | None = None, **filters: Any) -> Page[JobInfo]:
+        """A page of jobs. ``filters`` are ``GET /v1/jobs``'s: ``state``, ``pool``,
+        ``name_prefix``, ``name``, ``id_prefix``, ``kind``, ``last_outcome``, ``cursor``
+        (the previous page's ``next_cursor``) and ``limit``. ``order``: ``created``
+        (the default), ``name`` or ``next_fire``, or one of them with a leading ``-``
+        for the other way round; ask for the next page in the same order (a cursor of
+        another order is a :class:`~cronwheel.sdk.errors.ValidationFailed` naming
+        ``cursor``)."""
+        return await self._send(calls.list_jobs(order=order, **filters))
 
     async def get_job(self, job_id: str) -> JobInfo:
         return await self._send(calls.get_job(job_id))

@@ -35,6 +35,8 @@ from cronwheel.model import (
     AuditEntry,
     ClaimedRun,
     Job,
+    JobKey,
+    JobOrder,
     JobState,
     LastOutcome,
     LastRun,
@@ -431,16 +433,23 @@ class Store(abc.ABC):
         id_prefix: str | None = None,
         schedule_kind: str | None = None,
         last_outcome: LastOutcome | None = None,
-        newest_first: bool = False,
-        after_id: str | None = None,
+        order: JobOrder = JobOrder.CREATED,
+        after: JobKey | None = None,
         limit: int = 100,
     ) -> list[Job]:
-        """Jobs in id (= creation) order, starting after ``after_id``: a cursor that
-        stays stable while jobs are inserted. ``name`` matches exactly (cancelled jobs
-        may share a live job's name); ``id_prefix`` matches the ids that start with it
-        (see :func:`~cronwheel.model.id_prefix_range`): what naming a job by a short
-        id or its name needs. ``newest_first`` walks the same order backwards (then
-        ``after_id`` is the last id of the previous page, and the page holds older ids).
+        """Jobs in ``order`` (creation by default), starting after the position
+        ``after`` (``order.key(last job of the previous page)``): a keyset cursor that
+        stays stable while jobs are inserted, and InvalidInput naming ``after`` if it
+        is not a position in ``order`` (see :class:`~cronwheel.model.JobOrder`). Every
+        order is a walk of one index of the tenant's jobs (creation: ``(tenant_id,
+        id)``; name: ``(tenant_id, name, id)``; next fire: ``(tenant_id, next_fire_at
+        with none last, id)``), either way, so a page costs the same at any depth and
+        never sorts the tenant's jobs.
+
+        ``name`` matches exactly (cancelled jobs may share a live job's name);
+        ``id_prefix`` matches the ids that start with it (see
+        :func:`~cronwheel.model.id_prefix_range`): what naming a job by a short id or
+        its name needs.
 
         ``schedule_kind`` keeps the jobs whose schedule has that ``kind`` (``cron``,
         ``interval``…). ``last_outcome`` keeps those whose :class:`~cronwheel.model.LastRun`

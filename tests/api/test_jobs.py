@@ -90,7 +90,7 @@ async def test_list_filters_by_kind_and_last_outcome_newest_first(
     assert await names(order="-created", cursor=first["next_cursor"]) == ["cron-a"]
     problem(await client.get("/v1/jobs", params={"kind": "hourly"}), 422, "kind")
     problem(await client.get("/v1/jobs", params={"last_outcome": "failed"}), 422, "last_outcome")
-    problem(await client.get("/v1/jobs", params={"order": "name"}), 422, "order")
+    problem(await client.get("/v1/jobs", params={"order": "last_run"}), 422, "order")
 
 
 async def test_list_finds_a_job_by_exact_name_or_id_prefix(client: httpx.AsyncClient) -> None:

@@ -151,3 +151,16 @@ async def test_a_schedule_preview_through_the_sdk(app: FastAPI) -> None:
         with pytest.raises(ValidationFailed) as invalid:
             await cw.preview_schedule({"kind": "cron", "cron": "61 * * * *"})
         assert invalid.value.field == "schedule.cron"
+
+
+async def test_list_jobs_in_an_order_and_its_cursor(app: FastAPI) -> None:
+    async with sdk(app) as cw:
+        for name in ("b", "c", "a"):
+            await cw.create_job({"name": name, "schedule": EVERY_MINUTE, "action": WEBHOOK})
+        first = await cw.list_jobs(order="-name", limit=2)
+        assert [j.name for j in first.items] == ["c", "b"]
+        rest = await cw.list_jobs(order="-name", cursor=first.next_cursor)
+        assert [j.name for j in rest.items] == ["a"] and rest.next_cursor is None
+        with pytest.raises(ValidationFailed) as err:
+            await cw.list_jobs(order="name", cursor=first.next_cursor)
+        assert err.value.field == "cursor"

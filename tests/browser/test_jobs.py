@@ -69,6 +69,52 @@ def test_list_searches_filters_orders_pages_and_bulk_pauses(tab: Tab, dashboard:
     assert {_state(dashboard, j["id"]) for j in jobs} == {"active"}
 
 
+def test_header_links_sort_the_list_by_keyboard_and_keep_the_filters(
+    tab: Tab, dashboard: Dashboard
+) -> None:
+    for name, at in (
+        ("hdr-b", "2031-01-02T00:00:00Z"),
+        ("hdr-c", "2031-01-01T00:00:00Z"),
+        ("hdr-a", "2031-01-03T00:00:00Z"),
+    ):
+        dashboard.create_job(_spec(name, schedule={"kind": "once", "at": at}))
+    sign_in(tab, dashboard, ADMIN_TOKEN, "/ui/jobs?q=hdr-&limit=2")
+    page = tab.page
+    assert _names(tab) == ["hdr-b", "hdr-c"]
+    page.get_by_role("link", name="Next page").click()
+    page.wait_for_load_state("networkidle")
+    assert _names(tab) == ["hdr-a"]
+
+    name_header = page.locator("table.jobs thead th", has_text="Name")
+    assert name_header.get_attribute("aria-sort") is None
+    # By keyboard: focus the header's link, then Enter.
+    name_header.get_by_role("link").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"order=name"))
+    assert "order=name" in page.url and "q=hdr-" in page.url and "limit=2" in page.url
+    assert "cursor=" not in page.url  # back to the first page of the new order
+    assert _names(tab) == ["hdr-a", "hdr-b"]
+    assert name_header.get_attribute("aria-sort") == "ascending"
+    page.get_by_role("link", name="Next page").click()
+    page.wait_for_load_state("networkidle")
+    assert "order=name" in page.url and _names(tab) == ["hdr-c"]  # the order stays
+    tab.check("list-by-name")
+
+    name_header.get_by_role("link").click()  # a sorted column: the other way round
+    page.wait_for_url(re.compile(r"order=-name"))
+    assert _names(tab) == ["hdr-c", "hdr-b"]
+    assert name_header.get_attribute("aria-sort") == "descending"
+
+    fire_header = page.locator("table.jobs thead th", has_text="Next fire")
+    fire_header.get_by_role("link").click()
+    page.wait_for_url(re.compile(r"order=next_fire"))
+    assert _names(tab) == ["hdr-c", "hdr-b"]
+    assert fire_header.get_attribute("aria-sort") == "ascending"
+    assert name_header.get_attribute("aria-sort") is None
+    assert page.get_by_label("Order").input_value() == "next_fire"
+    tab.check("list-by-next-fire")
+
+
 def test_job_page_shows_the_definition_and_fires_with_dst_marks(
     tab: Tab, phone_tab: Tab, dashboard: Dashboard
 ) -> None:

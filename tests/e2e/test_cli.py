@@ -245,3 +245,31 @@ def test_backfill_from_the_terminal_and_the_sdk(api_url: str) -> None:
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     late = cli(api_url, "jobs", "backfill", "bf", "--from", start, "--to", future, "--json")
     assert late.returncode == 2 and "end" in late.stderr and "future" in late.stderr
+
+
+def test_jobs_list_in_an_order_page_by_page(api_url: str) -> None:
+    with Client(api_url, TOKEN) as cw:
+        for name in ("ord-b", "ord-c", "ord-a"):
+            cw.create_job(
+                {
+                    "name": name,
+                    "schedule": {"kind": "manual"},
+                    "action": {"type": "handler", "name": "h"},
+                }
+            )
+    args = ("jobs", "list", "--name-prefix", "ord-", "--order", "-name", "--limit", "2")
+    first = cli(api_url, *args)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.index("ord-c") < first.stdout.index("ord-b")
+    assert "ord-a" not in first.stdout
+    # The hint for the next page keeps the order: the cursor belongs to it.
+    [cursor] = [
+        line.split("--cursor ")[1] for line in first.stderr.splitlines() if "--cursor" in line
+    ]
+    assert "--order=-name --cursor" in first.stderr
+    rest = cli(api_url, *args, "--cursor", cursor, "--json")
+    assert [j["name"] for j in json.loads(rest.stdout)["items"]] == ["ord-a"]
+    other = cli(api_url, "jobs", "list", "--order", "name", "--cursor", cursor)
+    assert other.returncode == 2 and "cursor" in other.stderr and "'-name'" in other.stderr
+    unknown = cli(api_url, "jobs", "list", "--order", "last_run")
+    assert unknown.returncode == 2 and "next_fire" in unknown.stderr

@@ -11,6 +11,8 @@ from cronwheel.model import (
     AttemptOutcome,
     Backoff,
     Delivery,
+    JobKey,
+    JobOrder,
     JobState,
     LastOutcome,
     MisfireMode,
@@ -99,8 +101,8 @@ async def test_list_filters_and_a_cursor_that_survives_inserts(store: Store) -> 
     tenant = jobs[0].tenant_id
     page1 = await store.list_jobs(tenant, limit=4)
     await store.create_jobs([make_job("b-late")])
-    page2 = await store.list_jobs(tenant, after_id=page1[-1].id, limit=4)
-    page3 = await store.list_jobs(tenant, after_id=page2[-1].id, limit=100)
+    page2 = await store.list_jobs(tenant, after=JobKey(page1[-1].id), limit=4)
+    page3 = await store.list_jobs(tenant, after=JobKey(page2[-1].id), limit=100)
     seen = [j.name for j in page1 + page2 + page3]
     assert seen == [f"a-{i}" for i in range(10)] + ["b-late"]
     assert {j.pool for j in await store.list_jobs(tenant, pool="p1")} == {"p1"}
@@ -167,12 +169,13 @@ async def test_list_by_schedule_kind_last_outcome_and_newest_first(store: Store)
     assert await names(schedule_kind="once") == []
     assert await store.list_jobs("other", last_outcome=LastOutcome.SUCCEEDED) == []
 
-    assert await names(newest_first=True) == ["iv", "s", "fresh", "dead", "ok"]
-    first = await store.list_jobs("default", newest_first=True, limit=2)
-    rest = await store.list_jobs("default", newest_first=True, after_id=first[-1].id, limit=2)
+    newest = JobOrder.CREATED_DESC
+    assert await names(order=newest) == ["iv", "s", "fresh", "dead", "ok"]
+    first = await store.list_jobs("default", order=newest, limit=2)
+    rest = await store.list_jobs("default", order=newest, after=JobKey(first[-1].id), limit=2)
     assert [j.name for j in first + rest] == ["iv", "s", "fresh", "dead"]
     older = await store.list_jobs(
-        "default", newest_first=True, after_id=rest[-1].id, last_outcome=LastOutcome.SUCCEEDED
+        "default", order=newest, after=JobKey(rest[-1].id), last_outcome=LastOutcome.SUCCEEDED
     )
     assert [j.name for j in older] == ["ok"]
 

@@ -16,19 +16,35 @@ from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
 from cronwheel.api.inputs import BackfillIn, BatchIn, EnqueueIn, JobPatch, JobSpec, ResumeIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, after_job, before_run, page
+from cronwheel.api.pagination import (
+    DEFAULT_LIMIT,
+    Cursor,
+    Limit,
+    after_job,
+    before_run,
+    job_cursor,
+    page,
+)
 from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unprocessable
 from cronwheel.api.schemas import BackfillOut, JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import InvalidInput, NotFound
-from cronwheel.model import Job, JobState, LastOutcome, Priority, Run, RunState, id_prefix_range
+from cronwheel.model import (
+    Job,
+    JobOrder,
+    JobState,
+    LastOutcome,
+    Priority,
+    Run,
+    RunState,
+    id_prefix_range,
+)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 JobId = Annotated[str, Path(max_length=64, description="A job id (a UUID).")]
 ScheduleKind = Literal["cron", "interval", "once", "delay", "immediate", "manual"]
-JobOrder = Literal["created", "-created"]
 IfMatch = Annotated[
     str | None,
     Header(alias="If-Match", max_length=64, description='The version you edit: `3` or `"3"`.'),
@@ -164,16 +180,22 @@ async def list_jobs(
     ] = None,
     order: Annotated[
         JobOrder,
-        Query(description="`created`: oldest first; `-created`: newest first."),
-    ] = "created",
+        Query(
+            description="`created`: oldest first; `name`: by name (code point order);"
+            " `next_fire`: soonest first, jobs that will not fire (paused, finished,"
+            " cancelled) last. A leading `-` reverses it. Ties go by id. Keep the order"
+            " while following `next_cursor`: a cursor of another order is refused."
+        ),
+    ] = JobOrder.CREATED,
     cursor: Cursor = None,
     limit: Limit = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
-    """Jobs in creation order (or newest first); the cursor stays valid while jobs are
-    created. ``name`` and ``id_prefix`` find the job a person names by its name or the
-    start of its id."""
+    """Jobs in creation order, by name or by next fire time, either way; the cursor
+    stays valid while jobs are created. ``name`` and ``id_prefix`` find the job a person
+    names by its name or the start of its id."""
     if id_prefix is not None:
         id_prefix_range(id_prefix)  # a 422 naming id_prefix before the store is reached
+    after = after_job(cursor, order)
     jobs = (
         await api_state(request)
         .service(principal)
@@ -186,12 +208,13 @@ async def list_jobs(
             id_prefix=id_prefix,
             schedule_kind=kind,
             last_outcome=last_outcome,
-            newest_first=order == "-created",
-            after_id=after_job(cursor),
+            order=order,
+            after=after,
             limit=limit + 1,
         )
     )
-    items, next_cursor = page(jobs, limit, "job", "id")
+    items = jobs[:limit]
+    next_cursor = job_cursor(order, items[-1]) if len(jobs) > limit else None
     api = api_state(request)
     return {"items": [await job_body(api, j) for j in items], "next_cursor": next_cursor}
 

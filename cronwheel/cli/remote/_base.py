@@ -126,14 +126,16 @@ def _rows(value: Any) -> list[Any]:
     return [i.model_dump() if isinstance(i, BaseModel) else i for i in items]
 
 
-def show(value: Any, as_json: bool, columns: tuple[Column, ...]) -> None:
+def show(value: Any, as_json: bool, columns: tuple[Column, ...], *, again: str = "") -> None:
+    """A value as JSON or a table; for a page with more, how to ask for the next one
+    (``again``: the options that must come back with its cursor, e.g. the order)."""
     if as_json:
         click.echo(json.dumps(dump(value), indent=2))
         return
     print_table(_rows(value), columns)
     cursor = getattr(value, "next_cursor", None)
     if cursor:
-        hint(f"more: --cursor {cursor}")
+        hint(f"more: {again}--cursor {cursor}")
 
 
 def show_job(job: Any, as_json: bool) -> None:

@@ -23,6 +23,7 @@ from cronwheel.cli.remote._base import (
     wall_clock,
 )
 from cronwheel.cli.tables import Column, print_table
+from cronwheel.model import JobOrder
 from cronwheel.sdk import Client
 
 
@@ -140,12 +141,21 @@ def jobs_create(
 @click.option("--state")
 @click.option("--pool")
 @click.option("--name-prefix")
+@click.option(
+    "--order",
+    type=click.Choice([o.value for o in JobOrder]),
+    default=JobOrder.CREATED.value,
+    show_default=True,
+    help="By creation, name or next fire time (jobs that will not fire last); a leading -"
+    " reverses it. Give the same --order with --cursor.",
+)
 @click.option("--cursor")
 @click.option("--limit", type=int, default=100)
-def jobs_list(url: str, token: str | None, as_json: bool, **filters: Any) -> None:
-    """List jobs (creation order; --cursor for the next page)."""
+def jobs_list(url: str, token: str | None, as_json: bool, order: str, **filters: Any) -> None:
+    """List jobs (oldest first, or in --order; --cursor for the next page)."""
     with client(url, token) as cw:
-        show(cw.list_jobs(**filters), as_json, JOB_COLUMNS)
+        again = "" if order == JobOrder.CREATED else f"--order={order} "
+        show(cw.list_jobs(order=order, **filters), as_json, JOB_COLUMNS, again=again)
 
 
 JOB_ARGUMENT_HELP = "JOB is a job's id, the start of its id, or its name."

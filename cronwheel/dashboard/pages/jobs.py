@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from cronwheel.api.notices import Notice
-from cronwheel.api.pagination import MAX_LIMIT, after_job, before_run
+from cronwheel.api.pagination import MAX_CURSOR, MAX_LIMIT, after_job, before_run, job_cursor
 from cronwheel.api.pagination import page as cut_page
 from cronwheel.api.routes.jobs import checked_job_id
 from cronwheel.api.state import api_state
@@ -27,7 +27,7 @@ from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.errors import InvalidInput
-from cronwheel.model import Job, JobState, LastOutcome, Run, RunState
+from cronwheel.model import Job, JobOrder, JobState, LastOutcome, Run, RunState
 from cronwheel.redact import mask_action
 from cronwheel.schedule.codec import schedule_from_dict
 from cronwheel.schedule.preview import Fire, upcoming
@@ -42,10 +42,29 @@ RUNS_LIMIT = 25
 FIRES = 10
 """Upcoming fire times a job's page shows."""
 KINDS = ("cron", "interval", "once", "delay", "immediate", "manual")
-ORDERS = {"created": "Oldest first", "-created": "Newest first"}
-"""The orders a cursor can walk on an index (the jobs' time-ordered ids); name, next fire
-and last run would each need an index and a cursor of their own (see the report of
-issue 15): a name search narrows by prefix instead."""
+ORDERS = {
+    "created": "Oldest first",
+    "-created": "Newest first",
+    "name": "Name, A to Z",
+    "-name": "Name, Z to A",
+    "next_fire": "Next fire, soonest first",
+    "-next_fire": "Next fire, latest first",
+}
+"""The orders of ``GET /v1/jobs``, each a walk of an index with its own cursor (see
+docs/decisions/0024-jobs-list-order.md), as the order menu and the caption say them."""
+
+
+@dataclass(frozen=True, slots=True)
+class SortHeader:
+    """A column header that sorts the list: a link to the list in this column's order
+    (the other way round if it is sorted so already), the filters kept, back to the
+    first page; ``aria_sort`` says how the column is sorted now, if it is."""
+
+    label: str
+    href: str
+    aria_sort: str | None
+    next_label: str
+    """What following the link does, for a screen reader: the link's hidden text."""
 
 
 def _schedule_words(schedule: Mapping[str, Any]) -> str:
@@ -80,7 +99,7 @@ class ListQuery:
             kind=params.get("kind", ""),
             outcome=params.get("outcome", ""),
             order=params.get("order", "") or "created",
-            cursor=params.get("cursor", "")[:200],
+            cursor=params.get("cursor", "")[:MAX_CURSOR],
             limit=_limit(params.get("limit", "")),
         )
         choices = {
@@ -103,7 +122,7 @@ class ListQuery:
             "pool": self.pool or None,
             "schedule_kind": self.kind or None,
             "last_outcome": LastOutcome(self.outcome) if self.outcome else None,
-            "newest_first": self.order == "-created",
+            "order": JobOrder(self.order),
         }
 
     def link(self, **changes: Any) -> str:
@@ -120,6 +139,15 @@ class ListQuery:
         } | {k: str(v) for k, v in changes.items()}
         shown = {k: v for k, v in values.items() if v}
         return "/ui/jobs" + ("?" + urlencode(shown) if shown else "")
+
+    def sort_header(self, label: str, key: str) -> SortHeader:
+        """The header of the column sorted by ``key`` (``name``, ``next_fire``)."""
+        sorted_now = self.order.removeprefix("-") == key
+        descending = self.order.startswith("-")
+        # A click on a sorted column reverses it; on another, sorts it ascending.
+        target = f"-{key}" if sorted_now and not descending else key
+        aria = ("descending" if descending else "ascending") if sorted_now else None
+        return SortHeader(label, self.link(order=target), aria, f"sort: {ORDERS[target]}")
 
     @property
     def filtered(self) -> bool:
@@ -144,13 +172,15 @@ class JobRow:
 async def jobs_list(request: Request, viewer: CurrentViewer) -> HTMLResponse:
     query = ListQuery.parse(request.query_params)
     state = api_state(request)
+    order = JobOrder(query.order)
     jobs = await state.service(viewer.principal).list_jobs(
         tenant_id=viewer.tenant_id,
-        after_id=after_job(query.cursor or None),
+        after=after_job(query.cursor or None, order),
         limit=query.limit + 1,
         **query.filters(),
     )
-    shown, next_cursor = cut_page(jobs, query.limit, "job", "id")
+    shown = jobs[: query.limit]
+    next_cursor = job_cursor(order, shown[-1]) if len(jobs) > query.limit else None
     return page(
         request,
         viewer,
@@ -164,6 +194,10 @@ async def jobs_list(request: Request, viewer: CurrentViewer) -> HTMLResponse:
         kinds=KINDS,
         outcomes=[o.value for o in LastOutcome],
         orders=ORDERS,
+        sort_headers={
+            "name": query.sort_header("Name", "name"),
+            "next_fire": query.sort_header("Next fire", "next_fire"),
+        },
         can_write=viewer.can("write"),
     )
 

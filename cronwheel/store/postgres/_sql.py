@@ -273,6 +273,20 @@ NO_FINISHED_RUN = (
     "NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL)"
 )
 
+JOB_ORDER: dict[str, tuple[str | None, str | None]] = {
+    "created": (None, None),
+    "name": ('name COLLATE "C"', "{}"),
+    "next_fire": (
+        "coalesce(CASE WHEN state = 'active' THEN next_fire_at END, 'infinity'::timestamptz)",
+        "coalesce({}::timestamptz, 'infinity'::timestamptz)",
+    ),
+}
+"""What each :class:`~cronwheel.model.JobOrder` sorts by before the id, written as the
+indexes of migration 0009 have it (the planner matches the expression and collation),
+and the cursor's bound for it: a name in byte (= code point) order, as SQLite's
+BINARY collation has it; a job that will not fire (not active, or without a next fire
+time) after every instant."""
+
 LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
 
 
@@ -801,10 +815,12 @@ class Select:
         for condition, value in conditions:
             self.add(condition, value)
 
-    def add(self, condition: str, value: Any) -> None:
-        """AND ``condition``, whose ``{}`` stands for ``value``'s parameter."""
-        self.args.append(value)
-        self.where.append(condition.format(f"${len(self.args)}"))
+    def add(self, condition: str, *values: Any) -> None:
+        """AND ``condition``, whose ``{}`` placeholders stand for ``values``' parameters,
+        in order."""
+        first = len(self.args) + 1
+        self.args.extend(values)
+        self.where.append(condition.format(*(f"${first + i}" for i in range(len(values)))))
 
     def round_robin(self, partition: str, order_by: tuple[str, ...], limit: int) -> tuple[Any, ...]:
         """Like :meth:`query`, but taking rows from each ``partition`` in turn: the first

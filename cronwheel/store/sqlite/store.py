@@ -17,6 +17,8 @@ from cronwheel.model import (
     Attempt,
     AuditEntry,
     Job,
+    JobKey,
+    JobOrder,
     JobState,
     LastOutcome,
     LastRun,
@@ -77,6 +79,85 @@ LAST_OUTCOME_IS = (
 NO_FINISHED_RUN = (
     "NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL)"
 )
+
+
+NEVER_US = 2**63 - 1
+"""Where a job that will not fire (not active, or without a next fire time) sorts in the
+next-fire order: after every instant (the largest microsecond count SQLite holds)."""
+JOB_ORDER_COLUMN: dict[str, str | None] = {
+    "created": None,
+    "name": "name",
+    "next_fire": "next_fire_sort",
+}
+"""What each :class:`JobOrder` sorts by before the id: columns of the indexes of
+migration 0009 (``next_fire_sort`` is a generated column: NEVER_US for a job that will
+not fire)."""
+
+
+def jobs_query(
+    tenant_id: str,
+    *,
+    state: JobState | None = None,
+    pool: str | None = None,
+    name_prefix: str | None = None,
+    name: str | None = None,
+    id_prefix: str | None = None,
+    schedule_kind: str | None = None,
+    last_outcome: LastOutcome | None = None,
+    order: JobOrder = JobOrder.CREATED,
+    after: JobKey | None = None,
+    limit: int = 100,
+) -> tuple[str, list[Any]]:
+    """The statement of :meth:`SqliteStore.list_jobs` and its parameters (a function of
+    its own, so a test can ask SQLite for its plan)."""
+    where: list[str] = ["tenant_id = ?"]
+    params: list[Any] = [tenant_id]
+    if state is not None:
+        where.append("state = ?")
+        params.append(state.value)
+    if pool is not None:
+        where.append("pool = ?")
+        params.append(pool)
+    if name_prefix is not None:
+        # substr, not LIKE: a prefix with % or _ must match literally.
+        where.append("substr(name, 1, ?) = ?")
+        params.extend([len(name_prefix), name_prefix])
+    if name is not None:
+        where.append("name = ?")
+        params.append(name)
+    if id_prefix is not None:
+        where.append("id BETWEEN ? AND ?")
+        params.extend(id_prefix_range(id_prefix))
+    if schedule_kind is not None:
+        where.append("json_extract(schedule, '$.kind') = ?")
+        params.append(schedule_kind)
+    if last_outcome is LastOutcome.NONE:
+        where.append(NO_FINISHED_RUN)
+    elif last_outcome is not None:
+        where.append(LAST_OUTCOME_IS)
+        params.append(last_outcome.value)
+    # Each order is the index it walks (0009_job_orders.sql): the cursor's row
+    # comparison is a search of the index on its columns, so SQLite walks it from the
+    # cursor on and never sorts the tenant's jobs.
+    column = JOB_ORDER_COLUMN[order.sort_key]
+    direction = " DESC" if order.descending else ""
+    if after is not None:
+        order.check(after)
+        compare = "<" if order.descending else ">"
+        if column is None:
+            where.append(f"id {compare} ?")
+            params.append(after.id)
+        else:
+            bound: Any = after.value
+            if isinstance(bound, datetime):
+                bound = rows.us(bound)
+            elif bound is None:  # the next-fire order: a job that has none
+                bound = NEVER_US
+            where.append(f"({column}, id) {compare} (?, ?)")
+            params.extend([bound, after.id])
+    by = f"id{direction}" if column is None else f"{column}{direction}, id{direction}"
+    sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY {by} LIMIT ?"
+    return sql, [*params, limit]
 
 
 class SqliteStore(Store):
@@ -247,41 +328,24 @@ class SqliteStore(Store):
         id_prefix: str | None = None,
         schedule_kind: str | None = None,
         last_outcome: LastOutcome | None = None,
-        newest_first: bool = False,
-        after_id: str | None = None,
+        order: JobOrder = JobOrder.CREATED,
+        after: JobKey | None = None,
         limit: int = 100,
     ) -> list[Job]:
-        where, params = ["tenant_id = ?"], [tenant_id]
-        if state is not None:
-            where.append("state = ?")
-            params.append(state.value)
-        if pool is not None:
-            where.append("pool = ?")
-            params.append(pool)
-        if name_prefix is not None:
-            # substr, not LIKE: a prefix with % or _ must match literally.
-            where.append("substr(name, 1, ?) = ?")
-            params.extend([len(name_prefix), name_prefix])  # type: ignore[list-item]
-        if name is not None:
-            where.append("name = ?")
-            params.append(name)
-        if id_prefix is not None:
-            where.append("id BETWEEN ? AND ?")
-            params.extend(id_prefix_range(id_prefix))
-        if schedule_kind is not None:
-            where.append("json_extract(schedule, '$.kind') = ?")
-            params.append(schedule_kind)
-        if last_outcome is LastOutcome.NONE:
-            where.append(NO_FINISHED_RUN)
-        elif last_outcome is not None:
-            where.append(LAST_OUTCOME_IS)
-            params.append(last_outcome.value)
-        if after_id is not None:
-            where.append("id < ?" if newest_first else "id > ?")
-            params.append(after_id)
-        order = "id DESC" if newest_first else "id"
-        sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
-        found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
+        sql, params = jobs_query(
+            tenant_id,
+            state=state,
+            pool=pool,
+            name_prefix=name_prefix,
+            name=name,
+            id_prefix=id_prefix,
+            schedule_kind=schedule_kind,
+            last_outcome=last_outcome,
+            order=order,
+            after=after,
+            limit=limit,
+        )
+        found = await self._db.read(lambda c: c.execute(sql, params).fetchall())
         return [rows.job(r) for r in found]
 
     async def update_job(

@@ -47,6 +47,11 @@ CREATE UNIQUE INDEX jobs_tenant_name ON jobs (tenant_id, name) WHERE state <> 'c
 CREATE INDEX jobs_due ON jobs (next_fire_at) WHERE state = 'active';
 -- Listing with a stable cursor (ids are time-ordered UUIDv7).
 CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
+-- Listing sorted by name or by next fire time (0010): names in byte order, like
+-- SQLite's BINARY; a job that will not fire (not active, or no next fire time) sorts
+-- after every instant.
+CREATE INDEX jobs_tenant_name_id ON jobs (tenant_id, name COLLATE "C", id);
+CREATE INDEX jobs_tenant_next_fire ON jobs (tenant_id, coalesce(CASE WHEN state = 'active' THEN next_fire_at END, 'infinity'::timestamptz), id);
 
 CREATE TABLE runs (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -36,7 +36,10 @@ CREATE TABLE jobs (
     shard_key        INTEGER NOT NULL,
     created_at       INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL,
-    traceparent      TEXT
+    traceparent      TEXT,
+    -- What the jobs list's next-fire order sorts by (0010): after every instant for a job
+    -- that will not fire. Computed when read; only its index stores it.
+    next_fire_sort   INTEGER GENERATED ALWAYS AS (ifnull(CASE WHEN state = 'active' THEN next_fire_at END, 9223372036854775807)) VIRTUAL
 );
 
 -- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
@@ -45,6 +48,10 @@ CREATE UNIQUE INDEX jobs_tenant_name ON jobs (tenant_id, name) WHERE state <> 'c
 CREATE INDEX jobs_due ON jobs (next_fire_at) WHERE state = 'active';
 -- Listing with a stable cursor (ids are time-ordered UUIDv7).
 CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
+-- Listing sorted by name or by next fire time (0010): names compare as bytes, like
+-- PostgreSQL's COLLATE "C".
+CREATE INDEX jobs_tenant_name_id ON jobs (tenant_id, name, id);
+CREATE INDEX jobs_tenant_next_fire ON jobs (tenant_id, next_fire_sort, id);
 
 CREATE TABLE runs (
     id                INTEGER PRIMARY KEY,
