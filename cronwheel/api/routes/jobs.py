@@ -320,11 +320,14 @@ async def resume_job(
 async def trigger_job(
     job_id: JobId, request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
 ) -> JSONResponse:
-    """A manual run besides the schedule."""
+    """A manual run besides the schedule; it counts against the tenant's
+    ``max_creates_per_second`` (429 above it)."""
     state = api_state(request)
     idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
     replay = await idempotency.replay()
     if replay is None:
+        # A triggered run is a created run: it counts against max_creates_per_second.
+        await state.quotas.admit_runs(principal.tenant_id, 1)
         service = state.service(principal)
         run = await service.trigger(checked_job_id(job_id), tenant_id=principal.tenant_id)
         replay = await idempotency.remember(201, await run_body(state, run))
