@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.errors import CronwheelError
-from cronwheel.model import JSON, idempotency_key
+from cronwheel.model import DEFAULT_TENANT, JSON, idempotency_key
 
 
 class _NoTrace(Mapping[str, str]):
@@ -96,6 +96,8 @@ class RunContext:
     when it has one), empty while tracing is off: continue our trace with
     ``opentelemetry.propagate.extract(ctx.trace)``, or send them on your own requests.
     See docs/observability.md#traces."""
+    tenant_id: str = DEFAULT_TENANT
+    """The run's tenant: whose key signs its webhook."""
 
     @property
     def idempotency_key(self) -> str:
