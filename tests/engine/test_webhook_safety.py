@@ -204,3 +204,24 @@ async def test_a_target_that_trickles_forever_is_cut_by_the_timeout(store: Store
     run = await one_run(store, job.id)
     [attempt] = await store.list_attempts(run.tenant_id, run.id)
     assert attempt.outcome is AttemptOutcome.TIMED_OUT
+
+
+async def test_a_redirect_is_not_followed(store: Store) -> None:
+    with webhook_target() as inner, webhook_target() as outer:
+        outer.answers["/go"] = [(302, {"Location": f"{inner.url}/admin"})]
+        port = outer.url.rsplit(":", 1)[1]
+        job, _ = await job_with_run(
+            store, action={"type": "webhook", "url": f"http://localhost:{port}/go"}, retry=ONCE
+        )
+        # Only the first hop is allowed; the redirect would go to 127.0.0.1.
+        worker = Worker(store, replace(FAST, webhook_allow=("localhost",)), webhook_secret=SECRET)
+        assert await worker.run_once() == 1
+        assert len(outer.received) == 1 and inner.received == []
+    run = await one_run(store, job.id)
+    [attempt] = await store.list_attempts(run.tenant_id, run.id)
+    assert (attempt.outcome, attempt.error_class) == (AttemptOutcome.PERMANENT, "HTTP302")
+
+
+def test_a_bad_allow_list_entry_is_refused_by_the_worker_config() -> None:
+    with pytest.raises(ValueError, match="webhook_allow: 'not a host'"):
+        replace(FAST, webhook_allow=("not a host",))
