@@ -64,6 +64,8 @@ PAST_TOLERANCE = timedelta(seconds=60)
 """A one-time job may be due this far in the past (clock skew, a slow client); older is
 refused as a mistake rather than silently fired late."""
 
+MIN_TIMEOUT_SECONDS = 0.01
+"""The shortest timeout a job may have: a shorter one could only ever time out."""
 MAX_BUDGET_SECONDS = 366 * 86_400
 """The longest retry budget: a year from the scheduled instant (every number that reaches
 time arithmetic is bounded; timeouts are at most 7 days, delays at most 7 days too)."""
@@ -75,11 +77,11 @@ PoolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 
 class RetrySpec(BaseModel):
     model_config = _STRICT
-    max_attempts: int = Field(3, ge=1, le=1000)
+    max_attempts: int = Field(3, ge=1, le=1000, strict=True)
     backoff: Backoff = Backoff.EXPONENTIAL_JITTER
-    initial_delay: float = Field(1.0, ge=0, le=86_400)
-    max_delay: float = Field(300.0, ge=0, le=7 * 86_400)
-    budget_seconds: float | None = Field(None, gt=0, le=MAX_BUDGET_SECONDS)
+    initial_delay: float = Field(1.0, ge=0, le=86_400, strict=True)
+    max_delay: float = Field(300.0, ge=0, le=7 * 86_400, strict=True)
+    budget_seconds: float | None = Field(None, gt=0, le=MAX_BUDGET_SECONDS, strict=True)
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(**self.model_dump())
@@ -88,7 +90,7 @@ class RetrySpec(BaseModel):
 class MisfireSpec(BaseModel):
     model_config = _STRICT
     mode: MisfireMode = MisfireMode.FIRE_ONCE
-    limit: int = Field(100, ge=1, le=MAX_MISFIRE_LIMIT)
+    limit: int = Field(100, ge=1, le=MAX_MISFIRE_LIMIT, strict=True)
 
     def policy(self) -> MisfirePolicy:
         return MisfirePolicy(self.mode, self.limit)
@@ -165,11 +167,11 @@ class JobSpec(BaseModel):
     payload: JSON = None
     priority: Literal["critical", "high", "normal", "low"] = "normal"
     retry: RetrySpec = Field(default_factory=RetrySpec)  # type: ignore[arg-type]
-    timeout_seconds: float = Field(300.0, gt=0, le=7 * 86_400)
+    timeout_seconds: float = Field(300.0, ge=MIN_TIMEOUT_SECONDS, le=7 * 86_400, strict=True)
     misfire: MisfireSpec = Field(default_factory=MisfireSpec)  # type: ignore[arg-type]
     overlap: Overlap = Overlap.ALLOW
-    jitter_seconds: float = Field(0.0, ge=0, le=86_400)
-    catchup_seconds: float = Field(60.0, ge=0, le=365 * 86_400)
+    jitter_seconds: float = Field(0.0, ge=0, le=86_400, strict=True)
+    catchup_seconds: float = Field(60.0, ge=0, le=365 * 86_400, strict=True)
     delivery: Delivery = Delivery.AT_LEAST_ONCE
 
     @field_validator("schedule")

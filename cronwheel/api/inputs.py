@@ -15,6 +15,7 @@ from cronwheel import jobspec
 from cronwheel.errors import InvalidInput
 from cronwheel.jobspec import (
     MAX_PAYLOAD_BYTES,
+    MIN_TIMEOUT_SECONDS,
     HandlerSpec,
     MisfireSpec,
     Name,
@@ -40,9 +41,9 @@ INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
-RunId = Annotated[int, Field(ge=1, le=INT64)]
-Fence = Annotated[int, Field(ge=0, le=INT32)]
-LeaseSeconds = Annotated[float, Field(ge=1, le=3600)]
+RunId = Annotated[int, Field(ge=1, le=INT64, strict=True)]
+Fence = Annotated[int, Field(ge=0, le=INT32, strict=True)]
+LeaseSeconds = Annotated[float, Field(ge=1, le=3600, strict=True)]
 TenantId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 WorkerId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:@-]{1,128}$")]
 Text = Annotated[str, Field(max_length=4000)]
@@ -90,7 +91,7 @@ class PreviewIn(BaseModel):
 
     model_config = _STRICT
     schedule: dict[str, Any]
-    count: int = Field(10, ge=1, le=100, description="How many fire times (1-100).")
+    count: int = Field(10, ge=1, le=100, description="How many fire times (1-100).", strict=True)
 
     @field_validator("schedule")
     @classmethod
@@ -109,11 +110,11 @@ class JobPatch(BaseModel):
     payload: JSON = None
     priority: Literal["critical", "high", "normal", "low"] | None = None
     retry: RetrySpec | None = None
-    timeout_seconds: float | None = Field(None, gt=0, le=7 * 86_400)
+    timeout_seconds: float | None = Field(None, ge=MIN_TIMEOUT_SECONDS, le=7 * 86_400, strict=True)
     misfire: MisfireSpec | None = None
     overlap: Overlap | None = None
-    jitter_seconds: float | None = Field(None, ge=0, le=86_400)
-    catchup_seconds: float | None = Field(None, ge=0, le=365 * 86_400)
+    jitter_seconds: float | None = Field(None, ge=0, le=86_400, strict=True)
+    catchup_seconds: float | None = Field(None, ge=0, le=365 * 86_400, strict=True)
     delivery: Delivery | None = None
 
     @field_validator("payload")
@@ -160,7 +161,7 @@ class BackfillIn(BaseModel):
 
 class ResumeIn(BaseModel):
     model_config = _STRICT
-    catch_up: bool = False
+    catch_up: bool = Field(False, strict=True)
 
 
 class DeadReplayIn(BaseModel):
@@ -169,17 +170,17 @@ class DeadReplayIn(BaseModel):
     model_config = _STRICT
     run_ids: list[RunId] | None = Field(None, max_length=MAX_BATCH)
     job_id: str | None = Field(None, max_length=64)
-    all: bool = False
+    all: bool = Field(False, strict=True)
 
 
 class ClaimIn(BaseModel):
     model_config = _STRICT
     worker_id: WorkerId
     pools: list[PoolName] = Field(min_length=1, max_length=100)
-    capacity: int = Field(1, ge=1, le=1000)
+    capacity: int = Field(1, ge=1, le=1000, strict=True)
     lease_seconds: LeaseSeconds = 30.0
     host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
-    in_flight: int = Field(0, ge=0, le=100_000)
+    in_flight: int = Field(0, ge=0, le=100_000, strict=True)
     """Runs the worker holds already, for the registry (``GET /v1/workers``)."""
 
 
@@ -196,7 +197,9 @@ class ProgressIn(BaseModel):
     """How far the run is: a fraction, and a short note."""
 
     model_config = _STRICT
-    fraction: float = Field(ge=0, le=1, description="From 0.0 (started) to 1.0 (done).")
+    fraction: float = Field(
+        ge=0, le=1, description="From 0.0 (started) to 1.0 (done).", strict=True
+    )
     message: Annotated[str, Field(max_length=MAX_PROGRESS_MESSAGE)] | None = None
 
 
@@ -228,7 +231,7 @@ class HeartbeatIn(BaseModel):
     lease_seconds: LeaseSeconds = 30.0
     host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     pools: list[PoolName] | None = Field(None, max_length=100)
-    capacity: int | None = Field(None, ge=1, le=1000)
+    capacity: int | None = Field(None, ge=1, le=1000, strict=True)
 
 
 class CompleteIn(BaseModel):
@@ -238,7 +241,7 @@ class CompleteIn(BaseModel):
     outcome: OutcomeKind
     error_class: Annotated[str, Field(max_length=200)] | None = None
     error_message: Text | None = None
-    retry_after: float | None = Field(None, ge=0, le=7 * 86_400)
+    retry_after: float | None = Field(None, ge=0, le=7 * 86_400, strict=True)
     http_status: int | None = Field(
         None, ge=100, le=599, description="What a webhook target answered, if it was one."
     )
@@ -254,8 +257,8 @@ class TenantIn(BaseModel):
     model_config = _STRICT
     id: TenantId
     name: Name
-    max_jobs: int | None = Field(None, ge=0, le=INT32)
-    max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000)
+    max_jobs: int | None = Field(None, ge=0, le=INT32, strict=True)
+    max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000, strict=True)
 
 
 class TenantPatch(BaseModel):
@@ -263,8 +266,8 @@ class TenantPatch(BaseModel):
 
     model_config = _STRICT
     name: Name | None = None
-    max_jobs: int | None = Field(None, ge=0, le=INT32)
-    max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000)
+    max_jobs: int | None = Field(None, ge=0, le=INT32, strict=True)
+    max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000, strict=True)
 
     @field_validator("name")
     @classmethod

@@ -25,6 +25,7 @@ _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 # that no offset can push a conversion out of range.
 FIRST_INSTANT = (date(2, 1, 1).toordinal() - _EPOCH_ORDINAL) * _DAY
 LAST_INSTANT = (date(9999, 1, 1).toordinal() - _EPOCH_ORDINAL) * _DAY - 1
+_MACHINE_FILES = frozenset({"localtime", "posixrules", "Factory", "leapseconds", "tzdata.zi"})
 _FIXED_KEYS = re.compile(r"(Etc/.*|UTC|UCT|GMT[+-]?0?|Universal|Zulu|Greenwich)")
 
 
@@ -58,6 +59,10 @@ def load_zone(zone: str | tzinfo) -> tzinfo:
 
 @lru_cache(maxsize=1024)
 def _load(name: str) -> ZoneInfo:
+    if name in _MACHINE_FILES or name.startswith(("posix/", "right/", "/", ".")):
+        # Files of the zone database that are not zones: they depend on the machine
+        # (``localtime`` is whatever the host is set to) or count leap seconds.
+        raise InvalidInput("timezone", f"unknown IANA zone {name!r} (a zone's name: Europe/Paris)")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):

@@ -39,6 +39,15 @@ JSON = {"content-type": "application/json"}
         ({"retry": {"max_delay": 1e300}}, "retry.max_delay"),
         ({"timeout_seconds": 1e300}, "timeout_seconds"),
         ({"misfire": {"mode": "fire_last", "limit": 1001}}, "misfire.limit"),
+        # strict parsing (issue 17, defect 7): no bools, strings or floats for numbers
+        ({"timeout_seconds": True}, "timeout_seconds"),
+        ({"jitter_seconds": "1"}, "jitter_seconds"),
+        ({"timeout_seconds": 1e-300}, "timeout_seconds"),
+        ({"retry": {"max_attempts": 3.0}}, "retry.max_attempts"),
+        (
+            {"schedule": {"kind": "cron", "cron": "* * * * *", "timezone": "localtime"}},
+            "schedule.timezone",
+        ),
         ({"priority": "urgent"}, "priority"),
         ({"pool": "no spaces"}, "pool"),
         ({"action": {"type": "webhook", "url": "ftp://example.com/x"}}, "action.url"),
@@ -162,3 +171,8 @@ async def test_batch_over_10000_is_413(client: httpx.AsyncClient) -> None:
     item = spec("same")
     body = problem(await client.post("/v1/jobs/batch", json={"jobs": [item] * 10_001}), 413)
     assert body["field"] == "jobs"
+
+
+async def test_a_run_id_must_be_an_integer(client: httpx.AsyncClient) -> None:
+    problem(await client.post("/v1/dead-letter/replay", json={"run_ids": [1.0]}), 422, "run_ids.0")
+    problem(await client.post("/v1/dead-letter/replay", json={"run_ids": [True]}), 422, "run_ids.0")

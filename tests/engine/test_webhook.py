@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import random
@@ -179,13 +180,18 @@ async def test_a_huge_retry_after_waits_max_delay_and_jams_nothing(store: Store)
         job, _ = await job_with_run(
             store, action=action, retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0.5)
         )
-        async with running(Worker(store, FAST, webhook_secret=SECRET)):
+        # A long lease: on a loaded machine a 2 s lease can lapse, and no maintenance
+        # runs here to end a lapsed run.
+        async with running(Worker(store, STEADY, webhook_secret=SECRET)):
             await eventually(lambda: _state(store, job.id, "dead"))
     run = await one_run(store, job.id)
     attempts = await store.list_attempts("default", run.id)
     assert [(a.error_class, a.http_status) for a in attempts] == [("HTTP503", 503)] * 2
     waited = (attempts[1].started_at - attempts[0].finished_at).total_seconds()  # type: ignore[operator]
     assert 0.45 <= waited < 30  # max_delay, not the 31,000 years asked for
+
+
+STEADY = dataclasses.replace(FAST, lease_seconds=30.0, heartbeat_seconds=1.0)
 
 
 class _BrokenRandom(random.Random):
@@ -206,7 +212,7 @@ async def test_a_run_whose_next_state_cannot_be_computed_ends_dead_not_held(
             store, action={"type": "webhook", "url": f"{target.url}/fail"}
         )
         fine, _ = await job_with_run(store, action={"type": "webhook", "url": f"{target.url}/ok"})
-        worker = Worker(store, FAST, webhook_secret=SECRET, rng=_BrokenRandom())
+        worker = Worker(store, STEADY, webhook_secret=SECRET, rng=_BrokenRandom())
         async with running(worker):
             await eventually(lambda: _state(store, broken.id, "dead"))
             await eventually(lambda: _state(store, fine.id, "succeeded"))

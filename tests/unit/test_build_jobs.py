@@ -113,12 +113,30 @@ def test_equal_values_of_other_types_are_kept_apart() -> None:
         {"name": "zero", "schedule": SCHEDULES[0], "action": HANDLER, "jitter_seconds": 0.0},
         {"name": "minus", "schedule": SCHEDULES[0], "action": HANDLER, "jitter_seconds": -0.0},
         {"name": "one", "schedule": SCHEDULES[0], "action": HANDLER, "timeout_seconds": 1},
-        {"name": "true", "schedule": SCHEDULES[0], "action": HANDLER, "timeout_seconds": True},
     ]
     jobs = build_jobs(specs, tenant_id="t", now=NOW)
     expected = one_at_a_time(specs, jobs)
     assert [as_json(j) for j in jobs] == [as_json(j) for j in expected]
     assert math.copysign(1, jobs[3].jitter_seconds) == -1
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"timeout_seconds": True}, "timeout_seconds"),
+        ({"jitter_seconds": "1"}, "jitter_seconds"),
+        ({"timeout_seconds": 1e-300}, "timeout_seconds"),
+        ({"retry": {"max_attempts": 2.0}}, "retry.max_attempts"),
+        ({"misfire": {"mode": "skip", "limit": "5"}}, "misfire.limit"),
+    ],
+)
+def test_numbers_are_parsed_strictly(changes: dict[str, Any], field: str) -> None:
+    # Issue 17, defect 7: a bool, a string or a float where an int is due were accepted,
+    # the first even after a valid job with the same value filled the shortcut's cache.
+    good = {"name": "ok", "schedule": SCHEDULES[0], "action": HANDLER, "timeout_seconds": 1}
+    with pytest.raises(InvalidInput) as caught:
+        build_jobs([good, {**good, "name": "bad", **changes}], tenant_id="t", now=NOW)
+    assert caught.value.field == f"jobs.1.{field}" or caught.value.field == field
 
 
 class _LooksLikeAString:
