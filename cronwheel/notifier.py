@@ -37,6 +37,7 @@ from cronwheel.actions import signing
 from cronwheel.actions.webhook import USER_AGENT
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import JSON, Notification, NotifyEvent
+from cronwheel.redact import mask_url, redact, url_password
 from cronwheel.store.base import NotificationResult, Store
 
 log = logging.getLogger("cronwheel.notifier")
@@ -162,7 +163,7 @@ class Notifier:
                     "notification %s (%s) to %s is dead after %d tries: %s",
                     n.id,
                     n.event_id,
-                    n.url,
+                    mask_url(n.url),
                     n.tries,
                     error,
                 )
@@ -173,13 +174,15 @@ class Notifier:
         """POST one notification; None if the target took it, else why not."""
         envelope = n.envelope()
         body = json.dumps(envelope, separators=(",", ":")).encode()
+        shown = mask_url(n.url)  # the error is stored and listed: never a URL's password
         try:
             response = await client.post(n.url, content=body, headers=self._headers(n, body))
         except httpx.HTTPError as exc:
-            return f"POST {n.url} failed: {type(exc).__name__}: {exc}"[:MAX_ERROR]
+            error = f"POST {shown} failed: {type(exc).__name__}: {exc}"
+            return redact(error, [p for p in [url_password(n.url)] if p])[:MAX_ERROR]
         if not 200 <= response.status_code < 300:
             snippet = response.text[:200]
-            return f"POST {n.url} answered {response.status_code}: {snippet}"[:MAX_ERROR]
+            return f"POST {shown} answered {response.status_code}: {snippet}"[:MAX_ERROR]
         await self._call_hooks(n.event, envelope)
         return None
 

@@ -30,7 +30,7 @@ from cronwheel.model import (
     Tenant,
     WorkerInfo,
 )
-from cronwheel.redact import mask_action
+from cronwheel.redact import mask_action, mask_url
 
 Instant = Annotated[
     datetime,
@@ -139,7 +139,8 @@ class JobOut(_Out):
         skip = ("priority", "retry", "misfire", "last_run", "notices", "action", "notify")
         return cls(
             **fields(job, cls, *skip),
-            notify=[dict(t) for t in job.notify],
+            # A password in a target's URL is shown masked, as in a webhook action's.
+            notify=[{**t, "url": mask_url(str(t["url"]))} for t in job.notify],
             # Secret headers and a URL's password are shown masked; workers send them.
             action=mask_action(job.action),
             priority=priority_name(job.priority),
@@ -314,7 +315,12 @@ class NotificationOut(_Out):
 
     @classmethod
     def of(cls, n: Notification) -> NotificationOut:
-        return cls(**fields(n, cls, "event", "state"), event=n.event.value, state=n.state.value)
+        return cls(
+            **fields(n, cls, "event", "state", "url"),
+            event=n.event.value,
+            state=n.state.value,
+            url=mask_url(n.url),
+        )
 
 
 class ReplayedOut(_Out):

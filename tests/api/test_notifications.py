@@ -21,6 +21,20 @@ async def test_a_job_names_its_targets(client: httpx.AsyncClient) -> None:
     assert (await client.post("/v1/jobs", json=spec())).json()["notify"] == []
 
 
+async def test_a_password_in_a_target_url_is_shown_masked(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    target = {"on": ["dead"], "url": "https://ops:hunter2-secret@example.com/events"}
+    created = (await client.post("/v1/jobs", json=spec(notify=[target]))).json()
+    assert created["notify"] == [{"on": ["dead"], "url": "https://ops:***@example.com/events"}]
+    # A change of something else keeps the stored URL (the workers' notifier sends it).
+    headers = {"If-Match": "1"}
+    patched = await client.patch(f"/v1/jobs/{created['id']}", json={"payload": 1}, headers=headers)
+    assert patched.status_code == 200, patched.text
+    job = await store.get_job("default", created["id"])
+    assert job is not None and job.notify == ({**target},)
+
+
 async def test_bad_targets_are_422_naming_the_field(client: httpx.AsyncClient) -> None:
     bad = [
         ("notify.0.on", [{"on": [], "url": "https://example.com"}]),
