@@ -34,6 +34,7 @@ import httpx
 from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.actions import signing
+from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.actions.webhook import USER_AGENT
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import JSON, Notification, NotifyEvent
@@ -78,6 +79,7 @@ class Notifier:
         clock: Clock | None = None,
         secret: bytes | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        hooks: HandlerRegistry | None = None,
     ) -> None:
         self.store = store
         self.config = config or NotifierConfig()
@@ -87,6 +89,8 @@ class Notifier:
             self._secret = os.urandom(32)  # the worker warns about it; signatures then fail
         self._transport = transport
         self._hooks: dict[NotifyEvent, list[Hook]] = {e: [] for e in NotifyEvent}
+        for events, fn in hooks.notification_hooks if hooks is not None else ():
+            self.on(*events)(fn)
 
     def on(self, *events: NotifyEvent | str) -> Callable[[Hook], Hook]:
         """Register an in-process hook for some events (all four without any):

@@ -166,7 +166,7 @@ def dev(
             Scheduler(store),
             worker,
             maintenance,
-            Notifier(store),
+            Notifier(store, hooks=registry),
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
         output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")

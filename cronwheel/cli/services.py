@@ -142,7 +142,8 @@ def worker(
             with metrics_endpoint(metrics_port, metrics_host):
                 # The notifier delivers the outbox the worker's completions write: every
                 # worker process runs one (they share the rows, each claimed by one).
-                await serve([w, Maintenance(store), Notifier(store)], stop=stop)
+                notifier = Notifier(store, hooks=registry)
+                await serve([w, Maintenance(store), notifier], stop=stop)
 
     run_async(main)
 

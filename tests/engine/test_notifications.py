@@ -10,6 +10,8 @@ import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import pytest
+
 from cronwheel.actions import RunContext, verify
 from cronwheel.model import NotificationState, NotifyEvent, RetryPolicy, RunState
 from cronwheel.notifier import Notifier, NotifierConfig
@@ -200,6 +202,27 @@ async def test_a_notification_that_keeps_failing_is_dead_and_can_be_replayed(
         assert len(ids) == 4 and len(set(ids)) == 1
         assert ids[0].endswith("-succeeded-1")
         del job
+
+
+async def test_a_workers_hooks_run_in_its_processs_notifier(store: Store) -> None:
+    worker = _worker(store)
+    dead: list[dict[str, object]] = []
+    worker.on_notification("dead")(dead.append)
+    with webhook_target() as target:
+        runs = await _jobs(store, f"{target.url}/events")
+        notifier = Notifier(store, config=QUICK, secret=SECRET, hooks=worker.handlers)
+        async with running(worker), notifying(notifier):
+            await eventually(lambda: _all_finished(store, runs))
+            await eventually(lambda: _delivered(store, 6))
+    assert [e["id"] for e in dead] == [f"run-{runs['always_fails']}-dead-2"]
+    assert "attempt 2 fails too" in str(dead[0]["error"])
+    with pytest.raises(ValueError):
+        worker.on_notification("finished")
+
+
+async def _delivered(store: Store, count: int) -> bool:
+    outbox = await store.list_notifications("default", state=NotificationState.DELIVERED)
+    return len(outbox) == count
 
 
 def test_the_backoff_doubles_and_is_bounded() -> None:
