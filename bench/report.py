@@ -32,6 +32,8 @@ COLUMNS: dict[str, list[tuple[str, Callable[[Row], str]]]] = {
         ("runs", lambda r: _n(r.get("n"))),
         ("enqueue/s", lambda r: _n(r.get("enqueue_per_s"))),
         ("runs/s", lambda r: _n(r.get("runs_per_s"))),
+        ("first start", lambda r: _n(r.get("first_start_s"), " s")),
+        ("runs/s incl. start", lambda r: _n(r.get("runs_per_s_incl_startup"))),
         ("wall incl. start", lambda r: _n(r.get("wall_s_incl_startup"), " s")),
         ("lost", lambda r: _n(r.get("lost"))),
         ("dup", lambda r: _n(r.get("duplicated"))),

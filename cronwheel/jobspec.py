@@ -8,12 +8,14 @@ the same message everywhere: :class:`~cronwheel.errors.InvalidInput` naming the 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from cronwheel.errors import InvalidInput
 from cronwheel.model import (
@@ -45,6 +47,21 @@ from cronwheel.schedule import (
 )
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_HEADERS = 32
+MAX_HEADERS_BYTES = 8 * 1024
+"""A webhook's own headers: at most this many, names and values together this big."""
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")  # RFC 9110 token
+_HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]*$")  # printable ASCII: no CR, LF or NUL
+# Names a job cannot set, in any case (cronwheel.actions.webhook sends these itself).
+_RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "idempotency-key",
+    }
+)
 PAST_TOLERANCE = timedelta(seconds=60)
 """A one-time job may be due this far in the past (clock skew, a slow client); older is
 refused as a mistake rather than silently fired late."""
@@ -118,6 +135,43 @@ class NotifyTargetSpec(BaseModel):
     @classmethod
     def _http_url(cls, url: str) -> str:
         return _check_http_url(url)
+
+    @field_validator("headers")
+    @classmethod
+    def _valid_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        if len(headers) > MAX_HEADERS:
+            raise ValueError(f"has {len(headers)} headers; the limit is {MAX_HEADERS}")
+        size = sum(len(k) + len(v) for k, v in headers.items())
+        if size > MAX_HEADERS_BYTES:
+            raise ValueError(f"are {size} bytes; the limit is {MAX_HEADERS_BYTES} (8 KiB)")
+        seen: set[str] = set()
+        for name, value in headers.items():
+            lowered = name.lower()
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r}: a header name is printable ASCII, no spaces")
+            if lowered in _RESERVED_HEADERS or lowered.startswith("cronwheel-"):
+                raise ValueError(f"{name}: cronwheel sets this header itself; remove it")
+            if lowered in seen:
+                raise ValueError(f"{name}: given twice (header names ignore case)")
+            seen.add(lowered)
+            if not _HEADER_VALUE.match(value):
+                raise ValueError(f"{name}: a header value is printable ASCII, no CR or LF")
+        return headers
+
+    @field_validator("body")
+    @classmethod
+    def _small_body(cls, body: JSON) -> JSON:
+        if body is None:
+            return body
+        size = len(body.encode()) if isinstance(body, str) else payload_size(body)
+        if size > MAX_PAYLOAD_BYTES:
+            # too_large: the API answers 413, as for a payload (cronwheel.api.inputs)
+            raise PydanticCustomError(
+                "too_large",
+                "is {size} bytes; the limit is {limit} (256 KiB)",
+                {"size": size, "limit": MAX_PAYLOAD_BYTES},
+            )
+        return body
 
 
 class HandlerSpec(BaseModel):
@@ -523,4 +577,8 @@ def invalid_input(exc: ValidationError) -> InvalidInput:
         key, sep, rest = message.partition(": ")
         if sep and key.replace("_", "").isalnum():
             where, message = f"schedule.{key}", rest
+    if where == "action.headers":  # "Host: cronwheel sets this…" names the header
+        key, sep, rest = message.partition(": ")
+        if sep and _HEADER_NAME.match(key):
+            where, message = f"action.headers.{key}", rest
     return InvalidInput(where, message)

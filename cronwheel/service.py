@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronwheel import metrics, tracing
 from cronwheel.clock import Clock, SystemClock
@@ -34,6 +34,9 @@ from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_f
 from cronwheel.scheduler import JOBS_TOPIC
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
+
+if TYPE_CHECKING:  # the policy's module imports httpcore, which a CLI call does not need
+    from cronwheel.actions.egress import EgressPolicy
 
 MAX_BACKFILL_RUNS = 10_000
 """The most occurrences one backfill creates: a longer range is refused (backfill it in
@@ -62,10 +65,30 @@ class Backfill:
 class JobService:
     """The application's verbs. ``actor`` names who acts, for the audit log."""
 
-    def __init__(self, store: Store, *, clock: Clock | None = None, actor: str = "python") -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        actor: str = "python",
+        egress: EgressPolicy | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.actor = actor
+        self.egress = egress
+        """Webhook URLs refused at creation (the HTTP API passes its policy); None: no
+        check here, the trusted Python caller's own jobs (the worker checks anyway)."""
+
+    def _check_urls(self, jobs: list[Job]) -> None:
+        """InvalidInput naming ``action.url`` for a webhook the egress policy refuses."""
+        if self.egress is None:
+            return
+        for job in jobs:
+            if job.action.get("type") == "webhook":
+                why = self.egress.url_refusal(str(job.action.get("url")))
+                if why is not None:
+                    raise InvalidInput("action.url", why)
 
     async def close(self) -> None:
         await self.store.close()
@@ -94,6 +117,7 @@ class JobService:
         by default the caller's current span's, if any (docs/observability.md#traces)."""
         now = self.clock.now()
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
+        self._check_urls(jobs)
         if traceparent is None:
             traceparent = tracing.current_headers().get("traceparent")
         if traceparent is not None:
@@ -139,6 +163,8 @@ class JobService:
         fresh = JobSpec.parse(spec_of(current) | changes).to_job(
             tenant_id=tenant_id, now=now, job_id=job_id
         )
+        if "action" in changes:
+            self._check_urls([fresh])
         updated = replace(
             fresh,
             created_at=current.created_at,

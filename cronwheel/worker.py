@@ -29,6 +29,7 @@ from cronwheel import tracing
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.actions.context import RunCancelled, RunContext
+from cronwheel.actions.egress import EgressPolicy
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.actions.webhook import WebhookAction
 from cronwheel.attempt_log import log_attempt_end
@@ -66,8 +67,16 @@ class WorkerConfig:
     """On shutdown, how long in-flight runs may finish before they are released."""
     clock_sync_seconds: float = 60.0
     completion_batch: int = 1000
+    webhook_allow: tuple[str, ...] = ()
+    """Internal webhook targets allowed beyond the public internet: CIDRs and host names
+    (``("10.1.0.0/16", "billing.svc")``; :data:`~cronwheel.actions.egress.LOOPBACK` for
+    this machine), added to env ``CRONWHEEL_WEBHOOK_ALLOW``. See docs/security.md."""
 
     def __post_init__(self) -> None:
+        try:
+            EgressPolicy.parse(self.webhook_allow)
+        except ValueError as exc:
+            raise ValueError(f"webhook_allow: {exc}") from None
         if not self.pools:
             raise ValueError("pools: a worker needs at least one pool")
         for pool, concurrency in self.pools.items():
@@ -127,7 +136,11 @@ class Worker:
         self.signs_verifiably = bool(secret)
         """False: no secret was given, webhooks are signed with a random one (see run)."""
         self.metrics = metrics or _metrics.default()
-        self.webhooks = WebhookAction(secret or os.urandom(32), metrics=self.metrics)
+        self.egress = EgressPolicy.from_env(*self.config.webhook_allow)
+        """Where this worker's webhooks may go (docs/security.md)."""
+        self.webhooks = WebhookAction(
+            secret or os.urandom(32), metrics=self.metrics, egress=self.egress
+        )
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
         self._held: Counter[str] = Counter()
@@ -382,6 +395,7 @@ class Worker:
             fence=run.fence,
             payload=claimed.payload,
             checkpoint_state=run.checkpoint,
+            tenant_id=run.tenant_id,
         )
         flight = _InFlight(claimed, ctx)
         self._inflight[run.id] = flight

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from cronwheel.errors import CronwheelError
-from cronwheel.model import JSON, checkpoint_text, idempotency_key, progress_report
+from cronwheel.model import DEFAULT_TENANT, JSON, checkpoint_text, idempotency_key, progress_report
 
 
 class _NoTrace(Mapping[str, str]):
@@ -131,6 +131,8 @@ class RunContext:
     when it has one), empty while tracing is off: continue our trace with
     ``opentelemetry.propagate.extract(ctx.trace)``, or send them on your own requests.
     See docs/observability.md#traces."""
+    tenant_id: str = DEFAULT_TENANT
+    """The run's tenant: whose key signs its webhook."""
     checkpoint_state: JSON = None
     """The run's last checkpoint: what an earlier attempt (or this one) gave
     :meth:`checkpoint`, None if none did. A handler resumes from it."""

@@ -1,9 +1,16 @@
 """Webhooks: an HTTP request per attempt, signed, with the run's identity in headers.
 
 2xx succeeds; 408, 429, 5xx, timeouts and connection errors are retried (Retry-After is
-honoured); any other status is a permanent failure. Requests say who sends them
-(``User-Agent: cronwheel/<version>``) and what their body is (``text/plain`` for a
+honoured); any other status is a permanent failure, and so is a target the egress policy
+refuses (cronwheel.actions.egress: it will be refused again). Requests say who sends
+them (``User-Agent: cronwheel/<version>``) and what their body is (``text/plain`` for a
 plain-string ``body``, ``application/json`` otherwise), unless the job's headers say.
+
+Tenants are hostile (docs/security.md): each tenant's requests are signed with its own
+key; a job's headers cannot replace cronwheel's; the response is streamed and at most
+:data:`MAX_RESPONSE_READ` bytes of it are read (none of a 2xx); and what the run's
+history keeps of a network failure is its class ("connection refused", "timed out",
+"TLS error"), never the operating system's text, which could map the operator's ports.
 """
 
 from __future__ import annotations
@@ -21,6 +28,13 @@ from cronwheel import metrics as _metrics
 from cronwheel._version import installed_version
 from cronwheel.actions import signing
 from cronwheel.actions.context import RunContext
+from cronwheel.actions.egress import (
+    REFUSED,
+    EgressPolicy,
+    EgressRefused,
+    checked_transport,
+    is_tls_error,
+)
 from cronwheel.lifecycle import Outcome, OutcomeKind
 from cronwheel.redact import is_secret_header, mask_url, redact
 
@@ -28,7 +42,23 @@ RETRYABLE_STATUS = frozenset({408, 429})
 USER_AGENT = f"cronwheel/{installed_version()}"
 """How every webhook request introduces itself, unless its job sets its own."""
 MAX_ERROR_BODY = 500
+MAX_RESPONSE_READ = 8 * 1024
+"""Bytes of a non-2xx answer read for its excerpt (MAX_ERROR_BODY characters); the rest
+is never read: a 100 MB or endless answer costs the worker no memory."""
 TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection"}
+    | {h.lower() for h in (*signing.SIGNED_HEADERS, signing.SIGNATURE_HEADER)}
+    | {signing.SCHEDULED_FOR_HEADER.lower()}
+)
+"""Header names a job cannot set (in any case): cronwheel's own, and those that frame the
+request. ``Cronwheel-*`` names are all reserved too (:func:`is_reserved_header`)."""
+
+
+def is_reserved_header(name: str) -> bool:
+    """Whether a job's header named ``name`` would shadow one cronwheel sends."""
+    lowered = name.lower()
+    return lowered in RESERVED_HEADERS or lowered.startswith("cronwheel-")
 
 
 def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:
@@ -57,9 +87,15 @@ def content_type(action: Mapping[str, Any]) -> str:
 
 
 def request_headers(
-    action: Mapping[str, Any], ctx: RunContext, body: bytes, secret: bytes
+    action: Mapping[str, Any], ctx: RunContext, body: bytes, key: bytes
 ) -> dict[str, str]:
-    own = {str(k): str(v) for k, v in dict(action.get("headers") or {}).items()}
+    """The request's headers; ``key`` is the run's tenant's signing key. A job's reserved
+    headers (refused at creation; a job stored before that may have one) are dropped."""
+    own = {
+        str(k): str(v)
+        for k, v in dict(action.get("headers") or {}).items()
+        if not is_reserved_header(str(k))
+    }
     # The job's own Content-Type or User-Agent wins, however it spells the name: one
     # header each, never two that disagree.
     named = {name.lower() for name in own}
@@ -68,11 +104,15 @@ def request_headers(
         headers["Content-Type"] = content_type(action)
     if "user-agent" not in named:
         headers["User-Agent"] = USER_AGENT
+    if "accept-encoding" not in named:
+        # An answer is read raw (a compressed one could expand a thousandfold).
+        headers["Accept-Encoding"] = "identity"
     headers |= own
     if ctx.trace:  # the attempt's span, which the target's own trace continues
         headers = {k: v for k, v in headers.items() if k.lower() not in TRACE_HEADERS}
         headers |= ctx.trace
     headers |= {
+        signing.TENANT_ID_HEADER: ctx.tenant_id,
         signing.IDEMPOTENCY_HEADER: ctx.idempotency_key,
         signing.RUN_ID_HEADER: str(ctx.run_id),
         signing.JOB_ID_HEADER: ctx.job_id,
@@ -80,7 +120,9 @@ def request_headers(
         signing.FENCE_HEADER: str(ctx.fence),
         signing.SCHEDULED_FOR_HEADER: ctx.scheduled_for.isoformat(),
         signing.SIGNATURE_HEADER: signing.sign(
-            secret,
+            key,
+            tenant_id=ctx.tenant_id,
+            job_id=ctx.job_id,
             run_id=ctx.run_id,
             attempt=ctx.attempt,
             fence=ctx.fence,
@@ -91,15 +133,36 @@ def request_headers(
     return headers
 
 
-def outcome_of(response: httpx.Response) -> Outcome:
+def outcome_of(response: httpx.Response, excerpt: bytes = b"") -> Outcome:
+    """The outcome of an answer; ``excerpt``: the first bytes of its body."""
     status = response.status_code
     if 200 <= status < 300:
         return Outcome(OutcomeKind.SUCCEEDED, http_status=status)
-    snippet = response.text[:MAX_ERROR_BODY]
+    snippet = _text_of(response, excerpt)[:MAX_ERROR_BODY]
     message = f"{response.request.method} {response.request.url} answered {status}: {snippet}"
     if status in RETRYABLE_STATUS or status >= 500:
         return Outcome(OutcomeKind.FAILED, f"HTTP{status}", message, retry_after(response), status)
     return Outcome(OutcomeKind.PERMANENT, f"HTTP{status}", message, http_status=status)
+
+
+def _text_of(response: httpx.Response, excerpt: bytes) -> str:
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return f"({encoding}-encoded body not shown)"
+    try:
+        return excerpt.decode(response.charset_encoding or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return excerpt.decode("utf-8", errors="replace")
+
+
+async def _excerpt(response: httpx.Response) -> bytes:
+    """At most MAX_RESPONSE_READ bytes of the body, raw; the rest is left unread."""
+    read = bytearray()
+    async for chunk in response.aiter_raw():
+        read += chunk
+        if len(read) >= MAX_RESPONSE_READ:
+            break
+    return bytes(read[:MAX_RESPONSE_READ])
 
 
 def _without_secrets(outcome: Outcome, action: Mapping[str, Any]) -> Outcome:
@@ -130,7 +193,9 @@ def retry_after(response: httpx.Response) -> float | None:
 
 
 class WebhookAction:
-    """Sends webhook runs over one pooled client."""
+    """Sends webhook runs over one pooled client, to the targets ``egress`` allows
+    (default: the public internet only), each tenant's signed with its own key derived
+    from the operator's ``secret``."""
 
     def __init__(
         self,
@@ -138,37 +203,68 @@ class WebhookAction:
         client: httpx.AsyncClient | None = None,
         *,
         metrics: _metrics.Metrics | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.secret = secret
+        self.egress = egress or EgressPolicy()
         self.metrics = metrics or _metrics.default()
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+        # follow_redirects=False: a 3xx ends the attempt, so no hop escapes the policy.
+        # A transport of our own also means no proxy from the environment: the policy
+        # checks the address the worker itself connects to.
         self.client = client or httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            transport=checked_transport(self.egress, limits=limits),
             follow_redirects=False,
         )
+        self._keys: dict[str, bytes] = {}
+
+    def key_of(self, tenant_id: str) -> bytes:
+        """The tenant's signing key (derived once per tenant and process)."""
+        key = self._keys.get(tenant_id)
+        if key is None:
+            key = self._keys[tenant_id] = signing.tenant_key(self.secret, tenant_id)
+        return key
 
     async def execute(self, action: Mapping[str, Any], ctx: RunContext, timeout: float) -> Outcome:
         body = request_body(action, ctx)
         method = str(action.get("method") or "POST").upper()
         url = mask_url(str(action["url"]))
+        headers = request_headers(action, ctx, body, self.key_of(ctx.tenant_id))
         try:
-            response = await self.client.request(
-                method,
-                str(action["url"]),
-                content=body,
-                headers=request_headers(action, ctx, body, self.secret),
-                timeout=timeout,
+            request = self.client.build_request(
+                method, str(action["url"]), content=body, headers=headers, timeout=timeout
             )
-        except httpx.TimeoutException as exc:
+            response = await self.client.send(request, stream=True)
+            try:
+                excerpt = b"" if response.is_success else await _excerpt(response)
+            finally:
+                await response.aclose()
+        except EgressRefused:
+            self.metrics.webhook_response("connection")
+            return Outcome(OutcomeKind.PERMANENT, "EgressRefused", f"{method} {url}: {REFUSED}")
+        except httpx.TimeoutException:
             self.metrics.webhook_response("timeout")
-            return Outcome(OutcomeKind.FAILED, "Timeout", redact(f"{method} {url}: {exc!r}"))
+            return Outcome(OutcomeKind.FAILED, "Timeout", f"{method} {url}: timed out")
         except httpx.TransportError as exc:
-            # Recorded in the run's history, which the API shows: no URL password.
+            # Recorded in the run's history, which the tenant reads: the class of the
+            # failure only. The OS's text ("[Errno 111] … port 6379") maps internal ports.
             self.metrics.webhook_response("connection")
             return Outcome(
-                OutcomeKind.FAILED, exc.__class__.__name__, redact(f"{method} {url}: {exc}")
+                OutcomeKind.FAILED, exc.__class__.__name__, f"{method} {url}: {_failure(exc)}"
             )
         self.metrics.webhook_response(response.status_code)
-        return _without_secrets(outcome_of(response), action)
+        return _without_secrets(outcome_of(response, excerpt), action)
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def _failure(exc: httpx.TransportError) -> str:
+    """What a tenant is told of a network failure: its class, no detail."""
+    if is_tls_error(exc):
+        return "TLS error"
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused"
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return "the URL cannot be requested"
+    return "connection lost"

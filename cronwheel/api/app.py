@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from cronwheel import dashboard
 from cronwheel._version import installed_version
+from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api import docs_ui, openapi, problems
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.guards import RequestGuard
@@ -56,9 +57,12 @@ def create_app(
     auth: AuthConfig,
     clock: Clock | None = None,
     metrics_tenant_labels: bool = False,
+    egress: EgressPolicy | None = None,
 ) -> FastAPI:
     """The API over ``store``, which the caller opened and migrated, and closes.
-    ``metrics_tenant_labels``: ``/metrics`` counts dead runs per tenant."""
+    ``metrics_tenant_labels``: ``/metrics`` counts dead runs per tenant. ``egress``: the
+    webhook targets allowed beyond the public internet (default: env
+    ``CRONWHEEL_WEBHOOK_ALLOW``'s), refused at creation otherwise (docs/security.md)."""
     app = FastAPI(
         title="cronwheel",
         version=installed_version(),
@@ -68,7 +72,8 @@ def create_app(
         redoc_url=None,
     )
     clock = clock or SystemClock()
-    app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock))
+    egress = egress or EgressPolicy.from_env()
+    app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock), egress)
     app.state.metrics = ApiMetrics(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
     )

@@ -108,6 +108,7 @@ def invalid(field: str, reason: str) -> ApiProblem:
 # -- field names -----------------------------------------------------------------------
 _UNION_TAGS = frozenset({"webhook", "handler"})
 _SCHEDULE_KEY = re.compile(r"^([a-z_]+): (.+)$", re.DOTALL)
+_HEADER_KEY = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+): (.+)$", re.DOTALL)
 
 
 def dotted(parts: Sequence[int | str]) -> str:
@@ -122,12 +123,17 @@ def dotted(parts: Sequence[int | str]) -> str:
 
 
 def refine(field: str, reason: str) -> tuple[str, str]:
-    """Schedule errors name their own key first (``cron: minute: 61 …``): move that key
-    into the field (``schedule.cron``), where a client can find it."""
+    """Schedule errors name their own key first (``cron: minute: 61 …``), and so do a
+    webhook's header errors: move that key into the field (``schedule.cron``,
+    ``action.headers.Host``), where a client can find it."""
     field = dotted(field.split("."))
     if field.rsplit(".", 1)[-1] == "schedule":
         found = _SCHEDULE_KEY.match(reason)
         if found and found.group(1) != "schedule":
+            return f"{field}.{found.group(1)}", found.group(2)
+    if field.endswith("action.headers"):  # "X-Token: given twice" → action.headers.X-Token
+        found = _HEADER_KEY.match(reason)
+        if found:
             return f"{field}.{found.group(1)}", found.group(2)
     return field, reason
 

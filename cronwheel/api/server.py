@@ -10,6 +10,7 @@ from collections.abc import Generator
 
 import uvicorn
 
+from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api.app import create_app
 from cronwheel.api.auth import AuthConfig
 from cronwheel.store.base import Store
@@ -37,10 +38,13 @@ class ApiService:
         sock: socket.socket | None = None,
         access_log: bool = True,
         metrics_tenant_labels: bool = False,
+        egress: EgressPolicy | None = None,
     ) -> None:
         # log_config=None: uvicorn's loggers keep the process's handler and format
         # (cronwheel.logs), rather than uvicorn's own.
-        app = create_app(store, auth=auth, metrics_tenant_labels=metrics_tenant_labels)
+        app = create_app(
+            store, auth=auth, metrics_tenant_labels=metrics_tenant_labels, egress=egress
+        )
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=access_log)
         self.server = _QuietServer(config)
         self.sockets = None if sock is None else [sock]

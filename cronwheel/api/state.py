@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from fastapi import Request
 
+from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api.auth import AuthConfig, Principal
 from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas
@@ -22,10 +23,12 @@ class ApiState:
     clock: Clock
     quotas: Quotas
     notices: Notices
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
+    """Webhook URLs refused at creation (docs/security.md)."""
 
     def service(self, principal: Principal) -> JobService:
         """The application layer, acting as ``principal`` (cheap: one per request)."""
-        return JobService(self.store, clock=self.clock, actor=principal.actor)
+        return JobService(self.store, clock=self.clock, actor=principal.actor, egress=self.egress)
 
 
 def api_state(request: Request) -> ApiState:

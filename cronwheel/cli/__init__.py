@@ -28,6 +28,7 @@ COMMANDS = {
     "keys": "cronwheel.cli.remote.admin:keys",
     "status": "cronwheel.cli.remote.status:status",
     "api": "cronwheel.cli.api:api",
+    "webhook-key": "cronwheel.cli.webhook_key:webhook_key",
 }
 
 

@@ -97,3 +97,30 @@ def start_tracing() -> None:
         tracing.setup_from_env()
     except InvalidInput as exc:
         raise click.UsageError(redact(str(exc))) from None
+
+
+def _webhook_allow(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The allow-list entries, each checked (a CIDR, an address or a host name)."""
+    from cronwheel.actions.egress import EgressPolicy
+
+    try:
+        EgressPolicy.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
+webhook_allow_option = click.option(
+    "--webhook-allow",
+    "webhook_allow",
+    multiple=True,
+    callback=_webhook_allow,
+    metavar="CIDR|HOST",
+    help=(
+        "Let webhooks reach this internal network or host (repeatable; env"
+        " CRONWHEEL_WEBHOOK_ALLOW, comma-separated, adds to it). By default webhooks"
+        " reach only public addresses: docs/security.md."
+    ),
+)

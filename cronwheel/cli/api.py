@@ -10,8 +10,9 @@ import signal
 import click
 import uvicorn
 
+from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.cli._common import db_option, run_async, secret, start_tracing
+from cronwheel.cli._common import db_option, run_async, secret, start_tracing, webhook_allow_option
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
 from cronwheel.redact import mask_url
@@ -48,6 +49,7 @@ def is_loopback(host: str) -> bool:
 )
 @access_log_option(True)
 @tenant_labels_option
+@webhook_allow_option
 def api(
     db_url: str,
     host: str,
@@ -56,8 +58,10 @@ def api(
     no_auth: bool,
     access_log: bool,
     metrics_tenant_labels: bool,
+    webhook_allow: tuple[str, ...],
 ) -> None:
     """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
+    egress = EgressPolicy.from_env(*webhook_allow)
     if no_auth and not is_loopback(host):
         raise click.UsageError(
             f"--no-auth is refused on {host}: anyone who reaches it would be a system admin;"
@@ -79,7 +83,9 @@ def api(
             await store.migrate()
             # log_config=None: uvicorn logs through the process's handler (cronwheel.logs)
             config = uvicorn.Config(
-                create_app(store, auth=auth, metrics_tenant_labels=metrics_tenant_labels),
+                create_app(
+                    store, auth=auth, metrics_tenant_labels=metrics_tenant_labels, egress=egress
+                ),
                 host=host,
                 port=port,
                 log_config=None,

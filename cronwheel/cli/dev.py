@@ -11,10 +11,11 @@ from typing import Any
 
 import click
 
+from cronwheel.actions.egress import LOOPBACK, EgressPolicy
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.server import ApiService
 from cronwheel.attempt_log import ATTEMPTS_LOGGER
-from cronwheel.cli._common import db_option, run_async, secret, start_tracing
+from cronwheel.cli._common import db_option, run_async, secret, start_tracing, webhook_allow_option
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
 from cronwheel.cli.api import is_loopback
@@ -101,6 +102,7 @@ def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
 @access_log_option(False)
 @duration_option
 @tenant_labels_option
+@webhook_allow_option
 def dev(
     db_url: str,
     app: str | None,
@@ -113,6 +115,7 @@ def dev(
     access_log: bool,
     duration: float | None,
     metrics_tenant_labels: bool,
+    webhook_allow: tuple[str, ...],
 ) -> None:
     """Everything in one process on one store file: API, scheduler, worker, maintenance."""
     if not is_loopback(host) and admin_token is None:
@@ -123,7 +126,13 @@ def dev(
     registry = demo_handlers() if demo else registry_of(app)
     if demo and app is not None:
         registry.include(registry_of(app))
-    config = WorkerConfig(pools=pools_of(pools, registry, concurrency))
+    # On loopback, dev is one person's machine: webhooks may reach it (the demo's echo
+    # server listens there). Listening wider, it is as strict as a cluster.
+    local = LOOPBACK if is_loopback(host) else ()
+    config = WorkerConfig(
+        pools=pools_of(pools, registry, concurrency), webhook_allow=(*local, *webhook_allow)
+    )
+    egress = EgressPolicy.from_env(*config.webhook_allow)
     webhook_secret()
     start_tracing()
 
@@ -162,6 +171,7 @@ def dev(
                 sock=sock,
                 access_log=access_log,
                 metrics_tenant_labels=metrics_tenant_labels,
+                egress=egress,
             ),
             Scheduler(store),
             worker,
@@ -171,6 +181,8 @@ def dev(
         note = "no authentication: loopback only" if auth.disabled else "token required"
         output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")
         output.line(f"dashboard at http://{host}:{bound}/ui/")
+        if egress.allows_loopback:
+            output.line("webhooks may reach this machine (loopback): fine for dev, not a cluster")
         with echo_server() as echo_url:
             if demo:
                 created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import click
 
 from cronwheel.actions.handler import HandlerRegistry
-from cronwheel.cli._common import db_option, run_async, start_tracing
+from cronwheel.cli._common import db_option, run_async, start_tracing, webhook_allow_option
 from cronwheel.cli._logs import log_options
 from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options
 from cronwheel.maintenance import Maintenance
@@ -108,6 +108,7 @@ duration_option = click.option(
 )
 @duration_option
 @metrics_port_options
+@webhook_allow_option
 def worker(
     db_url: str,
     app: str | None,
@@ -118,6 +119,7 @@ def worker(
     duration: float | None,
     metrics_port: int | None,
     metrics_host: str,
+    webhook_allow: tuple[str, ...],
 ) -> None:
     """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
     registry = registry_of(app)
@@ -126,6 +128,7 @@ def worker(
         lease_seconds=lease_seconds,
         heartbeat_seconds=min(5.0, lease_seconds / 3),
         grace_seconds=grace_seconds,
+        webhook_allow=webhook_allow,
     )
 
     webhook_secret()
@@ -138,6 +141,7 @@ def worker(
             w = Worker(store, config, handlers=registry)
             shown = mask_url(db_url)
             log.info("worker %s serving %s on %s", w.id, dict(config.pools), shown)
+            log.info("webhooks may reach public addresses and %s", w.egress.describe())
             tune_process()
             with metrics_endpoint(metrics_port, metrics_host):
                 # The notifier delivers the outbox the worker's completions write: every

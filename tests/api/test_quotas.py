@@ -69,3 +69,17 @@ async def test_store_down_is_503(
     response = await client.get("/v1/jobs")
     problem(response, 503)
     assert response.headers["retry-after"] == "1"
+
+
+async def test_trigger_and_replay_count_against_the_create_rate(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    # Issue 17, defect 6: trigger created runs past max_creates_per_second. At 0.01 per
+    # second, the job's own creation spends the budget for the next 100 s.
+    token = await writer_of(app, client, "trickle", max_creates_per_second=0.01)
+    async with connect(app, token) as writer:
+        job = (await writer.post("/v1/jobs", json=spec())).json()
+        problem(await writer.post(f"/v1/jobs/{job['id']}/trigger"), 429)
+        assert (await writer.get(f"/v1/jobs/{job['id']}/runs")).json()["items"] == []
+        problem(await writer.post("/v1/runs/1/replay"), 429)
+        problem(await writer.post("/v1/dead-letter/replay", json={"run_ids": [1, 2]}), 429)

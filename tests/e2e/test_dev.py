@@ -44,6 +44,8 @@ async def test_dev_demo_serves_the_api_and_shows_runs_succeeding_and_one_dead_le
     out = log.read_text()
     assert "without authentication" in out or "no authentication" in out
     assert "demo: 4 example jobs created" in out
+    # Its webhook target is on this machine: dev on loopback allows it, and says so.
+    assert "webhooks may reach this machine (loopback)" in out
     for line in (
         "demo-once attempt 1/3 succeeded",
         "demo-every-5s attempt 1/3 succeeded",

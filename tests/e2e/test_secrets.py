@@ -95,6 +95,8 @@ def test_no_secret_in_any_log_line_error_or_answer(
         "CRONWHEEL_DB": secret_db,
         "CRONWHEEL_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "CRONWHEEL_LOG_FORMAT": log_format,
+        # The webhook targets listen on this machine: the API and worker must allow it.
+        "CRONWHEEL_WEBHOOK_ALLOW": "127.0.0.1",
     }
     logs = [tmp_path / f"{name}.log" for name in ("migrate", "api", "scheduler", "worker")]
     migrated = subprocess.run(

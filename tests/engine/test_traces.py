@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from cronwheel import tracing
 from cronwheel.actions.context import RunContext
+from cronwheel.actions.egress import LOOPBACK, EgressPolicy
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.sdk import AsyncClient
 from cronwheel.service import JobService
@@ -52,7 +53,10 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 def api(store: Store) -> httpx.AsyncClient:
-    app = create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    # The webhook targets listen on 127.0.0.1: allowed, as an operator would.
+    app = create_app(
+        store, auth=AuthConfig(admin_token=ADMIN_TOKEN), egress=EgressPolicy().also(*LOOPBACK)
+    )
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app),
         base_url="http://test",
@@ -99,7 +103,9 @@ def traceparent_of(span: ReadableSpan) -> str:
 
 
 def a_worker(store: Store, handlers: dict[str, Any] | None = None) -> Worker:
-    worker = Worker(store, WorkerConfig(pools={"default": 2}), webhook_secret=b"s" * 32)
+    worker = Worker(
+        store, WorkerConfig(pools={"default": 2}, webhook_allow=LOOPBACK), webhook_secret=b"s" * 32
+    )
     for name, fn in (handlers or {}).items():
         worker.handler(name)(fn)
     return worker
@@ -401,7 +407,10 @@ async def test_the_sdk_sends_the_callers_span_to_the_api(
 ) -> None:
     provider = tracing._configured
     assert provider is not None
-    app = create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    # The webhook targets listen on 127.0.0.1: allowed, as an operator would.
+    app = create_app(
+        store, auth=AuthConfig(admin_token=ADMIN_TOKEN), egress=EgressPolicy().also(*LOOPBACK)
+    )
     transport = httpx.ASGITransport(app=app)
     async with AsyncClient("http://test", ADMIN_TOKEN, transport=transport) as client:
         with provider.get_tracer("user").start_as_current_span("deploy") as user:

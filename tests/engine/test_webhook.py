@@ -7,6 +7,7 @@ import json
 import random
 
 from cronwheel.actions import verify
+from cronwheel.actions.signing import tenant_key
 from cronwheel.model import REASON_PERMANENT, AttemptOutcome, RetryPolicy, RunState
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker
@@ -15,6 +16,8 @@ from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import webhook_target
 
 SECRET = b"s3cret"
+KEY = tenant_key(SECRET, "default")
+"""What the default tenant's receivers verify with."""
 
 
 async def test_the_target_gets_the_documented_headers_and_a_valid_signature(store: Store) -> None:
@@ -38,11 +41,14 @@ async def test_the_target_gets_the_documented_headers_and_a_valid_signature(stor
         headers["Cronwheel-Attempt"],
         headers["Cronwheel-Fence"],
     ) == (str(run.id), "1", "1")
-    assert headers["Cronwheel-Job-Id"] == job.id
-    assert verify(SECRET, headers, request.body)
+    assert (headers["Cronwheel-Job-Id"], headers["Cronwheel-Tenant-Id"]) == (job.id, "default")
+    assert verify(KEY, headers, request.body)
+    assert verify({"default": KEY}.get, headers, request.body)
+    assert not verify(SECRET, headers, request.body)  # the operator's secret is not the key
     assert not verify(b"wrong", headers, request.body)
-    assert not verify(SECRET, headers, request.body + b"tampered")
-    assert not verify(SECRET, {**headers, "Cronwheel-Fence": "2"}, request.body)
+    assert not verify(KEY, headers, request.body + b"tampered")
+    for name in ("Cronwheel-Fence", "Cronwheel-Job-Id", "Cronwheel-Tenant-Id"):
+        assert not verify(KEY, {**headers, name: "2"}, request.body), name
     assert b'"report": "daily"' in request.body
 
 
@@ -161,7 +167,7 @@ async def test_a_jobs_own_content_type_and_user_agent_win(store: Store) -> None:
     assert _named(request.headers, "Content-Type") == ["text/csv"]
     assert _named(request.headers, "User-Agent") == ["billing-bot/2"]
     assert request.body == b"a,b\n1,2\n"
-    assert verify(SECRET, request.headers, request.body)
+    assert verify(KEY, request.headers, request.body)
 
 
 async def test_a_huge_retry_after_waits_max_delay_and_jams_nothing(store: Store) -> None:

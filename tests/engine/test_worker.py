@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cronwheel.actions import PermanentError, RunContext
+from cronwheel.actions.egress import LOOPBACK
 from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
@@ -36,6 +37,7 @@ FAST = WorkerConfig(
     prefetch_seconds=0.5,
     poll_seconds=0.05,
     grace_seconds=0.5,
+    webhook_allow=LOOPBACK,  # the webhook targets of these tests listen on 127.0.0.1
 )
 
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from cronwheel import tracing
+from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api.auth import Principal, Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
@@ -29,6 +30,7 @@ from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unpr
 from cronwheel.api.schemas import BackfillOut, JobItems, JobOut, Page, RunIdsOut, RunOut, dump
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import InvalidInput, NotFound
+from cronwheel.jobspec import WebhookSpec
 from cronwheel.model import (
     Job,
     JobOrder,
@@ -66,9 +68,12 @@ def job_response(body: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _plannable(specs: list[JobSpec], tenant_id: str, now: datetime, *, batch: bool) -> None:
-    """Check what only planning reveals (a one-time job in the past) and names repeated
-    in one batch, item by item, before the quota is charged or the store is reached."""
+def _plannable(
+    specs: list[JobSpec], tenant_id: str, now: datetime, *, batch: bool, egress: EgressPolicy
+) -> None:
+    """Check what only planning reveals (a one-time job in the past), webhook targets the
+    egress policy refuses and names repeated in one batch, item by item, before the
+    quota is charged or the store is reached."""
     errors: list[FieldError] = []
     first_with: dict[str, int] = {}
     for i, spec in enumerate(specs):
@@ -79,6 +84,10 @@ def _plannable(specs: list[JobSpec], tenant_id: str, now: datetime, *, batch: bo
             errors.append(FieldError(*refine(exc.field, exc.reason), index=index))
         except ArithmeticError:  # an occurrence past year 9999, an interval of 1 ns…
             errors.append(FieldError("schedule", "its occurrences are out of range", index))
+        if isinstance(spec.action, WebhookSpec):
+            why = egress.url_refusal(spec.action.url)
+            if why is not None:
+                errors.append(FieldError("action.url", why, index))
         if spec.name in first_with:
             reason = f"is also the name of item {first_with[spec.name]} of this batch"
             errors.append(FieldError("name", reason, index))
@@ -107,7 +116,7 @@ async def _create(
     """Check, admit under the quotas, create: the created jobs as JSON bodies."""
     state = api_state(request)
     tenant = principal.tenant_id
-    _plannable(specs, tenant, state.clock.now(), batch=batch)
+    _plannable(specs, tenant, state.clock.now(), batch=batch, egress=state.egress)
     await state.quotas.admit(tenant, len(specs))
     with tracing.creating_jobs(request.headers, tenant, len(specs)) as traceparent:
         jobs = await state.service(principal).create_many(
@@ -320,11 +329,14 @@ async def resume_job(
 async def trigger_job(
     job_id: JobId, request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
 ) -> JSONResponse:
-    """A manual run besides the schedule."""
+    """A manual run besides the schedule; it counts against the tenant's
+    ``max_creates_per_second`` (429 above it)."""
     state = api_state(request)
     idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
     replay = await idempotency.replay()
     if replay is None:
+        # A triggered run is a created run: it counts against max_creates_per_second.
+        await state.quotas.admit_runs(principal.tenant_id, 1)
         service = state.service(principal)
         run = await service.trigger(checked_job_id(job_id), tenant_id=principal.tenant_id)
         replay = await idempotency.remember(201, await run_body(state, run))

@@ -60,8 +60,11 @@ async def cancel_run(run_id: RunId, request: Request, principal: Writer) -> Any:
     summary="Replay a dead run",
 )
 async def replay_run(run_id: RunId, request: Request, principal: Writer) -> Any:
-    """Back to pending with a fresh retry budget: same run, same idempotency key."""
-    service = api_state(request).service(principal)
+    """Back to pending with a fresh retry budget: same run, same idempotency key. Counts
+    against the tenant's ``max_creates_per_second`` (429 above it)."""
+    state = api_state(request)
+    await state.quotas.admit_runs(principal.tenant_id, 1)
+    service = state.service(principal)
     replayed = await service.replay([run_id], tenant_id=principal.tenant_id)
     run = await service.run(run_id, tenant_id=principal.tenant_id)
     if not replayed:
@@ -105,7 +108,8 @@ async def dead_letter(
 )
 async def replay_dead(body: DeadReplayIn, request: Request, principal: Writer) -> Any:
     """By id (``run_ids``), or every dead run of one job (``job_id`` with ``all: true``).
-    Runs that are not dead (or not this tenant's) are left alone and not listed."""
+    Runs that are not dead (or not this tenant's) are left alone and not listed. The
+    runs asked for count against the tenant's ``max_creates_per_second`` (429 above it)."""
     service = api_state(request).service(principal)
     if body.run_ids is not None and body.job_id is None and not body.all:
         run_ids = body.run_ids
@@ -113,6 +117,7 @@ async def replay_dead(body: DeadReplayIn, request: Request, principal: Writer) -
         run_ids = await _dead_of_job(principal, request, checked_job_id(body.job_id))
     else:
         raise invalid("run_ids", 'give either "run_ids", or "job_id" with "all": true')
+    await api_state(request).quotas.admit_runs(principal.tenant_id, len(run_ids))
     return {"replayed": await service.replay(run_ids, tenant_id=principal.tenant_id)}
 
 

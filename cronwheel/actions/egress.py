@@ -1,0 +1,303 @@
+"""Where webhooks may go: the egress policy (docs/security.md).
+
+Tenants are hostile: a webhook URL is a request the worker makes from inside the
+operator's network. By default a webhook may reach only globally routable addresses:
+loopback, link-local (cloud metadata at 169.254.169.254), private, shared (CGNAT),
+unique-local, multicast, unspecified and reserved addresses are refused, in every
+spelling (``2130706433``, ``0x7f000001``, ``[::ffff:127.0.0.1]``…). An operator opens
+exactly what they need with an allow-list of CIDRs and host names (``--webhook-allow``,
+env ``CRONWHEEL_WEBHOOK_ALLOW``).
+
+The policy is enforced twice. At creation (the HTTP API) a URL whose host is a
+forbidden literal address or a name that is internal by definition (``localhost``,
+``*.internal``…) is refused with a 422 naming ``action.url``; no DNS is done there.
+At connection time, in the worker, the host name is resolved, every address it
+resolves to is checked, and the connection goes to the address that was checked (no
+second resolution a DNS rebinding could change); TLS still verifies the URL's host
+name. Redirects are never followed (``follow_redirects=False``): a 3xx is a permanent
+failure of the attempt, so no hop can lead elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import re
+import socket
+import ssl
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpcore
+
+from cronwheel.errors import CronwheelError
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+ALLOW_ENV = "CRONWHEEL_WEBHOOK_ALLOW"
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+"""What ``cronwheel dev`` (and a test) allows so that webhooks reach this machine."""
+
+REFUSED = "connection refused: the address is not allowed for webhooks"
+"""What a tenant is told of a refused target: no port, no address, no scanning detail."""
+
+# Names that are internal by definition, whatever they resolve to: refused at creation
+# without a DNS lookup (the worker's check after resolution catches every other name).
+_INTERNAL_NAMES = frozenset({"localhost", "metadata.google.internal", "metadata.goog"})
+_INTERNAL_SUFFIXES = (".localhost", ".internal", ".local", ".home.arpa")
+# An IPv4 address in one of the spellings inet_aton accepts (2130706433, 0x7f000001,
+# 0177.1, 127.1): resolvers take them, so the policy must read them as addresses.
+_NUMERIC_HOST = re.compile(r"^[0-9a-fA-FxX.]+$")
+
+
+class EgressRefused(CronwheelError):
+    """A webhook's target is not allowed by the worker's egress policy. Not an httpcore
+    error on purpose: httpx lets it through unchanged, so the worker can tell a refusal
+    (permanent) from a network failure (retried)."""
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """``host`` as an IP address if it is one in any spelling a resolver accepts
+    (``[::1]``, ``::ffff:127.0.0.1``, ``2130706433``, ``0x7f.1``), else None."""
+    host = host.strip("[]").rstrip(".")
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        pass
+    if not _NUMERIC_HOST.match(host) or not any(c.isdigit() for c in host):
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries and may be routed to (mapped, 6to4, Teredo,
+    NAT64's well-known prefix)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def is_forbidden(ip: IPAddress) -> bool:
+    """Whether ``ip`` is not a globally routable unicast address (loopback, link-local,
+    private, shared, unique-local, multicast, unspecified, reserved…), by default
+    refused for webhooks. An IPv6 address carrying an IPv4 one is judged by both."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = _embedded_ipv4(ip)
+        if inner is not None and is_forbidden(inner):
+            return True
+    return ip.is_multicast or not ip.is_global
+
+
+def _normal_name(host: str) -> str:
+    return host.strip("[]").rstrip(".").lower()
+
+
+@dataclass(frozen=True, slots=True)
+class EgressPolicy:
+    """Which webhook targets are allowed beyond the public internet: ``networks`` (CIDRs)
+    and ``hosts`` (exact names, lower case). The default allows nothing internal."""
+
+    networks: tuple[IPNetwork, ...] = ()
+    hosts: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> EgressPolicy:
+        """A policy from allow-list entries: each a CIDR (``10.1.0.0/16``), an address
+        (``10.1.2.3``) or a host name (``billing.svc``); commas also separate entries.
+        ValueError naming the entry that is neither."""
+        networks: list[IPNetwork] = []
+        hosts: set[str] = set()
+        for raw in entries:
+            for entry in (e.strip() for e in raw.split(",")):
+                if not entry:
+                    continue
+                try:
+                    networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+                    continue
+                except ValueError:
+                    pass
+                name = _normal_name(entry)
+                if "/" in name or not re.fullmatch(r"[a-z0-9_.-]+", name):
+                    raise ValueError(
+                        f"{entry!r} is neither a CIDR (10.0.0.0/8), an address nor a host name"
+                    )
+                hosts.add(name)
+        return cls(tuple(networks), frozenset(hosts))
+
+    @classmethod
+    def from_env(cls, *entries: str) -> EgressPolicy:
+        """``entries`` plus those of env ``CRONWHEEL_WEBHOOK_ALLOW`` (comma-separated)."""
+        return cls.parse([*entries, os.environ.get(ALLOW_ENV, "")])
+
+    def also(self, *entries: str) -> EgressPolicy:
+        """This policy with more entries allowed (e.g. :data:`LOOPBACK`)."""
+        more = EgressPolicy.parse(entries)
+        return EgressPolicy(self.networks + more.networks, self.hosts | more.hosts)
+
+    @property
+    def allows_loopback(self) -> bool:
+        return self.address_allowed(ipaddress.IPv4Address("127.0.0.1"))
+
+    def describe(self) -> str:
+        """The allow-list as an operator wrote it, for a startup log line."""
+        items = [str(n) for n in self.networks] + sorted(self.hosts)
+        return ", ".join(items) if items else "nothing internal"
+
+    def address_allowed(self, ip: IPAddress) -> bool:
+        """Whether a connection to ``ip`` is allowed."""
+        candidates: list[IPAddress] = [ip]
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            candidates.append(ip.ipv4_mapped)
+        for candidate in candidates:
+            if any(candidate in network for network in self.networks):
+                return True
+        return not is_forbidden(ip)
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether ``host`` is allowed by name (then its addresses are not checked)."""
+        return _normal_name(host) in self.hosts
+
+    def url_refusal(self, url: str) -> str | None:
+        """Why a webhook URL is refused at creation, or None. Only what needs no DNS: a
+        literal forbidden address, or a name internal by definition (the worker checks
+        every other name after resolving it)."""
+        host = urlsplit(url).hostname
+        if host is None:
+            return None
+        if self.host_allowed(host):
+            return None
+        ip = literal_address(host)
+        if ip is not None:
+            if self.address_allowed(ip):
+                return None
+            return (
+                f"{host} is an internal address, not allowed for webhooks"
+                " (an operator can allow it with --webhook-allow; docs/security.md)"
+            )
+        name = _normal_name(host)
+        if name in _INTERNAL_NAMES or name.endswith(_INTERNAL_SUFFIXES):
+            if self.allows_loopback and (name == "localhost" or name.endswith(".localhost")):
+                return None
+            return (
+                f"{host} is an internal host name, not allowed for webhooks"
+                " (an operator can allow it with --webhook-allow; docs/security.md)"
+            )
+        return None
+
+
+class CheckedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend with the policy between resolution and connection:
+    the host is resolved here, every address is checked, and the socket connects to a
+    checked address. TLS is started by httpcore afterwards with the URL's own host name
+    (SNI and certificate checks are unchanged), and the Host header is the URL's."""
+
+    def __init__(
+        self, policy: EgressPolicy, inner: httpcore.AsyncNetworkBackend | None = None
+    ) -> None:
+        self.policy = policy
+        self.inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        if self.policy.host_allowed(host):
+            return await self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        addresses = await self._resolve(host, port, timeout)
+        # Refused if any address is: a name with one public and one internal address
+        # could otherwise be steered to the internal one.
+        if not addresses or not all(self.policy.address_allowed(ip) for ip in addresses):
+            raise EgressRefused(REFUSED)
+        error: Exception | None = None
+        for ip in addresses:
+            try:
+                return await self.inner.connect_tcp(
+                    str(ip), port, timeout, local_address, socket_options
+                )
+            except httpcore.ConnectError as exc:
+                error = exc
+        assert error is not None
+        raise error
+
+    async def _resolve(self, host: str, port: int, timeout: float | None) -> list[IPAddress]:
+        literal = literal_address(host)
+        if literal is not None:
+            return [literal]
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await asyncio.wait_for(
+                loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout
+            )
+        except TimeoutError:
+            raise httpcore.ConnectTimeout("name resolution timed out") from None
+        except OSError:
+            raise httpcore.ConnectError("the host name did not resolve") from None
+        found: list[IPAddress] = []
+        for info in infos:
+            ip = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+            if ip not in found:
+                found.append(ip)
+        return found
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise EgressRefused(REFUSED)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def checked_transport(policy: EgressPolicy, **limits: Any) -> Any:
+    """An httpx transport whose connections pass the policy (see CheckedBackend).
+
+    httpx does not take a network backend as an argument, so the transport's connection
+    pool is replaced by one built the same way with ours; the worker's tests of names
+    resolving to loopback fail if this ever stops being the pool httpx uses."""
+    import httpx
+
+    transport = httpx.AsyncHTTPTransport(**limits)
+    pool_limits: httpx.Limits = limits.get("limits", httpx.Limits())
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(),
+        max_connections=pool_limits.max_connections,
+        max_keepalive_connections=pool_limits.max_keepalive_connections,
+        keepalive_expiry=pool_limits.keepalive_expiry,
+        http1=True,
+        http2=False,
+        network_backend=CheckedBackend(policy),
+    )
+    return transport
+
+
+def is_tls_error(exc: BaseException) -> bool:
+    """Whether a connection failed in TLS (a certificate, a protocol mismatch)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError | ssl.CertificateError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
