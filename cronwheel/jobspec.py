@@ -109,33 +109,6 @@ class WebhookSpec(BaseModel):
     def _http_url(cls, url: str) -> str:
         return _check_http_url(url)
 
-
-def _check_http_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError("must be an absolute http:// or https:// URL")
-    return url
-
-
-class NotifyTargetSpec(BaseModel):
-    """A notification target: which events of the job's runs to POST, and where."""
-
-    model_config = _STRICT
-    on: Annotated[list[NotifyEvent], Field(min_length=1, max_length=len(NotifyEvent))]
-    url: Annotated[str, Field(max_length=2048)]
-
-    @field_validator("on")
-    @classmethod
-    def _distinct(cls, events: list[NotifyEvent]) -> list[NotifyEvent]:
-        if len(set(events)) != len(events):
-            raise ValueError("names an event twice")
-        return events
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: str) -> str:
-        return _check_http_url(url)
-
     @field_validator("headers")
     @classmethod
     def _valid_headers(cls, headers: dict[str, str]) -> dict[str, str]:
@@ -172,6 +145,33 @@ class NotifyTargetSpec(BaseModel):
                 {"size": size, "limit": MAX_PAYLOAD_BYTES},
             )
         return body
+
+
+def _check_http_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an absolute http:// or https:// URL")
+    return url
+
+
+class NotifyTargetSpec(BaseModel):
+    """A notification target: which events of the job's runs to POST, and where."""
+
+    model_config = _STRICT
+    on: Annotated[list[NotifyEvent], Field(min_length=1, max_length=len(NotifyEvent))]
+    url: Annotated[str, Field(max_length=2048)]
+
+    @field_validator("on")
+    @classmethod
+    def _distinct(cls, events: list[NotifyEvent]) -> list[NotifyEvent]:
+        if len(set(events)) != len(events):
+            raise ValueError("names an event twice")
+        return events
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        return _check_http_url(url)
 
 
 class HandlerSpec(BaseModel):

@@ -6,6 +6,8 @@ the due rows in batches under a lease, POSTs each one's envelope to its target, 
 like a webhook action, and records the outcome in one write per batch: delivered, due
 again after an exponential backoff, or, after ``max_tries``, dead (the notifications'
 own dead letter: ``GET /v1/notifications?state=dead``, ``POST /v1/notifications/replay``).
+Targets are subject to the workers' egress policy (cronwheel.actions.egress:
+``--webhook-allow``): a refused one is dead at once, as it would be refused again.
 A notifier that dies holding rows leaves them due again when their lease ends; many
 notifiers may run at once (PostgreSQL: ``SKIP LOCKED``), and a row is delivered again
 only when its delivery was not recorded: receivers deduplicate on the event id
@@ -34,6 +36,7 @@ import httpx
 from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.actions import signing
+from cronwheel.actions.egress import REFUSED, EgressPolicy, EgressRefused, checked_transport
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.actions.webhook import USER_AGENT
 from cronwheel.clock import Clock, SystemClock, sync_to
@@ -78,7 +81,7 @@ class Notifier:
         config: NotifierConfig | None = None,
         clock: Clock | None = None,
         secret: bytes | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        egress: EgressPolicy | None = None,
         hooks: HandlerRegistry | None = None,
     ) -> None:
         self.store = store
@@ -87,7 +90,8 @@ class Notifier:
         self._secret = secret or os.environ.get("CRONWHEEL_WEBHOOK_SECRET", "").encode()
         if not self._secret:
             self._secret = os.urandom(32)  # the worker warns about it; signatures then fail
-        self._transport = transport
+        self.egress = egress or EgressPolicy.from_env()
+        self._keys: dict[str, bytes] = {}
         self._hooks: dict[NotifyEvent, list[Hook]] = {e: [] for e in NotifyEvent}
         for events, fn in hooks.notification_hooks if hooks is not None else ():
             self.on(*events)(fn)
@@ -127,11 +131,13 @@ class Notifier:
                     await sleep_or_stop(stop, self.config.interval_seconds)
 
     def _client(self) -> httpx.AsyncClient:
+        # The workers' egress policy, checked on the address connected to; no redirect
+        # is followed and no proxy taken from the environment (as for webhook actions).
+        limits = httpx.Limits(max_connections=self.config.batch, max_keepalive_connections=50)
         return httpx.AsyncClient(
             timeout=self.config.timeout_seconds,
-            transport=self._transport,
+            transport=checked_transport(self.egress, limits=limits),
             follow_redirects=False,
-            trust_env=False,
         )
 
     async def run_once(self, client: httpx.AsyncClient | None = None) -> int:
@@ -160,7 +166,7 @@ class Notifier:
                 results.append(NotificationResult(n.id, n.tries, delivered=True))
                 continue
             retry_at = None
-            if n.tries < self.config.max_tries:
+            if n.tries < self.config.max_tries and not error.endswith(REFUSED):
                 retry_at = self.clock.now() + timedelta(seconds=self.retry_delay(n.tries))
             else:
                 log.warning(
@@ -181,6 +187,8 @@ class Notifier:
         shown = mask_url(n.url)  # the error is stored and listed: never a URL's password
         try:
             response = await client.post(n.url, content=body, headers=self._headers(n, body))
+        except EgressRefused:
+            return f"POST {shown}: {REFUSED}"
         except httpx.HTTPError as exc:
             error = f"POST {shown} failed: {type(exc).__name__}: {exc}"
             return redact(error, [p for p in [url_password(n.url)] if p])[:MAX_ERROR]
@@ -191,14 +199,15 @@ class Notifier:
         return None
 
     def _headers(self, n: Notification, body: bytes) -> dict[str, str]:
-        # Signed as a webhook action's request is (cronwheel.actions.signing.verify
-        # checks both): the event id stands for the idempotency key, and a notification
-        # has no fence (0).
+        # Signed as a webhook action's request is, with the tenant's key
+        # (cronwheel.actions.signing.verify checks both): the event id stands for the
+        # idempotency key, and a notification has no fence (0).
         return {
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
             EVENT_ID_HEADER: n.event_id,
             EVENT_HEADER: n.event.value,
+            signing.TENANT_ID_HEADER: n.tenant_id,
             signing.IDEMPOTENCY_HEADER: n.event_id,
             signing.RUN_ID_HEADER: str(n.run_id),
             signing.JOB_ID_HEADER: n.job_id,
@@ -210,8 +219,13 @@ class Notifier:
 
     def _sign(self, n: Notification, body: bytes) -> str:
         """The one place notifications are signed."""
+        key = self._keys.get(n.tenant_id)
+        if key is None:
+            key = self._keys[n.tenant_id] = signing.tenant_key(self._secret, n.tenant_id)
         return signing.sign(
-            self._secret,
+            key,
+            tenant_id=n.tenant_id,
+            job_id=n.job_id,
             run_id=n.run_id,
             attempt=n.attempt,
             fence=0,

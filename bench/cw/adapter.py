@@ -19,6 +19,7 @@ from importlib.metadata import version
 from typing import Any
 
 import cronwheel
+from cronwheel.actions.egress import ALLOW_ENV, LOOPBACK
 from cronwheel.scheduler import Scheduler
 
 from lib import adapter, flows
@@ -33,6 +34,8 @@ NOTIFY = os.environ.get("CWBENCH_NOTIFY") == "1"
 """W1 with a notification on every run: the queue job names a target for ``succeeded``
 (a sink on loopback in this process), so each completion writes an outbox row and the
 worker process's notifier delivers it."""
+if NOTIFY:  # the sink listens on loopback: the processes this adapter starts may reach it
+    os.environ[ALLOW_ENV] = ",".join(LOOPBACK)
 
 
 class _Sink(BaseHTTPRequestHandler):
@@ -140,6 +143,7 @@ class Cronwheel:
             outbox = self.runner.run(self.cw.store.list_notifications("default", limit=10**7))
             settings["outbox_rows"] = len(outbox)
             settings["notifications_delivered"] = sum(n.state == "delivered" for n in outbox)
+            settings["notifications_dead"] = sum(n.state == "dead" for n in outbox)
             settings["notifications_received"] = _Sink.received
         return flows.System(self.enqueue, self.processes, self.args.workdir, settings=settings)
 

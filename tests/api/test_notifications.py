@@ -43,6 +43,9 @@ async def test_bad_targets_are_422_naming_the_field(client: httpx.AsyncClient) -
         ("notify.0.url", [{"on": ["dead"], "url": "ftp://example.com"}]),
         ("notify.0.url", [{"on": ["dead"]}]),
         ("notify", [TARGET] * 6),
+        # The workers' egress policy, as for webhook actions: no internal address.
+        ("notify.1.url", [TARGET, {"on": ["dead"], "url": "http://127.0.0.1:8080/x"}]),
+        ("notify.0.url", [{"on": ["dead"], "url": "http://metadata.google.internal/"}]),
     ]
     for field, notify in bad:
         problem(await client.post("/v1/jobs", json=spec(notify=notify)), 422, field)

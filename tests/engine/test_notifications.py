@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from cronwheel.actions import RunContext, verify
+from cronwheel.actions.egress import LOOPBACK, REFUSED, EgressPolicy
+from cronwheel.actions.signing import tenant_key
 from cronwheel.model import NotificationState, NotifyEvent, RetryPolicy, RunState
 from cronwheel.notifier import Notifier, NotifierConfig
 from cronwheel.store.base import Store
@@ -28,6 +30,7 @@ QUICK = NotifierConfig(
 )
 EVERY = ["succeeded", "failed", "dead", "skipped"]
 RETRY = RetryPolicy(max_attempts=2, initial_delay=0.05, max_delay=0.05)
+LOCAL = EgressPolicy.parse(LOOPBACK)  # the targets listen on this machine
 
 
 @contextlib.asynccontextmanager
@@ -96,7 +99,9 @@ def _received_ids(target: Target) -> list[str]:
     that its header and body agree."""
     ids = []
     for request in target.received:
-        assert verify(SECRET, request.headers, request.body)
+        # Signed with the tenant's key, as webhook actions are.
+        assert verify(tenant_key(SECRET, "default"), request.headers, request.body)
+        assert not verify(tenant_key(SECRET, "other"), request.headers, request.body)
         body = json.loads(request.body)
         assert body["id"] == request.headers["Cronwheel-Event-Id"]
         assert body["type"] == request.headers["Cronwheel-Event"]
@@ -116,7 +121,7 @@ async def test_a_target_that_answers_503_gets_every_event_once_back(store: Store
     with webhook_target() as target:
         target.answers["/events"] = [(503, {})]  # down: repeats until told otherwise
         runs = await _jobs(store, f"{target.url}/events")
-        notifier = Notifier(store, config=QUICK, secret=SECRET)
+        notifier = Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL)
         hooked: list[str] = []
 
         @notifier.on()
@@ -151,7 +156,7 @@ async def test_a_target_that_refuses_connections_gets_every_event_once_up(store:
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/events"
     runs = await _jobs(store, url)
-    notifier = Notifier(store, config=QUICK, secret=SECRET)
+    notifier = Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL)
     async with running(_worker(store)), notifying(notifier):
         await eventually(lambda: _all_finished(store, runs))
 
@@ -180,7 +185,7 @@ async def test_a_notification_that_keeps_failing_is_dead_and_can_be_replayed(
         notify = ({"on": ["succeeded"], "url": f"{target.url}/events"},)
         job, _ = await job_with_run(store, action={"type": "handler", "name": "ok"}, notify=notify)
         config = NotifierConfig(interval_seconds=0.05, initial_delay=0.01, max_tries=3)
-        notifier = Notifier(store, config=config, secret=SECRET)
+        notifier = Notifier(store, config=config, secret=SECRET, egress=LOCAL)
         async with running(_worker(store)), notifying(notifier):
 
             async def dead() -> list[int]:
@@ -210,7 +215,7 @@ async def test_a_workers_hooks_run_in_its_processs_notifier(store: Store) -> Non
     worker.on_notification("dead")(dead.append)
     with webhook_target() as target:
         runs = await _jobs(store, f"{target.url}/events")
-        notifier = Notifier(store, config=QUICK, secret=SECRET, hooks=worker.handlers)
+        notifier = Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL, hooks=worker.handlers)
         async with running(worker), notifying(notifier):
             await eventually(lambda: _all_finished(store, runs))
             await eventually(lambda: _delivered(store, 6))
@@ -223,6 +228,21 @@ async def test_a_workers_hooks_run_in_its_processs_notifier(store: Store) -> Non
 async def _delivered(store: Store, count: int) -> bool:
     outbox = await store.list_notifications("default", state=NotificationState.DELIVERED)
     return len(outbox) == count
+
+
+async def test_a_target_the_egress_policy_refuses_is_dead_at_once(store: Store) -> None:
+    with webhook_target() as target:
+        notify = ({"on": ["succeeded"], "url": f"{target.url}/events"},)
+        await job_with_run(store, action={"type": "handler", "name": "ok"}, notify=notify)
+        notifier = Notifier(store, config=QUICK, secret=SECRET)  # public addresses only
+        async with running(_worker(store)), notifying(notifier):
+
+            async def dead() -> list[object]:
+                return await store.list_notifications("default", state=NotificationState.DEAD)
+
+            [n] = await eventually(dead)
+        assert target.received == []
+    assert n.tries == 1 and REFUSED in (n.last_error or "")  # type: ignore[attr-defined]
 
 
 def test_the_backoff_doubles_and_is_bounded() -> None:
