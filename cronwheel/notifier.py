@@ -29,22 +29,24 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
+from cronwheel._version import installed_version
 from cronwheel.actions import signing
-from cronwheel.actions.egress import REFUSED, EgressPolicy, EgressRefused, checked_transport
+from cronwheel.actions.egress import REFUSED, EgressPolicy, EgressRefused
 from cronwheel.actions.handler import HandlerRegistry
-from cronwheel.actions.webhook import USER_AGENT
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import JSON, Notification, NotifyEvent
 from cronwheel.redact import mask_url, redact, url_password
 from cronwheel.store.base import NotificationResult, Store
 
+if TYPE_CHECKING:
+    import httpx
+
 log = logging.getLogger("cronwheel.notifier")
+USER_AGENT = f"cronwheel/{installed_version()}"  # as webhook actions say
 
 EVENT_ID_HEADER = "Cronwheel-Event-Id"
 EVENT_HEADER = "Cronwheel-Event"
@@ -92,6 +94,9 @@ class Notifier:
             self._secret = os.urandom(32)  # the worker warns about it; signatures then fail
         self.egress = egress or EgressPolicy.from_env()
         self._keys: dict[str, bytes] = {}
+        self._shared: httpx.AsyncClient | None = None
+        """The pooled client :meth:`run` delivers over, made with the first batch."""
+        self._running = False
         self._hooks: dict[NotifyEvent, list[Hook]] = {e: [] for e in NotifyEvent}
         for events, fn in hooks.notification_hooks if hooks is not None else ():
             self.on(*events)(fn)
@@ -117,20 +122,32 @@ class Notifier:
 
     async def run(self, stop: asyncio.Event) -> None:
         outage = Outage(log, "delivering notifications")
+        self._running = True
         with contextlib.suppress(Exception):  # a failed sync keeps the clock as it is
             await sync_to(self.clock, self.store.now)
-        async with self._client() as client:
+        try:
             while not stop.is_set():
                 try:
-                    claimed = await self.run_once(client)
+                    claimed = await self.run_once(self._shared)
                 except Exception as exc:
                     await sleep_or_stop(stop, outage.failed(exc))
                     continue
                 outage.ok()
                 if claimed < self.config.batch:
                     await sleep_or_stop(stop, self.config.interval_seconds)
+        finally:
+            self._running = False
+            if self._shared is not None:
+                await self._shared.aclose()
+                self._shared = None
 
     def _client(self) -> httpx.AsyncClient:
+        # The HTTP stack is imported with the first notification, not at start: a worker
+        # whose jobs notify nobody never loads it (tests/unit/test_cli_imports.py).
+        import httpx
+
+        from cronwheel.actions.transport import checked_transport
+
         # The workers' egress policy, checked on the address connected to; no redirect
         # is followed and no proxy taken from the environment (as for webhook actions).
         limits = httpx.Limits(max_connections=self.config.batch, max_keepalive_connections=50)
@@ -142,12 +159,15 @@ class Notifier:
 
     async def run_once(self, client: httpx.AsyncClient | None = None) -> int:
         """One round: claim a batch of due notifications, deliver them, record how each
-        went. Returns how many were claimed."""
+        went. Returns how many were claimed. Within :meth:`run`, over one pooled client
+        made with the first batch; alone, over a client of its own."""
         claimed = await self.store.claim_notifications(
             now=self.clock.now(), limit=self.config.batch, lease_seconds=self.config.lease_seconds
         )
         if not claimed:
             return 0
+        if client is None and self._running:
+            client = self._shared = self._client()
         if client is None:
             async with self._client() as own:
                 results = await self._deliver_all(own, claimed)
@@ -185,6 +205,8 @@ class Notifier:
         envelope = n.envelope()
         body = json.dumps(envelope, separators=(",", ":")).encode()
         shown = mask_url(n.url)  # the error is stored and listed: never a URL's password
+        import httpx  # loaded by the client already
+
         try:
             response = await client.post(n.url, content=body, headers=self._headers(n, body))
         except EgressRefused:

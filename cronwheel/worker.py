@@ -31,7 +31,6 @@ from cronwheel._outage import Outage
 from cronwheel.actions.context import RunCancelled, RunContext
 from cronwheel.actions.egress import EgressPolicy
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
-from cronwheel.actions.webhook import WebhookAction
 from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for, fallback_completion
@@ -48,6 +47,8 @@ from cronwheel.store.base import Completion, Release, RunReport, Store
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+
+    from cronwheel.actions.webhook import WebhookAction
 
 log = logging.getLogger("cronwheel.worker")
 
@@ -138,9 +139,8 @@ class Worker:
         self.metrics = metrics or _metrics.default()
         self.egress = EgressPolicy.from_env(*self.config.webhook_allow)
         """Where this worker's webhooks may go (docs/security.md)."""
-        self.webhooks = WebhookAction(
-            secret or os.urandom(32), metrics=self.metrics, egress=self.egress
-        )
+        self._webhook_secret = secret or os.urandom(32)
+        self._webhooks: WebhookAction | None = None
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
         self._held: Counter[str] = Counter()
@@ -204,6 +204,18 @@ class Worker:
     def in_flight(self) -> int:
         return len(self._inflight)
 
+    @property
+    def webhooks(self) -> WebhookAction:
+        """The webhook sender, made with the first webhook run: a worker of Python
+        handlers never imports the HTTP stack (it starts sooner)."""
+        if self._webhooks is None:
+            from cronwheel.actions import webhook
+
+            self._webhooks = webhook.WebhookAction(
+                self._webhook_secret, metrics=self.metrics, egress=self.egress
+            )
+        return self._webhooks
+
     # -- the loops ---------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain: finish or release in-flight runs."""
@@ -235,7 +247,8 @@ class Worker:
                 self._watchdog.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await self._flush_all()
-            await self.webhooks.close()
+            if self._webhooks is not None:
+                await self._webhooks.close()
             with contextlib.suppress(Exception):  # a crash leaves a stale record: it ages out
                 await self.store.remove_worker(self.id)
             self._threads.shutdown(wait=False, cancel_futures=True)

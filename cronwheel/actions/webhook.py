@@ -28,13 +28,8 @@ from cronwheel import metrics as _metrics
 from cronwheel._version import installed_version
 from cronwheel.actions import signing
 from cronwheel.actions.context import RunContext
-from cronwheel.actions.egress import (
-    REFUSED,
-    EgressPolicy,
-    EgressRefused,
-    checked_transport,
-    is_tls_error,
-)
+from cronwheel.actions.egress import REFUSED, EgressPolicy, EgressRefused, is_tls_error
+from cronwheel.actions.transport import checked_transport
 from cronwheel.lifecycle import Outcome, OutcomeKind
 from cronwheel.redact import is_secret_header, mask_url, redact
 

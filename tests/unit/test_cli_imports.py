@@ -19,7 +19,8 @@ from cronwheel.cli import main
 if sys.argv[1]:
     assert main.get_command(click.Context(main), sys.argv[1]) is not None
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
-    ("fastapi", "starlette", "uvicorn", "jinja2", "pydantic", "cronwheel"))))
+    ("fastapi", "starlette", "uvicorn", "jinja2", "pydantic", "cronwheel", "httpx",
+     "httpcore"))))
 """
 
 
@@ -36,6 +37,8 @@ def test_the_engine_commands_import_no_web_framework(command: str) -> None:
     imported = _imported_by(command)
     assert not {m for m in imported if m.split(".")[0] in WEB}, imported
     assert not {m for m in imported if m.startswith(("cronwheel.api", "cronwheel.dashboard"))}
+    # nor the HTTP stack: a worker makes its webhook sender with its first webhook run
+    assert not {m for m in imported if m.split(".")[0] in ("httpx", "httpcore")}, imported
 
 
 @pytest.mark.parametrize(
