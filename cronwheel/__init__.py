@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cronwheel.actions import PermanentError, RunCancelled, RunContext
     from cronwheel.errors import Conflict, CronwheelError, InvalidInput, NotFound, StaleVersion
+    from cronwheel.notifier import Notifier, NotifierConfig
     from cronwheel.sdk import AsyncClient, Client
     from cronwheel.service import JobService, connect
     from cronwheel.worker import Worker, WorkerConfig
@@ -32,6 +33,8 @@ _WHERE = {
     "StaleVersion": "cronwheel.errors",
     "AsyncClient": "cronwheel.sdk",
     "Client": "cronwheel.sdk",
+    "Notifier": "cronwheel.notifier",
+    "NotifierConfig": "cronwheel.notifier",
     "JobService": "cronwheel.service",
     "connect": "cronwheel.service",
     "Worker": "cronwheel.worker",
@@ -60,6 +63,8 @@ __all__ = [
     "InvalidInput",
     "JobService",
     "NotFound",
+    "Notifier",
+    "NotifierConfig",
     "PermanentError",
     "RunCancelled",
     "RunContext",

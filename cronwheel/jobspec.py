@@ -22,12 +22,14 @@ from cronwheel.model import (
     DEFAULT_POOL,
     JSON,
     MAX_MISFIRE_LIMIT,
+    MAX_NOTIFY_TARGETS,
     Backoff,
     Delivery,
     Job,
     JobState,
     MisfireMode,
     MisfirePolicy,
+    NotifyEvent,
     Overlap,
     Priority,
     RetryPolicy,
@@ -107,10 +109,7 @@ class WebhookSpec(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError("must be an absolute http:// or https:// URL")
-        return url
+        return _check_http_url(url)
 
     @field_validator("headers")
     @classmethod
@@ -150,6 +149,33 @@ class WebhookSpec(BaseModel):
         return body
 
 
+def _check_http_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an absolute http:// or https:// URL")
+    return url
+
+
+class NotifyTargetSpec(BaseModel):
+    """A notification target: which events of the job's runs to POST, and where."""
+
+    model_config = _STRICT
+    on: Annotated[list[NotifyEvent], Field(min_length=1, max_length=len(NotifyEvent))]
+    url: Annotated[str, Field(max_length=2048)]
+
+    @field_validator("on")
+    @classmethod
+    def _distinct(cls, events: list[NotifyEvent]) -> list[NotifyEvent]:
+        if len(set(events)) != len(events):
+            raise ValueError("names an event twice")
+        return events
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        return _check_http_url(url)
+
+
 class HandlerSpec(BaseModel):
     model_config = _STRICT
     type: Literal["handler"]
@@ -173,6 +199,9 @@ class JobSpec(BaseModel):
     jitter_seconds: float = Field(0.0, ge=0, le=86_400, strict=True)
     catchup_seconds: float = Field(60.0, ge=0, le=365 * 86_400, strict=True)
     delivery: Delivery = Delivery.AT_LEAST_ONCE
+    notify: Annotated[list[NotifyTargetSpec], Field(max_length=MAX_NOTIFY_TARGETS)] = Field(
+        default_factory=list
+    )
 
     @field_validator("schedule")
     @classmethod
@@ -222,6 +251,7 @@ class JobSpec(BaseModel):
             state=state,
             next_fire_at=next_fire_at,
             last_fire_at=last_fire_at,
+            notify=tuple(t.model_dump(mode="json") for t in self.notify),
         )
 
 
@@ -280,6 +310,7 @@ _Rest = tuple[
     float,
     float,
     Delivery,
+    tuple[Mapping[str, Any], ...],
 ]
 _NOT_REST = ("name", "schedule", "payload")
 _MAX_NAME = 200  # as Name says
@@ -348,7 +379,19 @@ class _Batch:
         if payload is not None and not _small(payload):
             return None
         schedule, state, next_fire_at, last_fire_at = plan
-        action, pool, priority, retry, timeout, misfire, overlap, jitter, catchup, delivery = rest
+        (
+            action,
+            pool,
+            priority,
+            retry,
+            timeout,
+            misfire,
+            overlap,
+            jitter,
+            catchup,
+            delivery,
+            notify,
+        ) = rest
         return Job(
             id=job_id,
             tenant_id=self.tenant_id,
@@ -370,6 +413,7 @@ class _Batch:
             state=state,
             next_fire_at=next_fire_at,
             last_fire_at=last_fire_at,
+            notify=notify,
         )
 
     def _rest(self, items: _Items) -> _Rest | None:
@@ -412,6 +456,7 @@ class _Batch:
             job.jitter_seconds,
             job.catchup_seconds,
             job.delivery,
+            job.notify,
         )
         self.rests[rest_key] = (items, rest)
         plan = (job.schedule, job.state, job.next_fire_at, job.last_fire_at)
@@ -507,6 +552,7 @@ def spec_of(job: Job) -> dict[str, Any]:
         "jitter_seconds": job.jitter_seconds,
         "catchup_seconds": job.catchup_seconds,
         "delivery": job.delivery.value,
+        "notify": [dict(t) for t in job.notify],
     }
 
 

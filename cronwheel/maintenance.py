@@ -47,6 +47,8 @@ class MaintenanceResult:
     dead: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
     deleted: int = 0
+    notifications_deleted: int = 0
+    """Delivered and dead notifications forgotten, by the same retention as runs."""
 
 
 class Maintenance:
@@ -71,6 +73,9 @@ class Maintenance:
         if self.config.retention_days is not None:
             before = self.clock.now() - timedelta(days=self.config.retention_days)
             result.deleted = await self.store.delete_history(
+                before=before, limit=self.config.retention_batch
+            )
+            result.notifications_deleted = await self.store.delete_notifications(
                 before=before, limit=self.config.retention_batch
             )
         if result.retried or result.cancelled:

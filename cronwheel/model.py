@@ -93,6 +93,98 @@ _FINISHED_RUN_STATES = frozenset(
 )
 
 
+class NotifyEvent(StrEnum):
+    """What a job's notification targets may ask to hear about (``notify[].on``): one event
+    per change of a run's state, written to the outbox with that change."""
+
+    SUCCEEDED = "succeeded"
+    """The run succeeded."""
+    FAILED = "failed"
+    """An attempt failed (or its worker was lost) and a retry is scheduled."""
+    DEAD = "dead"
+    """The run is dead: attempts exhausted, a permanent error, or an at-most-once run
+    that cannot be started again."""
+    SKIPPED = "skipped"
+    """The run was recorded as skipped (misfire, overlap, a pause): it will not run."""
+
+
+class NotificationState(StrEnum):
+    """Where a notification (one event for one target) is in its delivery."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DEAD = "dead"
+    """It failed too many times: the notifications' own dead letter, replayable."""
+
+
+MAX_NOTIFY_TARGETS = 5
+"""The most notification targets a job may name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One event of a run for one of its job's notification targets (an outbox row).
+
+    ``event_id`` is the same for every target of the event and for every delivery of
+    it: the receiver deduplicates on it."""
+
+    id: int
+    tenant_id: str
+    event_id: str
+    event: NotifyEvent
+    job_id: str
+    job_name: str
+    run_id: int
+    scheduled_for: datetime
+    attempt: int
+    error: str | None
+    occurred_at: datetime
+    target: int
+    """The index of the target in the job's ``notify`` list when the event happened."""
+    url: str
+    state: NotificationState
+    tries: int
+    """Deliveries tried so far (the claim counts one): also the claim's fence."""
+    next_at: datetime
+    """When it is due (pending), or until when the notifier that claimed it holds it."""
+    last_error: str | None = None
+    finished_at: datetime | None = None
+
+    def envelope(self) -> dict[str, JSON]:
+        """The JSON body delivered to a target and given to in-process hooks."""
+        return {
+            "id": self.event_id,
+            "type": self.event.value,
+            "tenant_id": self.tenant_id,
+            "job": {"id": self.job_id, "name": self.job_name},
+            "run": {
+                "id": self.run_id,
+                "scheduled_for": self.scheduled_for.isoformat(),
+                "state": NOTIFY_RUN_STATES[self.event].value,
+                "attempt": self.attempt,
+            },
+            "error": self.error,
+            "at": self.occurred_at.isoformat(),
+        }
+
+
+NOTIFY_RUN_STATES = {
+    NotifyEvent.SUCCEEDED: RunState.SUCCEEDED,
+    NotifyEvent.FAILED: RunState.PENDING,
+    NotifyEvent.DEAD: RunState.DEAD,
+    NotifyEvent.SKIPPED: RunState.SKIPPED,
+}
+"""The state a run is in after each event (a failed attempt leaves it pending)."""
+
+MAX_NOTIFY_ERROR = 500
+"""The characters of a run's error a notification carries (an excerpt)."""
+
+
+def notify_event_id(run_id: int, event: str, attempt: int) -> str:
+    """The stable id of a run's event: the same for each target and each delivery."""
+    return f"run-{run_id}-{event}-{attempt}"
+
+
 class LastOutcome(StrEnum):
     """How a job's newest finished run ended (its :class:`LastRun`'s state), or
     ``none``: none has finished yet. What a list of jobs is filtered by."""
@@ -243,6 +335,9 @@ class Job:
     """The W3C traceparent of the request that created the job: each attempt's span links
     to it (docs/observability.md#traces). Written once at creation; not read back with
     the job."""
+    notify: tuple[Mapping[str, JSON], ...] = ()
+    """Its notification targets, each ``{"on": [events…], "url": …}`` (see
+    :class:`NotifyEvent`); empty: none."""
 
     @property
     def shard_key(self) -> int:

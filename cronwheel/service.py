@@ -81,7 +81,8 @@ class JobService:
         check here, the trusted Python caller's own jobs (the worker checks anyway)."""
 
     def _check_urls(self, jobs: list[Job]) -> None:
-        """InvalidInput naming ``action.url`` for a webhook the egress policy refuses."""
+        """InvalidInput naming ``action.url`` (``notify.N.url``) for a webhook (a
+        notification target) the egress policy refuses."""
         if self.egress is None:
             return
         for job in jobs:
@@ -89,6 +90,10 @@ class JobService:
                 why = self.egress.url_refusal(str(job.action.get("url")))
                 if why is not None:
                     raise InvalidInput("action.url", why)
+            for j, target in enumerate(job.notify):
+                why = self.egress.url_refusal(str(target.get("url")))
+                if why is not None:
+                    raise InvalidInput(f"notify.{j}.url", why)
 
     async def close(self) -> None:
         await self.store.close()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronwheel import metrics as _metrics
 from cronwheel import tracing
@@ -39,6 +39,7 @@ from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
     ClaimedRun,
+    NotifyEvent,
     WorkerInfo,
     new_id,
 )
@@ -182,6 +183,19 @@ class Worker:
 
         def register(fn: Handler) -> Handler:
             self.handlers.register(name, fn, pool=pool)
+            return fn
+
+        return register
+
+    def on_notification(self, *events: str) -> Callable[[Any], Any]:
+        """Register an in-process notification hook for some events (all without any):
+        ``@worker.on_notification("dead")``. The notifier of the process serving this
+        worker (``cronwheel worker --app``, ``cronwheel dev --app``) calls it with each
+        envelope a target took, at least once: see :meth:`cronwheel.notifier.Notifier.on`."""
+        chosen = tuple(NotifyEvent(e).value for e in events)  # a bad name fails here
+
+        def register(fn: Any) -> Any:
+            self.handlers.notification_hooks.append((chosen, fn))
             return fn
 
         return register

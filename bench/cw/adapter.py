@@ -11,12 +11,15 @@ import asyncio
 import os
 import statistics
 import sys
+import threading
 import time
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import version
 from typing import Any
 
 import cronwheel
+from cronwheel.actions.egress import ALLOW_ENV, LOOPBACK
 from cronwheel.scheduler import Scheduler
 
 from lib import adapter, flows
@@ -27,6 +30,42 @@ CONCURRENCY = int(os.environ.get("CWBENCH_CW_CONCURRENCY", "2500"))
 this many claimed runs (prefetch)."""
 BATCH = 5_000
 """Jobs per create_many call: the bulk path."""
+NOTIFY = os.environ.get("CWBENCH_NOTIFY") == "1"
+"""W1 with a notification on every run: the queue job names a target for ``succeeded``
+(a sink on loopback in this process), so each completion writes an outbox row and the
+worker process's notifier delivers it."""
+if NOTIFY:  # the sink listens on loopback: the processes this adapter starts may reach it
+    os.environ[ALLOW_ENV] = ",".join(LOOPBACK)
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """A notification target that takes everything (keep-alive, as a real one would)."""
+
+    protocol_version = "HTTP/1.1"
+    received = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        _Sink.received += 1
+        self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _SinkServer(ThreadingHTTPServer):
+    request_queue_size = 1024  # the notifier opens up to a batch's connections at once
+    daemon_threads = True
+
+
+def _sink() -> str:
+    server = _SinkServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_port}/notifications"
+
+
 NOOP = {"type": "handler", "name": "noop"}
 
 
@@ -39,6 +78,7 @@ class Cronwheel:
         self.cw: cronwheel.JobService = self.runner.run(cronwheel.connect(self.url))
         self.probes = 0
         self.queue: str | None = None
+        self.notify_url = _sink() if NOTIFY else None
 
     def close(self) -> None:
         self.runner.run(self.cw.close())
@@ -57,7 +97,13 @@ class Cronwheel:
 
     def _queue(self) -> str:
         if self.queue is None:
-            spec = {"name": "bench-queue", "schedule": {"kind": "manual"}, "action": NOOP}
+            spec: dict[str, Any] = {
+                "name": "bench-queue",
+                "schedule": {"kind": "manual"},
+                "action": NOOP,
+            }
+            if self.notify_url is not None:
+                spec["notify"] = [{"on": ["succeeded"], "url": self.notify_url}]
             self.queue = self.runner.run(self.cw.create(**spec)).id
         return self.queue
 
@@ -89,6 +135,16 @@ class Cronwheel:
             "enqueue_batch": BATCH,
             "create_many_batch": BATCH,
         }
+        if self.notify_url is not None:
+            settings["notify"] = "a notification on every run (succeeded)"
+            # Counted after the worker stopped: rows written by the completions, and
+            # how many its notifier had delivered by then (it keeps up, or catches up
+            # after the workload: delivery is not on the runs' path).
+            outbox = self.runner.run(self.cw.store.list_notifications("default", limit=10**7))
+            settings["outbox_rows"] = len(outbox)
+            settings["notifications_delivered"] = sum(n.state == "delivered" for n in outbox)
+            settings["notifications_dead"] = sum(n.state == "dead" for n in outbox)
+            settings["notifications_received"] = _Sink.received
         return flows.System(self.enqueue, self.processes, self.args.workdir, settings=settings)
 
 

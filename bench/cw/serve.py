@@ -8,6 +8,7 @@ import argparse
 
 from cronwheel import eventloop
 from cronwheel.maintenance import Maintenance
+from cronwheel.notifier import Notifier
 from cronwheel.runtime import Service, serve, tune_process
 from cronwheel.scheduler import Scheduler
 from cronwheel.store import open_store
@@ -25,6 +26,7 @@ async def main(db: str, concurrency: int) -> None:
             Scheduler(store),
             Worker(store, config, handlers=app.handlers),
             Maintenance(store),
+            Notifier(store),  # as `cronwheel dev` runs one
         ]
         tune_process()  # as the CLI's service commands do
         await serve(services)

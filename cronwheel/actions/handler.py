@@ -34,6 +34,9 @@ class HandlerRegistry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, RegisteredHandler] = {}
+        self.notification_hooks: list[tuple[tuple[str, ...], Callable[..., Any]]] = []
+        """In-process notification hooks (events, function), which the notifier of a
+        process serving this registry calls (``Worker.on_notification``)."""
 
     def register(self, name: str, fn: Handler, *, pool: str = "default") -> RegisteredHandler:
         if name in self._handlers:
@@ -46,6 +49,7 @@ class HandlerRegistry:
         """Add every handler of ``other`` (names must not clash)."""
         for h in other._handlers.values():
             self.register(h.name, h.fn, pool=h.pool)
+        self.notification_hooks += other.notification_hooks
 
     def get(self, name: str) -> RegisteredHandler | None:
         return self._handlers.get(name)

@@ -173,6 +173,13 @@ class DeadReplayIn(BaseModel):
     all: bool = Field(False, strict=True)
 
 
+class NotificationReplayIn(BaseModel):
+    """Dead notifications to deliver again, by id."""
+
+    model_config = _STRICT
+    ids: list[RunId] = Field(min_length=1, max_length=MAX_BATCH)
+
+
 class ClaimIn(BaseModel):
     model_config = _STRICT
     worker_id: WorkerId

@@ -114,6 +114,16 @@ def before_run(cursor: str | None) -> int | None:
     return int(value)
 
 
+def before_id(kind: str, cursor: str | None) -> int | None:
+    """The id a cursor of a newest-first list of ``kind`` points after."""
+    if cursor is None:
+        return None
+    value = _decode(kind, cursor)
+    if not value.isdigit() or not 0 < int(value) <= INT64:
+        raise invalid("cursor", "is not a cursor this API gave out")
+    return int(value)
+
+
 def page(items: Sequence[T], limit: int, kind: str, key: str) -> tuple[list[T], str | None]:
     """Cut a fetch of ``limit + 1`` items to a page and its next cursor (None: the end)."""
     kept = list(items[:limit])

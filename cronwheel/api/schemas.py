@@ -21,6 +21,7 @@ from cronwheel.model import (
     JobState,
     LastRun,
     MisfireMode,
+    Notification,
     Overlap,
     Priority,
     Role,
@@ -29,7 +30,7 @@ from cronwheel.model import (
     Tenant,
     WorkerInfo,
 )
-from cronwheel.redact import mask_action
+from cronwheel.redact import mask_action, mask_url
 
 Instant = Annotated[
     datetime,
@@ -127,12 +128,19 @@ class JobOut(_Out):
         description="The newest finished run (succeeded, dead, cancelled or skipped), by"
         " finish time; null while none has finished (or retention deleted it).",
     )
+    notify: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description='Notification targets: each {"on": [events], "url": ...}.',
+    )
     notices: list[NoticeOut] = Field(default_factory=list, description=NOTICES_DOC)
 
     @classmethod
     def of(cls, job: Job, notices: Sequence[Notice] = ()) -> JobOut:
+        skip = ("priority", "retry", "misfire", "last_run", "notices", "action", "notify")
         return cls(
-            **fields(job, cls, "priority", "retry", "misfire", "last_run", "notices", "action"),
+            **fields(job, cls, *skip),
+            # A password in a target's URL is shown masked, as in a webhook action's.
+            notify=[{**t, "url": mask_url(str(t["url"]))} for t in job.notify],
             # Secret headers and a URL's password are shown masked; workers send them.
             action=mask_action(job.action),
             priority=priority_name(job.priority),
@@ -282,6 +290,37 @@ class RunIdsOut(_Out):
     """The runs just enqueued, in the order of their payloads."""
 
     run_ids: list[int]
+
+
+class NotificationOut(_Out):
+    """One event of a run for one notification target, and how its delivery goes."""
+
+    id: int
+    event_id: str = Field(description="The id the target deduplicates on.")
+    event: str
+    job_id: str
+    job_name: str
+    run_id: int
+    scheduled_for: Instant
+    attempt: int
+    error: str | None
+    occurred_at: Instant
+    target: int = Field(description="The target's index in the job's notify list.")
+    url: str
+    state: str = Field(description="pending, delivered or dead.")
+    tries: int
+    next_at: Instant
+    last_error: str | None
+    finished_at: Instant | None
+
+    @classmethod
+    def of(cls, n: Notification) -> NotificationOut:
+        return cls(
+            **fields(n, cls, "event", "state", "url"),
+            event=n.event.value,
+            state=n.state.value,
+            url=mask_url(n.url),
+        )
 
 
 class ReplayedOut(_Out):

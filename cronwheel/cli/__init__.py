@@ -23,6 +23,7 @@ COMMANDS = {
     "jobs": "cronwheel.cli.remote.jobs:jobs",
     "runs": "cronwheel.cli.remote.runs:runs",
     "dlq": "cronwheel.cli.remote.runs:dlq",
+    "notifications": "cronwheel.cli.remote.runs:notifications",
     "tenants": "cronwheel.cli.remote.admin:tenants",
     "keys": "cronwheel.cli.remote.admin:keys",
     "status": "cronwheel.cli.remote.status:status",

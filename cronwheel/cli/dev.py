@@ -33,6 +33,7 @@ from cronwheel.cli.services import (
 from cronwheel.console import Output, watch_runs
 from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.maintenance import Maintenance, MaintenanceResult
+from cronwheel.notifier import Notifier
 from cronwheel.redact import mask_url
 from cronwheel.runtime import Service, serve, tune_process
 from cronwheel.scheduler import Scheduler
@@ -175,6 +176,7 @@ def dev(
             Scheduler(store),
             worker,
             maintenance,
+            Notifier(store, hooks=registry, egress=egress),
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
         output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")

@@ -17,6 +17,7 @@ from cronwheel.cli._common import db_option, run_async, start_tracing, webhook_a
 from cronwheel.cli._logs import log_options
 from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options
 from cronwheel.maintenance import Maintenance
+from cronwheel.notifier import Notifier
 from cronwheel.redact import mask_url, register_secret
 from cronwheel.runtime import load_handlers, serve, tune_process
 from cronwheel.scheduler import Scheduler
@@ -143,7 +144,10 @@ def worker(
             log.info("webhooks may reach public addresses and %s", w.egress.describe())
             tune_process()
             with metrics_endpoint(metrics_port, metrics_host):
-                await serve([w, Maintenance(store)], stop=stop)
+                # The notifier delivers the outbox the worker's completions write: every
+                # worker process runs one (they share the rows, each claimed by one).
+                notifier = Notifier(store, hooks=registry, egress=w.egress)
+                await serve([w, Maintenance(store), notifier], stop=stop)
 
     run_async(main)
 

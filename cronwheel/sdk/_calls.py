@@ -9,7 +9,15 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from cronwheel import tracing
-from cronwheel.sdk.models import BackfillInfo, JobInfo, KeyInfo, Page, RunInfo, TenantInfo
+from cronwheel.sdk.models import (
+    BackfillInfo,
+    JobInfo,
+    KeyInfo,
+    NotificationInfo,
+    Page,
+    RunInfo,
+    TenantInfo,
+)
 
 T = TypeVar("T")
 
@@ -132,6 +140,15 @@ def replay_dead(run_ids: list[int] | None, job_id: str | None) -> Call[list[int]
         {"run_ids": run_ids} if run_ids is not None else {"job_id": job_id, "all": True}
     )
     return Call("POST", "/v1/dead-letter/replay", lambda b: list(b["replayed"]), json=body)
+
+
+def notifications(**filters: Any) -> Call[Page[NotificationInfo]]:
+    return Call("GET", "/v1/notifications", _page(NotificationInfo), params=_params(**filters))
+
+
+def replay_notifications(ids: list[int]) -> Call[list[int]]:
+    body = {"ids": ids}
+    return Call("POST", "/v1/notifications/replay", lambda b: list(b["replayed"]), json=body)
 
 
 def create_tenant(tenant_id: str, name: str, **quotas: Any) -> Call[TenantInfo]:

@@ -18,7 +18,15 @@ import httpx
 
 from cronwheel.sdk import _calls as calls
 from cronwheel.sdk.errors import error_for
-from cronwheel.sdk.models import BackfillInfo, JobInfo, KeyInfo, Page, RunInfo, TenantInfo
+from cronwheel.sdk.models import (
+    BackfillInfo,
+    JobInfo,
+    KeyInfo,
+    NotificationInfo,
+    Page,
+    RunInfo,
+    TenantInfo,
+)
 
 T = TypeVar("T")
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -150,6 +158,14 @@ class Client:
         self, run_ids: list[int] | None = None, *, job_id: str | None = None
     ) -> list[int]:
         return self._send(calls.replay_dead(run_ids, job_id))
+
+    def notifications(self, **filters: Any) -> Page[NotificationInfo]:
+        """Notifications, newest first: ``state="dead"`` for their dead letter."""
+        return self._send(calls.notifications(**filters))
+
+    def replay_notifications(self, ids: list[int]) -> list[int]:
+        """Dead notifications delivered again; returns the ids replayed."""
+        return self._send(calls.replay_notifications(ids))
 
     def create_tenant(self, tenant_id: str, name: str, **quotas: Any) -> TenantInfo:
         return self._send(calls.create_tenant(tenant_id, name, **quotas))
@@ -288,6 +304,14 @@ class AsyncClient:
         self, run_ids: list[int] | None = None, *, job_id: str | None = None
     ) -> list[int]:
         return await self._send(calls.replay_dead(run_ids, job_id))
+
+    async def notifications(self, **filters: Any) -> Page[NotificationInfo]:
+        """Notifications, newest first: ``state="dead"`` for their dead letter."""
+        return await self._send(calls.notifications(**filters))
+
+    async def replay_notifications(self, ids: list[int]) -> list[int]:
+        """Dead notifications delivered again; returns the ids replayed."""
+        return await self._send(calls.replay_notifications(ids))
 
     async def create_tenant(self, tenant_id: str, name: str, **quotas: Any) -> TenantInfo:
         return await self._send(calls.create_tenant(tenant_id, name, **quotas))

@@ -132,6 +132,24 @@ class BackfillInfo(_Wire):
     last: datetime | None = None
 
 
+class NotificationInfo(_Wire):
+    """One event of a run for one notification target (``GET /v1/notifications``)."""
+
+    id: int
+    event_id: str
+    event: str
+    job_id: str
+    job_name: str
+    run_id: int
+    attempt: int
+    url: str
+    state: str
+    tries: int
+    next_at: datetime
+    last_error: str | None = None
+    occurred_at: datetime
+
+
 class Page(_Wire, Generic[T]):
     items: list[T]
     next_cursor: str | None = None

@@ -32,6 +32,7 @@ SHARED_FIELDS = (
     "last_fire_at",
     "created_at",
     "updated_at",
+    "notify",
 )
 _shared = operator.attrgetter(*SHARED_FIELDS)
 T = TypeVar("T")

@@ -41,6 +41,8 @@ from cronwheel.model import (
     LastOutcome,
     LastRun,
     NewRun,
+    Notification,
+    NotificationState,
     Run,
     RunState,
     ShardGuard,
@@ -265,6 +267,21 @@ class DeadRun:
     error_class: str | None = None
     """Of the run's last attempt (highest attempt number); None if it had none."""
     error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationResult:
+    """How one delivery of a claimed notification went (:meth:`Store.finish_notifications`).
+
+    ``delivered``: the target took it. Otherwise it is tried again at ``retry_at``, or,
+    without one, it is dead (the notifications' dead letter), ``error`` saying why."""
+
+    id: int
+    tries: int
+    """The notification's ``tries`` as claimed: the fence of this delivery."""
+    delivered: bool
+    error: str | None = None
+    retry_at: datetime | None = None
 
 
 FAILED_OUTCOMES = ("failed", "permanent", "timed_out", "lost")
@@ -662,6 +679,53 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         """Delete finished runs (and their attempts) that finished before ``before``."""
+
+    # -- notifications (the outbox) ----------------------------------------------------
+    # The hot paths write outbox rows themselves, in the statement or transaction that
+    # changes a run's state: a completion (succeeded; pending again = failed; dead), a
+    # rescue (failed, dead), a release (dead), a planning or claiming statement that
+    # records a skipped run (skipped). A row per event and per target of the run's job
+    # whose ``on`` lists the event; nothing for a job without targets.
+    @abc.abstractmethod
+    async def claim_notifications(
+        self, *, now: datetime, limit: int, lease_seconds: float
+    ) -> list[Notification]:
+        """Claim up to ``limit`` pending notifications due by ``now`` (earliest first),
+        of every tenant: each one's ``tries`` grows by one and it is held until ``now +
+        lease_seconds`` (its ``next_at``), when it is due again if its notifier has not
+        reported. Two claimers never get the same row."""
+
+    @abc.abstractmethod
+    async def finish_notifications(
+        self, results: Sequence[NotificationResult], *, now: datetime
+    ) -> list[int]:
+        """Record deliveries, in one write: each notification still pending at the
+        result's ``tries`` becomes delivered (``finished_at = now``), due again at
+        ``retry_at`` (with ``last_error``), or dead. Returns the ids that were changed; a
+        result whose claim was overtaken (``tries`` moved) changes nothing."""
+
+    @abc.abstractmethod
+    async def list_notifications(
+        self,
+        tenant_id: str,
+        *,
+        state: NotificationState | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Notification]:
+        """A tenant's notifications, newest id first, after the cursor ``before_id``;
+        optionally in one state (``dead``: the dead letter)."""
+
+    @abc.abstractmethod
+    async def replay_notifications(
+        self, tenant_id: str, ids: Sequence[int], *, now: datetime
+    ) -> list[int]:
+        """Dead notifications of the tenant back to pending, due now, with a fresh count
+        of tries (same event id); returns the ids replayed (others were not dead)."""
+
+    @abc.abstractmethod
+    async def delete_notifications(self, *, before: datetime, limit: int = 10_000) -> int:
+        """Delete delivered and dead notifications that finished before ``before``."""
 
     # -- run control -----------------------------------------------------------------
     @abc.abstractmethod

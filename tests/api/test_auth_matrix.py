@@ -209,6 +209,17 @@ CALLS = [
         body=lambda m, t: {"run_ids": [int(m[0])]},
         other=lambda caller: 200,  # another tenant's run ids are simply not replayed
     ),
+    Call("notifications", "GET", "/v1/notifications", "read", 200, scoped=False),
+    # Another tenant's ids are simply not replayed (tests/store/test_notifications.py).
+    Call(
+        "replay notifications",
+        "POST",
+        "/v1/notifications/replay",
+        "write",
+        200,
+        body=lambda m, t: {"ids": [1]},
+        scoped=False,
+    ),
     # A claim is scoped to the caller's tenant by the store: see test_workers.py.
     Call(
         "claim",

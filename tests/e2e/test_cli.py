@@ -106,6 +106,20 @@ def test_jobs_from_the_terminal(api_url: str) -> None:
     )
 
 
+def test_notifications_from_the_terminal(api_url: str) -> None:
+    # What a dead notification looks like and how it is replayed: tests/api/test_notifications.py.
+    listed = cli(api_url, "notifications", "list", "--state", "dead", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"items": [], "next_cursor": None}
+    assert cli(api_url, "notifications", "list").returncode == 0
+    replayed = cli(api_url, "notifications", "replay", "1", "2", "--json")
+    assert json.loads(replayed.stdout) == {"replayed": []}
+    assert cli(api_url, "notifications", "replay", "7").stdout == "replayed 0: []\n"
+    bad = cli(api_url, "notifications", "list", "--state", "lost")
+    assert bad.returncode != 0 and "lost" in bad.stderr
+    assert cli(api_url, "notifications", "replay").returncode != 0  # ids are required
+
+
 def test_exit_codes_scripts_can_rely_on(api_url: str) -> None:
     bad = cli(api_url, "jobs", "create", "--name", "bad", "--cron", "61 * * * *", "--handler", "h")
     assert bad.returncode == 2 and "schedule.cron" in bad.stderr and "Traceback" not in bad.stderr

@@ -43,3 +43,19 @@ async def test_a_pass_deletes_history_past_retention(store: Store) -> None:
     assert (await keep_week.run_once()).deleted == 0
     keep_day = Maintenance(store, clock=clock, config=MaintenanceConfig(retention_days=1))
     assert (await keep_day.run_once()).deleted == 1
+
+
+async def test_a_pass_deletes_finished_notifications_past_retention(store: Store) -> None:
+    from cronwheel.store.base import NotificationResult
+
+    job = make_job(notify=({"on": ["skipped"], "url": "http://127.0.0.1:9/n"},))
+    await store.create_jobs([job])
+    skipped = [make_run(job, at(i), state=RunState.SKIPPED, reason="misfire") for i in (0, 1)]
+    await store.materialize_runs(skipped, [])
+    done, waiting = await store.claim_notifications(now=at(1), limit=10, lease_seconds=5)
+    await store.finish_notifications([NotificationResult(done.id, 1, delivered=True)], now=at(2))
+    clock = FrozenClock(at(2) + timedelta(days=1, seconds=1))
+    keep_day = Maintenance(store, clock=clock, config=MaintenanceConfig(retention_days=1))
+    assert (await keep_day.run_once()).notifications_deleted == 1
+    # The one not delivered yet is kept, however old: it is still owed to its target.
+    assert [n.id for n in await store.list_notifications("default")] == [waiting.id]

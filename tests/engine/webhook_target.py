@@ -33,7 +33,8 @@ class Target:
 
 
 @contextmanager
-def webhook_target() -> Iterator[Target]:
+def webhook_target(port: int = 0) -> Iterator[Target]:
+    """A target on loopback: on ``port``, or on a free port (0)."""
     target = Target(url="")
 
     class Handler(BaseHTTPRequestHandler):
@@ -56,7 +57,7 @@ def webhook_target() -> Iterator[Target]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     target.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

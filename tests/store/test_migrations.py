@@ -182,6 +182,19 @@ async def _lend_run_report_columns(store: Store) -> None:
         await _ddl(store, f"ALTER TABLE runs ADD COLUMN {name} {kind}")
 
 
+async def _lend_notifications(store: Store) -> None:
+    """Step 11 (jobs.notify and the notifications outbox), lent to a store at an older
+    step: today's code writes them."""
+    from cronwheel.store.sqlite import SqliteStore
+
+    backend = "sqlite" if isinstance(store, SqliteStore) else "postgres"
+    [step] = [m for m in migrations(backend) if m.version == 11]
+    for statement in step.sql.split(";"):
+        lines = [line for line in statement.splitlines() if not line.startswith("--")]
+        if "".join(lines).strip():
+            await _ddl(store, "\n".join(lines))
+
+
 async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:
     """SQLite cannot alter a CHECK: step 5 copies the attempts table. Nothing is lost,
     and the new outcome is accepted afterwards."""
@@ -195,6 +208,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     await _ddl(store, "ALTER TABLE jobs ADD COLUMN traceparent TEXT")
     await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")
     await _lend_run_report_columns(store)
+    await _lend_notifications(store)
     job = make_job()
     await store.create_jobs([job])
     await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])

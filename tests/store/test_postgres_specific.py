@@ -495,3 +495,47 @@ async def test_the_metrics_read_walks_partial_indexes_not_the_history(
     assert _rows_touched(plan) < 100, plan
     g = await store.read_gauges(now=at(10), workers_seen_since=at(0))
     assert (g.due, g.running, g.dead) == ({("mail", 2): 1}, {"mail": 1}, {"default": 1})
+
+
+def _jobs_probes(plan: dict[str, Any]) -> int:
+    """How many times a plan read the jobs table (its nodes' loops)."""
+    own = plan.get("Actual Loops", 1) if plan.get("Relation Name") == "jobs" else 0
+    return own + sum(_jobs_probes(child) for child in plan.get("Plans", []))
+
+
+async def test_a_completion_batch_looks_each_job_up_once_for_its_notifications(
+    store: PostgresStore,
+) -> None:
+    # The outbox costs a job without targets one primary-key probe per batch, not one per
+    # run: W1's batch of a thousand runs of one job reads its job once.
+    for notify in ((), ({"on": ["succeeded"], "url": "https://example.com/n"},)):
+        job = make_job(notify=notify)
+        await store.create_jobs([job])
+        await store.materialize_runs([make_run(job, at(i)) for i in range(1000)], [])
+        claimed = await store.claim_runs(
+            "w", ["default"], limit=1000, now=at(1000), prefetch_until=at(1000), lease_seconds=60
+        )
+        done = sorted(
+            (
+                Completion(
+                    c.run.id,
+                    c.run.fence,
+                    "w",
+                    RunState.SUCCEEDED,
+                    AttemptOutcome.SUCCEEDED,
+                    at(0),
+                    at(1),
+                )
+                for c in claimed
+            ),
+            key=lambda d: d.run_id,
+        )
+        async with store._connection() as conn:
+            explained = await conn.fetchval(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {sql.COMPLETE_RUNS}",
+                *_rows.completion_columns(done),
+            )
+        plan = json.loads(explained) if isinstance(explained, str) else explained
+        assert _jobs_probes(plan[0]["Plan"]) == 1
+        written = await store.list_notifications("default", limit=2000)
+        assert len(written) == (1000 if notify else 0)

@@ -16,6 +16,8 @@ def test_all_is_sorted_exact_and_importable() -> None:
         "InvalidInput",
         "JobService",
         "NotFound",
+        "Notifier",
+        "NotifierConfig",
         "PermanentError",
         "RunCancelled",
         "RunContext",

@@ -88,6 +88,10 @@ def _plannable(
             why = egress.url_refusal(spec.action.url)
             if why is not None:
                 errors.append(FieldError("action.url", why, index))
+        for j, target in enumerate(spec.notify):  # notified by the workers' notifiers
+            why = egress.url_refusal(target.url)
+            if why is not None:
+                errors.append(FieldError(f"notify.{j}.url", why, index))
         if spec.name in first_with:
             reason = f"is also the name of item {first_with[spec.name]} of this batch"
             errors.append(FieldError("name", reason, index))

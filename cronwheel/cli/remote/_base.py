@@ -182,6 +182,14 @@ RUN_COLUMNS = (
     Column("job_id", kind="id", rank=3),
     Column("reason", kind="text", rank=4),
 )
+NOTIFICATION_COLUMNS = (
+    Column("id"),
+    Column("event_id", kind="id"),
+    Column("state"),
+    Column("tries", rank=1),
+    Column("url", kind="text", rank=2),
+    Column("last_error", kind="text", rank=3),
+)
 TENANT_COLUMNS = (
     Column("id", kind="id"),
     Column("name", kind="text"),

@@ -1,4 +1,5 @@
-"""``cronwheel runs …`` and ``cronwheel dlq …``: runs, their attempts, dead letters."""
+"""``cronwheel runs …``, ``cronwheel dlq …`` and ``cronwheel notifications …``: runs,
+their attempts, dead letters, completion notifications."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import click
 from cronwheel.cli import names
 from cronwheel.cli.describe import run_lines
 from cronwheel.cli.remote._base import (
+    NOTIFICATION_COLUMNS,
     RUN_COLUMNS,
     client,
     dump,
@@ -86,6 +88,39 @@ def dlq_replay(
     with client(url, token) as cw:
         job = None if job_id is None else names.job_id(cw, job_id)
         replayed = cw.replay_dead(list(run_ids) or None, job_id=job)
+    click.echo(
+        json.dumps({"replayed": replayed}) if as_json else f"replayed {len(replayed)}: {replayed}"
+    )
+
+
+# -- notifications ------------------------------------------------------------------------
+@click.group()
+def notifications() -> None:
+    """Completion notifications and their dead letter (docs/workflows.md#notifications)."""
+
+
+@notifications.command("list")
+@remote_options
+@click.option(
+    "--state",
+    type=click.Choice(["pending", "delivered", "dead"]),
+    help="Only these (dead: the notifications' dead letter).",
+)
+@click.option("--cursor")
+@click.option("--limit", type=int, default=100)
+def notifications_list(url: str, token: str | None, as_json: bool, **filters: Any) -> None:
+    """Notifications, newest first: event, target, state, tries, last error."""
+    with client(url, token) as cw:
+        show(cw.notifications(**filters), as_json, NOTIFICATION_COLUMNS)
+
+
+@notifications.command("replay")
+@remote_options
+@click.argument("ids", type=int, nargs=-1, required=True)
+def notifications_replay(url: str, token: str | None, as_json: bool, ids: tuple[int, ...]) -> None:
+    """Deliver dead notifications again, by id (same event id, fresh tries)."""
+    with client(url, token) as cw:
+        replayed = cw.replay_notifications(list(ids))
     click.echo(
         json.dumps({"replayed": replayed}) if as_json else f"replayed {len(replayed)}: {replayed}"
     )

@@ -26,6 +26,9 @@ from cronwheel.model import (
     LastRun,
     MisfirePolicy,
     NewRun,
+    Notification,
+    NotificationState,
+    NotifyEvent,
     Overlap,
     Priority,
     RetryPolicy,
@@ -71,7 +74,7 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 def job_columns(jobs: Sequence[Job]) -> list[list[Any]]:
-    """The arrays of ``CREATE_JOBS`` ($13-$35): per job its id, name, payload, shard key and
+    """The arrays of ``CREATE_JOBS`` ($13-$36): per job its id, name, payload, shard key and
     template (see :func:`cronwheel.store._batch.templates`, from 0); per template the
     columns its jobs share. Each distinct set of shared columns is encoded, sent and
     decoded (JSON included) once, not once per job."""
@@ -92,7 +95,7 @@ def _dumps_or_none(value: Any) -> str | None:
 
 
 def _template_row(job: Job) -> tuple[Any, ...]:
-    """A template's columns ($18-$35), read off one of its jobs: JSON as text, enums as
+    """A template's columns ($18-$36), read off one of its jobs: JSON as text, enums as
     their values."""
     return (
         job.tenant_id,
@@ -113,7 +116,14 @@ def _template_row(job: Job) -> tuple[Any, ...]:
         job.last_fire_at,
         job.created_at,
         job.updated_at,
+        notify_text(job),
     )
+
+
+def notify_text(job: Job) -> str | None:
+    """A job's notification targets as the store keeps them: JSON text, NULL for none
+    (the state-changing statements look for a NULL, not for an empty list)."""
+    return dumps([dict(t) for t in job.notify]) if job.notify else None
 
 
 def job_definition(job: Job) -> tuple[Any, ...]:
@@ -228,12 +238,36 @@ def job(row: Record) -> Job:
         jitter_seconds=row["jitter_seconds"],
         catchup_seconds=row["catchup_seconds"],
         delivery=Delivery(row["delivery"]),
+        notify=tuple(row["notify"] or ()),
         state=JobState(row["state"]),
         version=row["version"],
         next_fire_at=row["next_fire_at"],
         last_fire_at=row["last_fire_at"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+    )
+
+
+def notification(row: Record) -> Notification:
+    return Notification(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        event_id=row["event_id"],
+        event=NotifyEvent(row["event"]),
+        job_id=row["job_id"],
+        job_name=row["job_name"],
+        run_id=row["run_id"],
+        scheduled_for=row["scheduled_for"],
+        attempt=row["attempt"],
+        error=row["error"],
+        occurred_at=row["occurred_at"],
+        target=row["target"],
+        url=row["url"],
+        state=NotificationState(row["state"]),
+        tries=row["tries"],
+        next_at=row["next_at"],
+        last_error=row["last_error"],
+        finished_at=row["finished_at"],
     )
 
 

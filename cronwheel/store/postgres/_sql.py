@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cronwheel.model import MAX_NOTIFY_ERROR
+
 FINISHED_STATES = "('succeeded', 'dead', 'cancelled', 'skipped')"
 
 MIGRATION_LOCK = 0x63726F6E776865  # "cronwhe": the advisory lock key of migrate()
@@ -138,6 +140,60 @@ _INSERT_RUNS = f"""
 # ``_listen.channel``.
 _CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) END"
 
+
+# Completion notifications: the outbox rows of the runs of ``source`` whose state change is
+# an event (``event``, NULL: none) that one of their job's targets listens to, written
+# by the statement that changes the state (docs/workflows.md#notifications). Only the
+# batch's distinct jobs with events are looked up, one primary-key probe each (OFFSET 0
+# keeps it one), and only those with targets (notify IS NOT NULL) go further: a batch
+# whose jobs have none writes nothing, and W1's batch of a thousand runs of one job costs
+# one probe. ``error`` and ``at`` are SQL over the source's rows (aliased ``s``) or the
+# caller's params. An event id is the run's, the event's and the attempt's: the same for
+# every target and every delivery, so a receiver deduplicates on it.
+_OUTBOX = """
+events AS (
+    SELECT s.id, s.tenant_id, s.job_id, s.scheduled_for, s.attempt, {event} AS event,
+           left({error}, {max_error}) AS error, {at} AS at
+    FROM {source} AS s
+),
+noisy AS (
+    SELECT j.id, j.name, j.notify
+    FROM (SELECT DISTINCT job_id FROM events WHERE event IS NOT NULL) AS b
+    CROSS JOIN LATERAL (
+        SELECT id, name, notify FROM jobs WHERE id = b.job_id AND notify IS NOT NULL OFFSET 0
+    ) AS j
+),
+outbox AS (
+    INSERT INTO notifications (tenant_id, event_id, event, job_id, job_name, run_id,
+                               scheduled_for, attempt, error, occurred_at, target, url, next_at)
+    SELECT e.tenant_id, 'run-' || e.id || '-' || e.event || '-' || e.attempt, e.event,
+           e.job_id, n.name, e.id, e.scheduled_for, e.attempt, e.error, e.at, t.i - 1,
+           t.target->>'url', e.at
+    FROM events AS e
+    JOIN noisy AS n ON n.id = e.job_id
+    CROSS JOIN LATERAL jsonb_array_elements(n.notify) WITH ORDINALITY AS t(target, i)
+    WHERE e.event IS NOT NULL AND t.target->'on' ? e.event
+    ORDER BY e.id, t.i
+),"""
+
+# Which event a state a run was moved to is: by a completion or a rescue (a retry is a
+# failed attempt), and by a planning statement (only a skipped run is one).
+_OUTCOME_EVENT = (
+    "CASE s.state WHEN 'succeeded' THEN 'succeeded' WHEN 'pending' THEN 'failed'"
+    " WHEN 'dead' THEN 'dead' END"
+)
+_SKIPPED_EVENT = "CASE WHEN s.state = 'skipped' THEN 'skipped' END"
+
+
+def _outbox(source: str, event: str, error: str, at: str) -> str:
+    return _OUTBOX.format(
+        source=source, event=event, error=error, at=at, max_error=MAX_NOTIFY_ERROR
+    )
+
+
+# The outbox of the planning statements' inserted runs (CTE ``inserted``).
+_SKIPPED_OUTBOX = _outbox("inserted", _SKIPPED_EVENT, "s.reason", "s.created_at")
+
 _WAKE_POOLS = """
 woken AS (
     SELECT pg_notify({channel}, '')
@@ -146,8 +202,8 @@ woken AS (
 
 # Params: $1-$12 the runs (see _rows.new_run_template_columns: $1-$10 one element per
 # template, $11-$12 one per run); the jobs (see _rows.job_columns): $13-$17 one element
-# per job, $18-$35 one per template, the columns the jobs share; $36 the actor, $37 the
-# runs' created_at; $38 each job's traceparent. The templates are materialised CTEs so
+# per job, $18-$36 one per template, the columns the jobs share; $37 the actor, $38 the
+# runs' created_at; $39 each job's traceparent. The templates are materialised CTEs so
 # that their JSON is parsed once per template, not once per job. The ids come as text:
 # the uuid codec is a Python call per element, text[] is encoded without one.
 CREATE_JOBS = f"""
@@ -172,26 +228,26 @@ template AS MATERIALIZED (
            tenant_id, schedule::jsonb AS schedule, action::jsonb AS action, pool, priority,
            retry::jsonb AS retry, timeout_seconds, misfire::jsonb AS misfire, overlap,
            jitter_seconds, catchup_seconds, delivery, state, version, next_fire_at,
-           last_fire_at, created_at, updated_at
+           last_fire_at, created_at, updated_at, notify::jsonb AS notify
     FROM unnest($18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::text[],
                 $24::float8[], $25::text[], $26::text[], $27::float8[], $28::float8[],
                 $29::text[], $30::text[], $31::int[], $32::timestamptz[], $33::timestamptz[],
-                $34::timestamptz[], $35::timestamptz[])
+                $34::timestamptz[], $35::timestamptz[], $36::text[])
         WITH ORDINALITY
         AS t(tenant_id, schedule, action, pool, priority, retry, timeout_seconds, misfire,
              overlap, jitter_seconds, catchup_seconds, delivery, state, version, next_fire_at,
-             last_fire_at, created_at, updated_at, k)
+             last_fire_at, created_at, updated_at, notify, k)
 ),
 new_jobs AS (
     INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,
                       timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds,
                       delivery, state, version, next_fire_at, last_fire_at, shard_key,
-                      created_at, updated_at, traceparent)
+                      created_at, updated_at, traceparent, notify)
     SELECT j.id::uuid, t.tenant_id, j.name, t.schedule, t.action, t.pool, j.payload::jsonb,
            t.priority, t.retry, t.timeout_seconds, t.misfire, t.overlap, t.jitter_seconds,
            t.catchup_seconds, t.delivery, t.state, t.version, t.next_fire_at, t.last_fire_at,
-           j.shard_key, t.created_at, t.updated_at, j.traceparent
-    FROM unnest($13::text[], $14::text[], $15::text[], $16::int[], $17::int[], $38::text[])
+           j.shard_key, t.created_at, t.updated_at, j.traceparent, t.notify
+    FROM unnest($13::text[], $14::text[], $15::text[], $16::int[], $17::int[], $39::text[])
         WITH ORDINALITY AS j(id, name, payload, shard_key, template, traceparent, n)
     JOIN template AS t ON t.k = j.template + 1
     ORDER BY j.n
@@ -199,11 +255,11 @@ new_jobs AS (
 ),
 audited AS (
     INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at, details)
-    SELECT tenant_id, 'job', id::text, 'created', $36, created_at,
+    SELECT tenant_id, 'job', id::text, 'created', $37, created_at,
            jsonb_build_object('version', version, 'name', name)
     FROM new_jobs
 ),
-inserted AS ({_INSERT_RUNS.format(now="coalesce($37::timestamptz, now())")}
+inserted AS ({_INSERT_RUNS.format(now="coalesce($38::timestamptz, now())")}
     -- A run's job is one of this statement's jobs (a hashed SubPlan), or else must exist
     -- (no foreign key: 0003): a probe of jobs' primary key (OFFSET 0 keeps it one, not a
     -- hash of every job). CASE keeps that order.
@@ -222,8 +278,8 @@ WITH candidate AS ({_NEW_RUNS}
 ),
 inserted AS ({_INSERT_RUNS.format(now="$12::timestamptz")}
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
-    RETURNING pool, state
-),{_WAKE_POOLS.format(source="inserted")}
+    RETURNING id, tenant_id, job_id, scheduled_for, attempt, pool, state, reason, created_at
+),{_SKIPPED_OUTBOX}{_WAKE_POOLS.format(source="inserted")}
 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM woken) AS woken"""
 
 # Params: $1 tenant, $2 job id, $3 the earliest scheduled_for, $4 available_at and
@@ -291,14 +347,14 @@ LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR
 
 
 # Params: $1 id, $2-$18 the definition, $19 the new version, $20 the actor, $21 replan,
-# $22 the replanned runs' reason.
+# $22 the replanned runs' reason, $23 the notification targets (NULL: none).
 UPDATE_JOB = """
 WITH job AS (
     UPDATE jobs
     SET name = $2, schedule = $3, action = $4, pool = $5, payload = $6, priority = $7,
         retry = $8, timeout_seconds = $9, misfire = $10, overlap = $11, jitter_seconds = $12,
         catchup_seconds = $13, delivery = $14, state = $15, next_fire_at = $16,
-        last_fire_at = $17, updated_at = $18, version = $19
+        last_fire_at = $17, updated_at = $18, version = $19, notify = $23::jsonb
     WHERE id = $1
     RETURNING *
 ),
@@ -371,8 +427,8 @@ inserted AS ({_INSERT_RUNS.format(now="now()")}
        OR r.job_id IN (SELECT job_id FROM locked WHERE NOT has_advance)
     ORDER BY r.job_id, r.scheduled_for
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
-    RETURNING pool, state
-),{_WAKE_POOLS.format(source="inserted")}
+    RETURNING id, tenant_id, job_id, scheduled_for, attempt, pool, state, reason, created_at
+),{_SKIPPED_OUTBOX}{_WAKE_POOLS.format(source="inserted")}
 SELECT (SELECT count(*) FROM inserted) AS inserted,
        array(SELECT id FROM advanced) AS advanced,
        (SELECT count(*) FROM woken) AS woken"""
@@ -413,8 +469,8 @@ WITH skipped AS (
         FOR UPDATE SKIP LOCKED
     ) AS s
     WHERE r.id = s.id
-    RETURNING r.id
-),
+    RETURNING r.id, r.tenant_id, r.job_id, r.scheduled_for, r.attempt, r.reason
+),{_outbox("skipped", "'skipped'", "s.reason", "$5::timestamptz")}
 allowed AS (
     SELECT c.* FROM unnest($2::text[]) AS p(pool)
     CROSS JOIN LATERAL (
@@ -571,8 +627,8 @@ accepted AS (
     WHERE r.id = d.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, d.worker_id, d.fence,
               d.started_at, d.finished_at, d.lag_seconds, d.outcome, d.error_class,
-              d.error_message, d.http_status
-),
+              d.error_message, d.http_status, r.scheduled_for
+),{_outbox("accepted", _OUTCOME_EVENT, "s.error_message", "s.finished_at")}
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
                           finished_at, lag_seconds, outcome, error_class, error_message,
@@ -620,8 +676,8 @@ rescued AS (
     FROM verdict AS v
     WHERE r.id = v.id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.fence, r.pool, r.state, r.started_at,
-              v.lease_owner, v.lease_expires_at, v.message
-),
+              v.lease_owner, v.lease_expires_at, v.message, r.scheduled_for
+),{outbox}
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
                           finished_at, outcome, error_class, error_message)
@@ -645,6 +701,7 @@ RESCUE_EXPIRED = _RESCUE.format(
                                   'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
            )""",
     error_class="LeaseExpired",
+    outbox=_outbox("rescued", _OUTCOME_EVENT, "s.message", "$1::timestamptz"),
     wake=_WAKE_POOLS.format(source="rescued"),
 )
 
@@ -652,6 +709,7 @@ RESCUE_DEAD_OWNERS = _RESCUE.format(
     which="lease_owner = ANY($5::text[])",
     message="format('worker %s ended without reporting (its process died)', e.lease_owner)",
     error_class="WorkerGone",
+    outbox=_outbox("rescued", _OUTCOME_EVENT, "s.message", "$1::timestamptz"),
     wake=_WAKE_POOLS.format(source="rescued"),
 )
 
@@ -700,8 +758,8 @@ released AS (
     FROM verdict AS v
     WHERE r.id = v.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, r.started_at,
-              v.worker_id, v.fence, v.started, v.why
-),
+              v.worker_id, v.fence, v.started, v.why, r.scheduled_for
+),{_outbox("released", "CASE WHEN s.state = 'dead' THEN 'dead' END", "s.why", "$6::timestamptz")}
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
                           finished_at, outcome, error_class, error_message)
@@ -724,6 +782,48 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"""
+
+# -- notifications -------------------------------------------------------------------
+
+# Params: $1 now, $2 limit, $3 lease seconds.
+CLAIM_NOTIFICATIONS = """
+WITH due AS (
+    SELECT id FROM notifications
+    WHERE state = 'pending' AND next_at <= $1
+    ORDER BY next_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE notifications AS n
+SET tries = n.tries + 1, next_at = $1 + make_interval(secs => $3)
+FROM due
+WHERE n.id = due.id
+RETURNING n.*"""
+
+# Params: $1 ids (ascending), $2 tries, $3 delivered, $4 errors, $5 retry_at, $6 now.
+FINISH_NOTIFICATIONS = """
+UPDATE notifications AS n
+SET state = CASE WHEN f.delivered THEN 'delivered' WHEN f.retry_at IS NULL THEN 'dead'
+                 ELSE 'pending' END,
+    next_at = coalesce(f.retry_at, n.next_at),
+    finished_at = CASE WHEN f.delivered OR f.retry_at IS NULL THEN $6::timestamptz END,
+    last_error = CASE WHEN f.delivered THEN n.last_error ELSE f.error END
+FROM unnest($1::bigint[], $2::int[], $3::bool[], $4::text[], $5::timestamptz[])
+    AS f(id, tries, delivered, error, retry_at)
+WHERE n.id = f.id AND n.tries = f.tries AND n.state = 'pending'
+RETURNING n.id"""
+
+# Params: $1 tenant, $2 ids, $3 now.
+REPLAY_NOTIFICATIONS = """
+UPDATE notifications SET state = 'pending', tries = 0, next_at = $3, finished_at = NULL
+WHERE tenant_id = $1 AND id = ANY($2::bigint[]) AND state = 'dead'
+RETURNING id"""
+
+DELETE_NOTIFICATIONS = """
+DELETE FROM notifications WHERE id IN (
+    SELECT id FROM notifications WHERE finished_at < $1 AND state <> 'pending'
+    ORDER BY finished_at LIMIT $2
+)"""
 
 # -- run control ---------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ from cronwheel.model import (
     LastOutcome,
     LastRun,
     NewRun,
+    Notification,
+    NotificationState,
     Run,
     RunState,
     ShardGuard,
@@ -59,6 +61,7 @@ from cronwheel.store.base import (
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
+    NotificationResult,
     PoolStatus,
     Release,
     ReleaseResult,
@@ -457,7 +460,15 @@ class PostgresStore(Store):
             if current["version"] != expected_version:
                 raise StaleVersion(expected_version, current["version"])
             definition = rows.job_definition(job)
-            args = (job.id, *definition, expected_version + 1, actor, replan, REASON_REPLANNED)
+            args = (
+                job.id,
+                *definition,
+                expected_version + 1,
+                actor,
+                replan,
+                REASON_REPLANNED,
+                [dict(t) for t in job.notify] or None,
+            )
             try:
                 row = await conn.fetchrow(sql.UPDATE_JOB, *args)
             except asyncpg.UniqueViolationError as exc:
@@ -727,6 +738,62 @@ class PostgresStore(Store):
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         async with self._connection() as conn:
             status = await conn.execute(sql.DELETE_HISTORY, before, limit)
+        return int(status.rsplit(" ", 1)[-1])
+
+    # -- notifications -----------------------------------------------------------------
+    async def claim_notifications(
+        self, *, now: datetime, limit: int, lease_seconds: float
+    ) -> list[Notification]:
+        found = await self._fetch(sql.CLAIM_NOTIFICATIONS, now, limit, lease_seconds)
+        return sorted((rows.notification(r) for r in found), key=lambda n: n.id)
+
+    async def finish_notifications(
+        self, results: Sequence[NotificationResult], *, now: datetime
+    ) -> list[int]:
+        if not results:
+            return []
+        ordered = sorted(results, key=lambda r: r.id)
+        found = await self._fetch(
+            sql.FINISH_NOTIFICATIONS,
+            [r.id for r in ordered],
+            [r.tries for r in ordered],
+            [r.delivered for r in ordered],
+            [r.error for r in ordered],
+            [r.retry_at for r in ordered],
+            now,
+        )
+        return sorted(r["id"] for r in found)
+
+    async def list_notifications(
+        self,
+        tenant_id: str,
+        *,
+        state: NotificationState | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Notification]:
+        select = sql.Select("notifications", ("tenant_id = {}", tenant_id))
+        if state is not None:
+            select.add("state = {}", state.value)
+        if before_id is not None:
+            if not rows.is_run_id(before_id):
+                return []
+            select.add("id < {}", before_id)
+        found = await self._fetch(*select.query("id DESC", limit))
+        return [rows.notification(r) for r in found]
+
+    async def replay_notifications(
+        self, tenant_id: str, ids: Sequence[int], *, now: datetime
+    ) -> list[int]:
+        wanted = [i for i in ids if rows.is_run_id(i)]
+        if not wanted:
+            return []
+        found = await self._fetch(sql.REPLAY_NOTIFICATIONS, tenant_id, wanted, now)
+        replayed = {r["id"] for r in found}
+        return list(dict.fromkeys(i for i in ids if i in replayed))
+
+    async def delete_notifications(self, *, before: datetime, limit: int = 10_000) -> int:
+        status = await self._execute(sql.DELETE_NOTIFICATIONS, before, limit)
         return int(status.rsplit(" ", 1)[-1])
 
     # -- run control -----------------------------------------------------------------

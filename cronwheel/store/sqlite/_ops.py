@@ -12,6 +12,7 @@ from typing import Any
 
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import (
+    MAX_NOTIFY_ERROR,
     REASON_AT_MOST_ONCE_LOST,
     REASON_AT_MOST_ONCE_STOPPED,
     REASON_LEASE_LOST_LAST,
@@ -21,8 +22,10 @@ from cronwheel.model import (
     Job,
     JobState,
     NewRun,
+    NotifyEvent,
     Run,
     RunState,
+    notify_event_id,
 )
 from cronwheel.store import _decode as decode
 from cronwheel.store._batch import by_identity
@@ -32,11 +35,12 @@ from cronwheel.store.sqlite import _rows as rows
 JOB_INSERT = (
     "INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,"
     " timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery, state,"
-    " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at, traceparent)"
+    " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at, traceparent,"
+    " notify)"
     " VALUES (:id, :tenant_id, :name, :schedule, :action, :pool, :payload, :priority, :retry,"
     " :timeout_seconds, :misfire, :overlap, :jitter_seconds, :catchup_seconds, :delivery,"
     " :state, :version, :next_fire_at, :last_fire_at, :shard_key, :created_at, :updated_at,"
-    " :traceparent)"
+    " :traceparent, :notify)"
 )
 
 RUN_INSERT = (
@@ -154,8 +158,10 @@ def audit(
 
 
 def insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> list[str]:
-    """Insert runs if absent; return the pools that got new pending runs."""
+    """Insert runs if absent; return the pools that got new pending runs. A skipped run
+    is an event for the outbox (see :func:`record_events`)."""
     pools = []
+    skipped: list[Event] = []
     for r in runs:
         finished = now if r.state.finished else None
         cursor = conn.execute(
@@ -178,7 +184,66 @@ def insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> l
         )
         if cursor.rowcount and r.state is RunState.PENDING:
             pools.append(r.pool)
+        elif cursor.rowcount and r.state is RunState.SKIPPED:
+            assert cursor.lastrowid is not None
+            at = rows.us(r.scheduled_for)
+            skipped.append(
+                (r.tenant_id, cursor.lastrowid, r.job_id, at, 0, "skipped", r.reason, now)
+            )
+    if skipped:
+        record_events(conn, skipped)
     return pools
+
+
+# One event of a run for the outbox (see record_events): tenant, run id, job id,
+# scheduled_for (µs), attempt, event (None: the change is no event), error, instant (µs).
+Event = tuple[str, int, str, int, int, str | None, str | None, int]
+
+NOTIFICATION_INSERT = (
+    "INSERT INTO notifications (tenant_id, event_id, event, job_id, job_name, run_id,"
+    " scheduled_for, attempt, error, occurred_at, target, url, next_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+# What each state a completion or a rescue moves a run to is as an event (a retry is a
+# failed attempt); a state missing here is none.
+OUTCOME_EVENTS = {
+    RunState.SUCCEEDED: NotifyEvent.SUCCEEDED.value,
+    RunState.PENDING: NotifyEvent.FAILED.value,
+    RunState.DEAD: NotifyEvent.DEAD.value,
+}
+
+
+def record_events(c: sqlite3.Connection, events: Sequence[Event]) -> None:
+    """Write the outbox rows of ``events`` in the transaction of the state changes that
+    caused them: one per event and target of the run's job listening to it. The batch's
+    distinct jobs are read once, only those with targets (``notify IS NOT NULL``): a
+    batch whose jobs have none writes nothing (docs/workflows.md#notifications)."""
+    job_ids = list({e[2] for e in events if e[5] is not None})
+    if not job_ids:
+        return
+    noisy = {
+        row[0]: (row[1], json.loads(row[2]))
+        for row in c.execute(
+            f"SELECT id, name, notify FROM jobs WHERE id IN ({placeholders(len(job_ids))})"
+            " AND notify IS NOT NULL",
+            job_ids,
+        )
+    }
+    if not noisy:
+        return
+    out = []
+    for tenant_id, run_id, job_id, scheduled_for, attempt, event, error, at in events:
+        if event is None or job_id not in noisy:
+            continue
+        name, targets = noisy[job_id]
+        event_id = notify_event_id(run_id, event, attempt)
+        excerpt = None if error is None else error[:MAX_NOTIFY_ERROR]
+        for i, target in enumerate(targets):
+            if event in target["on"]:
+                head = (tenant_id, event_id, event, job_id, name, run_id, scheduled_for)
+                out.append((*head, attempt, excerpt, at, i, target["url"], at))
+    c.executemany(NOTIFICATION_INSERT, out)
 
 
 # A run of a job with an overlap policy is claimable once due, when no earlier due run
@@ -307,7 +372,8 @@ COMPLETE_RUNS = (
     + " FROM json_each(?) AS d"
     " WHERE runs.id = json_extract(d.value, '$[0]')"
     " AND runs.fence = json_extract(d.value, '$[1]') AND runs.state = 'running'"
-    " RETURNING runs.id, runs.tenant_id, runs.job_id, runs.attempt, runs.pool"
+    " RETURNING runs.id, runs.tenant_id, runs.job_id, runs.attempt, runs.pool,"
+    " runs.scheduled_for"
 )
 
 
@@ -337,11 +403,16 @@ def complete_many(
     updated = {r[0]: r for r in c.execute(COMPLETE_RUNS, (batch,))}
     accepted: list[tuple[Completion, str]] = []
     attempts = []
+    events: list[Event] = []
     for d in completions:
         row = updated.pop(d.run_id, None)  # popped: a run completed twice counts once
         if row is None:
             continue
         accepted.append((d, row[4]))
+        event = OUTCOME_EVENTS.get(d.state)
+        if event is not None:
+            at = rows.us(d.finished_at)
+            events.append((row[1], d.run_id, row[2], row[5], row[3], event, d.error_message, at))
         attempts.append(
             (
                 row[1],
@@ -360,6 +431,7 @@ def complete_many(
             )
         )
     c.executemany(INSERT_ATTEMPT_WITH_STATUS, attempts)
+    record_events(c, events)
     return accepted
 
 
@@ -452,7 +524,14 @@ def release_one(c: sqlite3.Connection, release: Release, at: int) -> tuple[RunSt
             row["id"],
         ),
     )
+    if state is RunState.DEAD:
+        record_events(c, [_event(row, "dead", release.why, at)])
     return state, row["pool"]
+
+
+def _event(row: sqlite3.Row, event: str | None, error: str | None, at: int) -> Event:
+    run = (row["tenant_id"], row["id"], row["job_id"], row["scheduled_for"], row["attempt"])
+    return (*run, event, error, at)
 
 
 def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int, *, gone: bool = False) -> RunState:
@@ -491,6 +570,7 @@ def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int, *, gone: bool =
         " WHERE id = ?",
         (state.value, final, at, final, at, reason, message, row["id"]),
     )
+    record_events(c, [_event(row, OUTCOME_EVENTS.get(state), message, at)])
     return state
 
 

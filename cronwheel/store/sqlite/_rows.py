@@ -15,6 +15,9 @@ from cronwheel.model import (
     AuditEntry,
     Job,
     LastRun,
+    Notification,
+    NotificationState,
+    NotifyEvent,
     Role,
     Run,
     StoredResponse,
@@ -77,6 +80,8 @@ def job_params(job: Job) -> dict[str, Any]:
         "created_at": us(job.created_at),
         "updated_at": us(job.updated_at),
         "traceparent": job.traceparent,
+        # NULL, not [], for none: the state-changing statements look for a NULL.
+        "notify": dumps([dict(t) for t in job.notify]) if job.notify else None,
     }
 
 
@@ -121,12 +126,36 @@ def job(row: sqlite3.Row) -> Job:
         jitter_seconds=row["jitter_seconds"],
         catchup_seconds=row["catchup_seconds"],
         delivery=decode.DELIVERIES[row["delivery"]],
+        notify=tuple(json.loads(row["notify"])) if row["notify"] else (),
         state=decode.JOB_STATES[row["state"]],
         version=row["version"],
         next_fire_at=dt_or_none(row["next_fire_at"]),
         last_fire_at=dt_or_none(row["last_fire_at"]),
         created_at=dt(row["created_at"]),
         updated_at=dt(row["updated_at"]),
+    )
+
+
+def notification(row: sqlite3.Row) -> Notification:
+    return Notification(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        event_id=row["event_id"],
+        event=NotifyEvent(row["event"]),
+        job_id=row["job_id"],
+        job_name=row["job_name"],
+        run_id=row["run_id"],
+        scheduled_for=dt(row["scheduled_for"]),
+        attempt=row["attempt"],
+        error=row["error"],
+        occurred_at=dt(row["occurred_at"]),
+        target=row["target"],
+        url=row["url"],
+        state=NotificationState(row["state"]),
+        tries=row["tries"],
+        next_at=dt(row["next_at"]),
+        last_error=row["last_error"],
+        finished_at=dt_or_none(row["finished_at"]),
     )
 
 

@@ -23,6 +23,8 @@ from cronwheel.model import (
     LastOutcome,
     LastRun,
     NewRun,
+    Notification,
+    NotificationState,
     Overlap,
     Run,
     RunState,
@@ -45,6 +47,7 @@ from cronwheel.store.base import (
     HeartbeatResult,
     JobAdvance,
     MaterializeResult,
+    NotificationResult,
     PoolStatus,
     Release,
     ReleaseResult,
@@ -583,9 +586,14 @@ class SqliteStore(Store):
             skipped = c.execute(
                 f"UPDATE runs SET state = 'skipped', reason = ?, finished_at = ? WHERE {in_pools}"
                 " AND state = 'pending' AND overlap = 'skip' AND available_at <= ? AND EXISTS"
-                " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')",
+                " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')"
+                " RETURNING tenant_id, id, job_id, scheduled_for, attempt",
                 (REASON_OVERLAP_SKIP, now_us, *pools, *tenant, now_us),
-            )
+            ).fetchall()
+            if skipped:
+                ops.record_events(
+                    c, [(*r, "skipped", REASON_OVERLAP_SKIP, now_us) for r in skipped]
+                )
             claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
             claimed.sort(key=lambda r: (r.priority, r.available_at, r.id))
             ops.replace_running(c, [r for r in claimed if r.overlap is Overlap.REPLACE])
@@ -600,7 +608,7 @@ class SqliteStore(Store):
                 )
             }
             runs = (ops.claimed(r, jobs[r.job_id]) for r in claimed)
-            return Claim(runs, overlap_skipped=skipped.rowcount)
+            return Claim(runs, overlap_skipped=len(skipped))
 
         if not pools or limit <= 0:
             return Claim()
@@ -718,6 +726,108 @@ class SqliteStore(Store):
         self._wakeups.notify_pools(pools)
         return result
 
+    # -- notifications -----------------------------------------------------------------
+    async def claim_notifications(
+        self, *, now: datetime, limit: int, lease_seconds: float
+    ) -> list[Notification]:
+        now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
+
+        def fn(c: sqlite3.Connection) -> list[Notification]:
+            found = c.execute(
+                "UPDATE notifications SET tries = tries + 1, next_at = ? WHERE id IN"
+                " (SELECT id FROM notifications WHERE state = 'pending' AND next_at <= ?"
+                " ORDER BY next_at, id LIMIT ?) RETURNING *",
+                (now_us + ttl_us, now_us, limit),
+            ).fetchall()
+            return sorted((rows.notification(r) for r in found), key=lambda n: n.id)
+
+        return await self._db.write(fn)
+
+    async def finish_notifications(
+        self, results: Sequence[NotificationResult], *, now: datetime
+    ) -> list[int]:
+        at = rows.us(now)
+        batch = [
+            (
+                "delivered" if r.delivered else "pending" if r.retry_at else "dead",
+                rows.us_or_none(r.retry_at),
+                None if r.delivered or r.retry_at else at,
+                at if r.delivered else None,
+                r.error,
+                r.delivered,
+                r.id,
+                r.tries,
+            )
+            for r in sorted(results, key=lambda r: r.id)
+        ]
+
+        def fn(c: sqlite3.Connection) -> list[int]:
+            done = []
+            for params in batch:
+                found = c.execute(
+                    "UPDATE notifications SET state = ?, next_at = coalesce(?, next_at),"
+                    " finished_at = coalesce(?, ?), last_error = CASE WHEN ? THEN last_error"
+                    " ELSE ? END WHERE id = ? AND tries = ? AND state = 'pending' RETURNING id",
+                    (*params[:4], params[5], params[4], params[6], params[7]),
+                ).fetchone()
+                if found is not None:
+                    done.append(found[0])
+            return done
+
+        return await self._db.write(fn) if batch else []
+
+    async def list_notifications(
+        self,
+        tenant_id: str,
+        *,
+        state: NotificationState | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Notification]:
+        where: list[str] = ["tenant_id = ?"]
+        params: list[object] = [tenant_id]
+        if state is not None:
+            where.append("state = ?")
+            params.append(state.value)
+        if before_id is not None:
+            where.append("id < ?")
+            params.append(before_id)
+        sql = f"SELECT * FROM notifications WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
+        found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())
+        return [rows.notification(r) for r in found]
+
+    async def replay_notifications(
+        self, tenant_id: str, ids: Sequence[int], *, now: datetime
+    ) -> list[int]:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+
+        in_ids = f"id IN ({ops.placeholders(len(wanted))})"
+
+        def fn(c: sqlite3.Connection) -> set[int]:
+            found = c.execute(
+                "UPDATE notifications SET state = 'pending', tries = 0, next_at = ?,"
+                f" finished_at = NULL WHERE tenant_id = ? AND {in_ids}"
+                " AND state = 'dead' RETURNING id",
+                (rows.us(now), tenant_id, *wanted),
+            ).fetchall()
+            return {r[0] for r in found}
+
+        replayed = await self._db.write(fn)
+        return [i for i in wanted if i in replayed]
+
+    async def delete_notifications(self, *, before: datetime, limit: int = 10_000) -> int:
+        def fn(c: sqlite3.Connection) -> int:
+            cursor = c.execute(
+                "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications"
+                " WHERE finished_at < ? AND state <> 'pending' LIMIT ?)",
+                (rows.us(before), limit),
+            )
+            return cursor.rowcount
+
+        return await self._db.write(fn)
+
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         def fn(c: sqlite3.Connection) -> int:
             cursor = c.execute(
@@ -802,7 +912,8 @@ class SqliteStore(Store):
         before_id: int | None = None,
         limit: int = 100,
     ) -> list[Run]:
-        where, params = ["tenant_id = ?"], [tenant_id]
+        where: list[str] = ["tenant_id = ?"]
+        params: list[object] = [tenant_id]
         if job_id is not None:
             where.append("job_id = ?")
             params.append(job_id)
@@ -811,10 +922,10 @@ class SqliteStore(Store):
             params.append(state.value)
         if before_id is not None and job_id is not None:
             where.append("scheduled_for < (SELECT scheduled_for FROM runs WHERE id = ?)")
-            params.append(before_id)  # type: ignore[arg-type]
+            params.append(before_id)
         elif before_id is not None:
             where.append("id < ?")
-            params.append(before_id)  # type: ignore[arg-type]
+            params.append(before_id)
         order = "scheduled_for DESC" if job_id is not None else "id DESC"
         sql = f"SELECT * FROM runs WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         found = await self._db.read(lambda c: c.execute(sql, (*params, limit)).fetchall())

@@ -38,7 +38,8 @@ CREATE TABLE jobs (
     shard_key        integer NOT NULL,
     created_at       timestamptz NOT NULL,
     updated_at       timestamptz NOT NULL,
-    traceparent      text
+    traceparent      text,
+    notify           jsonb  -- notification targets (0011); NULL: none
 );
 
 -- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
@@ -193,3 +194,32 @@ BEGIN
               DETAIL = format('Key (%s)=(%s) is not present in table "%s".', col, val, tbl);
 END
 $$;
+
+-- The notifications outbox (0011): one row per event and target.
+CREATE TABLE notifications (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id       text NOT NULL,
+    event_id        text NOT NULL,
+    event           text NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped')),
+    job_id          uuid NOT NULL,
+    job_name        text NOT NULL,
+    run_id          bigint NOT NULL,
+    scheduled_for   timestamptz NOT NULL,
+    attempt         integer NOT NULL,
+    error           text,
+    occurred_at     timestamptz NOT NULL,
+    target          integer NOT NULL,
+    url             text NOT NULL,
+    state           text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'dead')),
+    tries           integer NOT NULL DEFAULT 0,
+    next_at         timestamptz NOT NULL,
+    last_error      text,
+    finished_at     timestamptz
+);
+
+-- The notifier's claim: pending rows by due time.
+CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'pending';
+-- A tenant's notifications by state, newest first (the dead letter's listing).
+CREATE INDEX notifications_tenant_state ON notifications (tenant_id, state, id);
+-- Retention: finished rows by finish time.
+CREATE INDEX notifications_finished ON notifications (finished_at) WHERE state <> 'pending';

@@ -39,7 +39,8 @@ CREATE TABLE jobs (
     traceparent      TEXT,
     -- What the jobs list's next-fire order sorts by (0010): after every instant for a job
     -- that will not fire. Computed when read; only its index stores it.
-    next_fire_sort   INTEGER GENERATED ALWAYS AS (ifnull(CASE WHEN state = 'active' THEN next_fire_at END, 9223372036854775807)) VIRTUAL
+    next_fire_sort   INTEGER GENERATED ALWAYS AS (ifnull(CASE WHEN state = 'active' THEN next_fire_at END, 9223372036854775807)) VIRTUAL,
+    notify           TEXT  -- notification targets as JSON (0011); NULL: none
 );
 
 -- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
@@ -182,3 +183,32 @@ CREATE TABLE idempotency_keys (
 );
 
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+
+-- The notifications outbox (0011): one row per event and target.
+CREATE TABLE notifications (
+    id              INTEGER PRIMARY KEY,
+    tenant_id       TEXT NOT NULL,
+    event_id        TEXT NOT NULL,
+    event           TEXT NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped')),
+    job_id          TEXT NOT NULL,
+    job_name        TEXT NOT NULL,
+    run_id          INTEGER NOT NULL,
+    scheduled_for   INTEGER NOT NULL,
+    attempt         INTEGER NOT NULL,
+    error           TEXT,
+    occurred_at     INTEGER NOT NULL,
+    target          INTEGER NOT NULL,
+    url             TEXT NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'dead')),
+    tries           INTEGER NOT NULL DEFAULT 0,
+    next_at         INTEGER NOT NULL,
+    last_error      TEXT,
+    finished_at     INTEGER
+);
+
+-- The notifier's claim: pending rows by due time.
+CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'pending';
+-- A tenant's notifications by state, newest first (the dead letter's listing).
+CREATE INDEX notifications_tenant_state ON notifications (tenant_id, state, id);
+-- Retention: finished rows by finish time.
+CREATE INDEX notifications_finished ON notifications (finished_at) WHERE state <> 'pending';
