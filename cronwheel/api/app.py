@@ -24,6 +24,7 @@ from cronwheel.api.routes import (
     health,
     jobs,
     metrics,
+    pipelines,
     runs,
     schedules,
     status,
@@ -77,7 +78,18 @@ def create_app(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
     )
     problems.install(app)
-    for module in (health, metrics, jobs, why, schedules, runs, workers, status, admin):
+    for module in (
+        health,
+        metrics,
+        jobs,
+        pipelines,
+        why,
+        schedules,
+        runs,
+        workers,
+        status,
+        admin,
+    ):
         app.include_router(module.router)
     openapi.install(app)
     docs_ui.install(app)
