@@ -41,7 +41,9 @@ def test_the_engine_commands_import_no_web_framework(command: str) -> None:
     assert not {m for m in imported if m.split(".")[0] in ("httpx", "httpcore")}, imported
 
 
-@pytest.mark.parametrize("command", ["jobs", "runs", "dlq", "status", "keys", "tenants"])
+@pytest.mark.parametrize(
+    "command", ["jobs", "pipelines", "runs", "dlq", "status", "keys", "tenants"]
+)
 def test_the_api_client_commands_import_neither_server_nor_engine(command: str) -> None:
     imported = _imported_by(command)
     assert "cronwheel.sdk" in imported  # they do load what they need
