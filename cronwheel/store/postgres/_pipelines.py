@@ -37,7 +37,7 @@ GET = (
 )
 
 LIST = (
-    _SELECT + " AND v.version = p.version WHERE p.tenant_id = $1 AND p.state = 'active'"
+    _SELECT + " AND v.version = p.version WHERE p.tenant_id = $1 AND p.state <> 'deleted'"
     " AND ($2::text IS NULL OR p.name = $2) AND ($3::uuid IS NULL OR p.id > $3)"
     " ORDER BY p.id LIMIT $4"
 )

@@ -100,7 +100,7 @@ def get(
 def list_live(
     c: sqlite3.Connection, tenant_id: str, name: str | None, after: str | None, limit: int
 ) -> list[Pipeline]:
-    sql = _SELECT + " AND v.version = p.version WHERE p.tenant_id = ? AND p.state = 'active'"
+    sql = _SELECT + " AND v.version = p.version WHERE p.tenant_id = ? AND p.state <> 'deleted'"
     params: list[object] = [tenant_id]
     if name is not None:
         sql += " AND p.name = ?"
