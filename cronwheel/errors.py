@@ -4,7 +4,7 @@ CronwheelError
 ├── InvalidInput            bad input: a field and why (HTTP 4xx, CLI exit 2)
 ├── NotFound                no such job or run for this tenant (HTTP 404)
 ├── Conflict                a uniqueness or state rule refuses the change (HTTP 409)
-│   └── StaleVersion        the caller edited an old version of a job (HTTP 412)
+│   └── StaleVersion        the caller edited an old version of a job or pipeline (HTTP 412)
 └── StoreUnavailable        the store cannot be reached right now (retry later)
 """
 
@@ -39,9 +39,9 @@ class Conflict(CronwheelError):
 
 
 class StaleVersion(Conflict):
-    def __init__(self, expected: int, actual: int) -> None:
+    def __init__(self, expected: int, actual: int, *, what: str = "job") -> None:
         super().__init__(
-            "version", f"the job is at version {actual}, not {expected}: reload it and retry"
+            "version", f"the {what} is at version {actual}, not {expected}: reload it and retry"
         )
         self.expected = expected
         self.actual = actual

@@ -25,6 +25,7 @@ from cronwheel.api.routes import (
     jobs,
     metrics,
     notifications,
+    pipelines,
     runs,
     schedules,
     status,
@@ -78,7 +79,19 @@ def create_app(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
     )
     problems.install(app)
-    modules = (health, metrics, jobs, why, schedules, runs, notifications, workers, status, admin)
+    modules = (
+        health,
+        metrics,
+        jobs,
+        pipelines,
+        why,
+        schedules,
+        runs,
+        notifications,
+        workers,
+        status,
+        admin,
+    )
     for module in modules:
         app.include_router(module.router)
     openapi.install(app)

@@ -34,6 +34,7 @@ from cronwheel.model import (
     Role,
     checkpoint_text,
 )
+from cronwheel.pipelines.definition import PipelineSpec
 from cronwheel.schedule import schedule_from_dict, schedule_to_dict
 
 MAX_BATCH = 10_000
@@ -292,3 +293,9 @@ class KeyIn(BaseModel):
     role: Role
     name: Name | None = None
     tenant_id: TenantId | None = None
+
+
+class PipelineIn(PipelineSpec):
+    """A new pipeline: its name and its definition (decision 0025)."""
+
+    name: Name

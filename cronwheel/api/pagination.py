@@ -131,3 +131,23 @@ def page(items: Sequence[T], limit: int, kind: str, key: str) -> tuple[list[T], 
         return kept, None
     last = getattr(kept[-1], key)
     return kept, encode(kind, last)
+
+
+def after_pipeline(cursor: str | None) -> str | None:
+    """The pipeline id a pipeline-list cursor points after (creation order)."""
+    if cursor is None:
+        return None
+    value = _decode("pipeline", cursor)
+    if not _UUID.match(value):
+        raise invalid("cursor", "is not a cursor this API gave out")
+    return value
+
+
+def before_version(cursor: str | None) -> int | None:
+    """The version a pipeline-versions cursor points after (newest first)."""
+    if cursor is None:
+        return None
+    value = _decode("pipeline-version", cursor)
+    if not value.isdigit() or not 0 < int(value) < 2**31:
+        raise invalid("cursor", "is not a cursor this API gave out")
+    return int(value)

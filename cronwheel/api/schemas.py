@@ -3,7 +3,7 @@ engine's dataclasses. Times are ISO 8601 with ``+00:00`` (pydantic would write `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -30,6 +30,8 @@ from cronwheel.model import (
     Tenant,
     WorkerInfo,
 )
+from cronwheel.pipelines.definition import FailurePolicy
+from cronwheel.pipelines.model import Pipeline, PipelineState, PipelineVersion
 from cronwheel.redact import mask_action, mask_url
 
 Instant = Annotated[
@@ -490,3 +492,61 @@ class ProblemOut(_Out):
 def dump(model: BaseModel) -> Any:
     """A model as the JSON value sent on the wire."""
     return model.model_dump(mode="json")
+
+
+class PipelineOut(_Out):
+    """A pipeline at one of its versions: its definition (``tasks``, ``edges``,
+    ``failure_policy``, as decision 0025 describes them) and where it is."""
+
+    id: str
+    tenant_id: str
+    name: str
+    version: int = Field(description="The version shown (the latest unless asked).")
+    latest_version: int = Field(description="The version an update's If-Match must name.")
+    state: PipelineState
+    fingerprint: str = Field(description="The definition's content hash (SHA-256).")
+    tasks: dict[str, Any]
+    edges: list[dict[str, Any]]
+    failure_policy: FailurePolicy
+    created_at: Instant
+    updated_at: Instant
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> PipelineOut:
+        return cls(
+            **fields(pipeline, cls, "tasks", "edges", "failure_policy"),
+            **_definition(pipeline.definition),
+        )
+
+
+class PipelineVersionOut(_Out):
+    """One immutable version of a pipeline's definition, who stored it and when."""
+
+    version: int
+    fingerprint: str
+    actor: str
+    created_at: Instant
+    tasks: dict[str, Any]
+    edges: list[dict[str, Any]]
+    failure_policy: FailurePolicy
+
+    @classmethod
+    def of(cls, version: PipelineVersion) -> PipelineVersionOut:
+        return cls(
+            **fields(version, cls, "tasks", "edges", "failure_policy"),
+            **_definition(version.definition),
+        )
+
+
+def _definition(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored definition as it may be shown: each webhook task's secret headers and URL
+    password masked, as a job's (the stored definition is unchanged)."""
+    tasks = {
+        name: {**task, "action": mask_action(task["action"])}
+        for name, task in definition["tasks"].items()
+    }
+    return {
+        "tasks": tasks,
+        "edges": definition["edges"],
+        "failure_policy": definition["failure_policy"],
+    }

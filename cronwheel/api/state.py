@@ -12,6 +12,7 @@ from cronwheel.api.auth import AuthConfig, Principal
 from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas
 from cronwheel.clock import Clock
+from cronwheel.pipelines.service import PipelineService
 from cronwheel.service import JobService
 from cronwheel.store.base import Store
 
@@ -29,6 +30,12 @@ class ApiState:
     def service(self, principal: Principal) -> JobService:
         """The application layer, acting as ``principal`` (cheap: one per request)."""
         return JobService(self.store, clock=self.clock, actor=principal.actor, egress=self.egress)
+
+    def pipelines(self, principal: Principal) -> PipelineService:
+        """Pipeline definitions, acting as ``principal``."""
+        return PipelineService(
+            self.store, clock=self.clock, actor=principal.actor, egress=self.egress
+        )
 
 
 def api_state(request: Request) -> ApiState:

@@ -21,6 +21,7 @@ COMMANDS = {
     "worker": "cronwheel.cli.services:worker",
     "scheduler": "cronwheel.cli.services:scheduler",
     "jobs": "cronwheel.cli.remote.jobs:jobs",
+    "pipelines": "cronwheel.cli.remote.pipelines:pipelines",
     "runs": "cronwheel.cli.remote.runs:runs",
     "dlq": "cronwheel.cli.remote.runs:dlq",
     "notifications": "cronwheel.cli.remote.runs:notifications",

@@ -15,6 +15,8 @@ from cronwheel.sdk.models import (
     KeyInfo,
     NotificationInfo,
     Page,
+    PipelineInfo,
+    PipelineVersionInfo,
     RunInfo,
     TenantInfo,
 )
@@ -192,4 +194,50 @@ def preview_schedule(schedule: dict[str, Any], count: int) -> Call[dict[str, Any
         "/v1/schedules/preview",
         _object,
         json={"schedule": schedule, "count": count},
+    )
+
+
+def create_pipeline(
+    name: str, definition: Mapping[str, Any], idempotency_key: str | None
+) -> Call[PipelineInfo]:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    body = {**definition, "name": name}
+    return Call("POST", "/v1/pipelines", PipelineInfo.model_validate, json=body, headers=headers)
+
+
+def list_pipelines(**filters: Any) -> Call[Page[PipelineInfo]]:
+    return Call("GET", "/v1/pipelines", _page(PipelineInfo), params=_params(**filters))
+
+
+def get_pipeline(pipeline_id: str, version: int | None) -> Call[PipelineInfo]:
+    return Call(
+        "GET",
+        f"/v1/pipelines/{pipeline_id}",
+        PipelineInfo.model_validate,
+        params=_params(version=version),
+    )
+
+
+def update_pipeline(
+    pipeline_id: str, version: int, definition: Mapping[str, Any]
+) -> Call[PipelineInfo]:
+    return Call(
+        "PUT",
+        f"/v1/pipelines/{pipeline_id}",
+        PipelineInfo.model_validate,
+        json=dict(definition),
+        headers={"If-Match": str(version)},
+    )
+
+
+def delete_pipeline(pipeline_id: str) -> Call[PipelineInfo]:
+    return Call("DELETE", f"/v1/pipelines/{pipeline_id}", PipelineInfo.model_validate)
+
+
+def pipeline_versions(pipeline_id: str, **filters: Any) -> Call[Page[PipelineVersionInfo]]:
+    return Call(
+        "GET",
+        f"/v1/pipelines/{pipeline_id}/versions",
+        _page(PipelineVersionInfo),
+        params=_params(**filters),
     )

@@ -10,7 +10,7 @@ Errors are :mod:`cronwheel.sdk.errors` exceptions carrying the problem details.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -24,6 +24,8 @@ from cronwheel.sdk.models import (
     KeyInfo,
     NotificationInfo,
     Page,
+    PipelineInfo,
+    PipelineVersionInfo,
     RunInfo,
     TenantInfo,
 )
@@ -200,6 +202,40 @@ class Client:
     def revoke_key(self, key_id: str) -> None:
         self._send(calls.revoke_key(key_id))
 
+    # -- pipelines (decision 0025) ------------------------------------------------------
+    def create_pipeline(
+        self, name: str, definition: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> PipelineInfo:
+        """A new pipeline at version 1 from ``definition`` (``tasks``, ``edges``,
+        ``failure_policy``). A bad definition is a
+        :class:`~cronwheel.sdk.errors.ValidationFailed` naming the field (``edges.2.to``;
+        ``edges`` for a cycle); a name a live pipeline has, a ConflictError."""
+        return self._send(calls.create_pipeline(name, definition, idempotency_key))
+
+    def list_pipelines(self, **filters: Any) -> Page[PipelineInfo]:
+        """A page of live pipelines, oldest first. ``filters``: ``name``, ``cursor``,
+        ``limit``."""
+        return self._send(calls.list_pipelines(**filters))
+
+    def get_pipeline(self, pipeline_id: str, *, version: int | None = None) -> PipelineInfo:
+        """The pipeline at its latest version, or at ``version``."""
+        return self._send(calls.get_pipeline(pipeline_id, version))
+
+    def update_pipeline(
+        self, pipeline_id: str, version: int, definition: Mapping[str, Any]
+    ) -> PipelineInfo:
+        """Store ``definition`` as the next version of a pipeline still at ``version``
+        (else :class:`~cronwheel.sdk.errors.StaleVersionError`); the same content keeps the
+        version."""
+        return self._send(calls.update_pipeline(pipeline_id, version, definition))
+
+    def delete_pipeline(self, pipeline_id: str) -> PipelineInfo:
+        return self._send(calls.delete_pipeline(pipeline_id))
+
+    def pipeline_versions(self, pipeline_id: str, **filters: Any) -> Page[PipelineVersionInfo]:
+        """A page of the pipeline's versions, newest first (``cursor``, ``limit``)."""
+        return self._send(calls.pipeline_versions(pipeline_id, **filters))
+
 
 class AsyncClient:
     """The same API, for asyncio code."""
@@ -343,3 +379,39 @@ class AsyncClient:
 
     async def revoke_key(self, key_id: str) -> None:
         await self._send(calls.revoke_key(key_id))
+
+    # -- pipelines (decision 0025) ------------------------------------------------------
+    async def create_pipeline(
+        self, name: str, definition: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> PipelineInfo:
+        """A new pipeline at version 1 from ``definition`` (``tasks``, ``edges``,
+        ``failure_policy``). A bad definition is a
+        :class:`~cronwheel.sdk.errors.ValidationFailed` naming the field (``edges.2.to``;
+        ``edges`` for a cycle); a name a live pipeline has, a ConflictError."""
+        return await self._send(calls.create_pipeline(name, definition, idempotency_key))
+
+    async def list_pipelines(self, **filters: Any) -> Page[PipelineInfo]:
+        """A page of live pipelines, oldest first. ``filters``: ``name``, ``cursor``,
+        ``limit``."""
+        return await self._send(calls.list_pipelines(**filters))
+
+    async def get_pipeline(self, pipeline_id: str, *, version: int | None = None) -> PipelineInfo:
+        """The pipeline at its latest version, or at ``version``."""
+        return await self._send(calls.get_pipeline(pipeline_id, version))
+
+    async def update_pipeline(
+        self, pipeline_id: str, version: int, definition: Mapping[str, Any]
+    ) -> PipelineInfo:
+        """Store ``definition`` as the next version of a pipeline still at ``version``
+        (else :class:`~cronwheel.sdk.errors.StaleVersionError`); the same content keeps the
+        version."""
+        return await self._send(calls.update_pipeline(pipeline_id, version, definition))
+
+    async def delete_pipeline(self, pipeline_id: str) -> PipelineInfo:
+        return await self._send(calls.delete_pipeline(pipeline_id))
+
+    async def pipeline_versions(
+        self, pipeline_id: str, **filters: Any
+    ) -> Page[PipelineVersionInfo]:
+        """A page of the pipeline's versions, newest first (``cursor``, ``limit``)."""
+        return await self._send(calls.pipeline_versions(pipeline_id, **filters))

@@ -171,3 +171,37 @@ class TenantInfo(_Wire):
     max_jobs: int | None = None
     max_creates_per_second: float | None = None
     created_at: datetime
+
+
+class PipelineInfo(_Wire):
+    """A pipeline at one of its versions (decision 0025)."""
+
+    id: str
+    tenant_id: str
+    name: str
+    version: int
+    latest_version: int
+    state: str
+    fingerprint: str
+    tasks: dict[str, Any]
+    edges: list[dict[str, Any]]
+    failure_policy: str
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """The definition alone, as :meth:`~cronwheel.sdk.Client.update_pipeline` takes it."""
+        return {"tasks": self.tasks, "edges": self.edges, "failure_policy": self.failure_policy}
+
+
+class PipelineVersionInfo(_Wire):
+    """One immutable version of a pipeline's definition."""
+
+    version: int
+    fingerprint: str
+    actor: str
+    created_at: datetime
+    tasks: dict[str, Any]
+    edges: list[dict[str, Any]]
+    failure_policy: str

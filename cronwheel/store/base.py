@@ -23,12 +23,13 @@ Rules every implementation keeps:
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.errors import Conflict, StaleVersion
 from cronwheel.model import (
+    JSON,
     ApiKey,
     Attempt,
     AttemptOutcome,
@@ -52,6 +53,7 @@ from cronwheel.model import (
     WorkerInfo,
     hot_record,
 )
+from cronwheel.pipelines.model import Pipeline, PipelineVersion
 
 ENQUEUE_CHUNK = 5_000
 """Runs per statement of :meth:`Store.enqueue_runs` where a statement's size matters
@@ -502,6 +504,66 @@ class Store(abc.ABC):
         Cancelling also cancels its pending runs. A job already in ``state`` is returned
         as it is: no version bump, no audit row. A cancelled job cannot change state
         again: Conflict. Raises NotFound."""
+
+    # -- pipelines (decision 0025) ---------------------------------------------------
+    @abc.abstractmethod
+    async def create_pipeline(self, pipeline: Pipeline, *, actor: str) -> None:
+        """Insert a pipeline and its first version (``pipeline.version``, its definition
+        and fingerprint), audited, in one transaction. A name already used by a live
+        pipeline of the tenant raises :class:`~cronwheel.errors.Conflict` naming
+        ``name``; an unknown tenant raises NotFound."""
+
+    @abc.abstractmethod
+    async def get_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, version: int | None = None
+    ) -> Pipeline | None:
+        """The pipeline at ``version`` (None: its latest), deleted or not; None if the
+        tenant has no such pipeline or the pipeline no such version."""
+
+    @abc.abstractmethod
+    async def list_pipelines(
+        self,
+        tenant_id: str,
+        *,
+        name: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[Pipeline]:
+        """The tenant's live pipelines at their latest version, by id (creation order),
+        starting after the id ``after``; ``name`` keeps the one of that name. A walk of
+        the ``(tenant_id, id)`` index."""
+
+    @abc.abstractmethod
+    async def update_pipeline(
+        self,
+        tenant_id: str,
+        pipeline_id: str,
+        *,
+        definition: Mapping[str, JSON],
+        fingerprint: str,
+        expected_version: int,
+        now: datetime,
+        actor: str,
+    ) -> Pipeline:
+        """Store ``definition`` as the pipeline's next version if its latest is still
+        ``expected_version`` (else StaleVersion), audited. A definition whose
+        ``fingerprint`` is the latest version's changes nothing: the pipeline comes
+        back as it is, same version. A deleted pipeline cannot change: Conflict.
+        Raises NotFound."""
+
+    @abc.abstractmethod
+    async def delete_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, now: datetime, actor: str
+    ) -> Pipeline:
+        """Soft delete: the pipeline leaves the list and frees its name; its versions
+        stay. Deleting a deleted pipeline returns it unchanged. Raises NotFound."""
+
+    @abc.abstractmethod
+    async def list_pipeline_versions(
+        self, tenant_id: str, pipeline_id: str, *, before: int | None = None, limit: int = 100
+    ) -> list[PipelineVersion]:
+        """A pipeline's versions, newest first, those below ``before`` if given. Raises
+        NotFound for a pipeline the tenant does not have."""
 
     # -- scheduler -------------------------------------------------------------------
     @abc.abstractmethod

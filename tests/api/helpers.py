@@ -48,3 +48,20 @@ async def new_key(
 async def new_tenant(client: httpx.AsyncClient, tenant_id: str, **quotas: Any) -> None:
     response = await client.post("/v1/tenants", json={"id": tenant_id, "name": tenant_id, **quotas})
     assert response.status_code == 201, response.text
+
+
+def pipeline(name: Any = None, **changes: Any) -> dict[str, Any]:
+    """A valid pipeline: extract → load → notify; ``changes`` override its fields."""
+    return {
+        "name": f"pipeline-{next(_names)}" if name is None else name,
+        "tasks": {
+            "extract": {"action": {"type": "handler", "name": "extract"}},
+            "load": {"action": {"type": "handler", "name": "load"}, "pool": "db"},
+            "notify": {"action": {"type": "webhook", "url": "https://example.com/done"}},
+        },
+        "edges": [
+            {"from": "extract", "to": "load"},
+            {"from": "load", "to": "notify", "on": "on_finished"},
+        ],
+        **changes,
+    }

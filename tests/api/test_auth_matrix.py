@@ -19,8 +19,10 @@ from fastapi import FastAPI
 
 from cronwheel.api.auth import hash_token
 from cronwheel.model import ApiKey, AttemptOutcome, Role, RunState, new_id
+from cronwheel.pipelines.service import PipelineService
 from cronwheel.service import JobService
 from cronwheel.store.base import Completion, Store
+from tests.api import helpers
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec
 
@@ -102,6 +104,12 @@ class World:
         )
         assert await self.store.complete_runs([done]) == [run_id]
         return str(run_id)
+
+    async def pipeline(self, tenant: str) -> str:
+        body = helpers.pipeline()
+        name = body.pop("name")
+        made = await PipelineService(self.store, actor="test").create(name, body, tenant_id=tenant)
+        return made.id
 
     async def key(self, tenant: str) -> str:
         key_id = new_id()
@@ -195,6 +203,40 @@ CALLS = [
         body=lambda m, t: {"schedule": {"kind": "cron", "cron": "0 9 * * *"}},
         scoped=False,
     ),
+    Call(
+        "create pipeline",
+        "POST",
+        "/v1/pipelines",
+        "write",
+        201,
+        body=lambda m, t: helpers.pipeline(),
+        scoped=False,
+    ),
+    Call("list pipelines", "GET", "/v1/pipelines", "read", 200, scoped=False),
+    Call("get pipeline", "GET", "/v1/pipelines/{}", "read", 200, World.pipeline),
+    Call(
+        "get pipeline version",
+        "GET",
+        "/v1/pipelines/{}?version=1",
+        "read",
+        200,
+        World.pipeline,
+    ),
+    Call(
+        "put pipeline",
+        "PUT",
+        "/v1/pipelines/{}",
+        "write",
+        200,
+        World.pipeline,
+        body=lambda m, t: (
+            {k: v for k, v in helpers.pipeline().items() if k != "name"}
+            | {"failure_policy": "continue"}
+        ),
+        headers={"If-Match": "1"},
+    ),
+    Call("delete pipeline", "DELETE", "/v1/pipelines/{}", "write", 200, World.pipeline),
+    Call("pipeline versions", "GET", "/v1/pipelines/{}/versions", "read", 200, World.pipeline),
     Call("get run", "GET", "/v1/runs/{}", "read", 200, World.run),
     Call("cancel run", "POST", "/v1/runs/{}/cancel", "write", 200, World.run),
     Call("replay run", "POST", "/v1/runs/{}/replay", "write", 200, World.dead_run),
@@ -359,6 +401,11 @@ async def test_lists_never_show_another_tenants_items(
     await world.dead_run(OTHER)
     their_dead = await world.dead_run("default")
     async with connect(app, found["read"]) as reader:
+        my_pipeline = await world.pipeline(OTHER)
+        their_pipeline = await world.pipeline("default")
+        pipelines = (await reader.get("/v1/pipelines")).json()["items"]
+        assert {p["id"] for p in pipelines} == {my_pipeline}
+        assert their_pipeline not in {p["id"] for p in pipelines}
         jobs = (await reader.get("/v1/jobs")).json()["items"]
         assert mine in {j["id"] for j in jobs}
         assert theirs not in {j["id"] for j in jobs}

@@ -164,3 +164,31 @@ async def test_list_jobs_in_an_order_and_its_cursor(app: FastAPI) -> None:
         with pytest.raises(ValidationFailed) as err:
             await cw.list_jobs(order="name", cursor=first.next_cursor)
         assert err.value.field == "cursor"
+
+
+async def test_pipelines_through_the_sdk(app: FastAPI) -> None:
+    tasks = {"a": {"action": {"type": "handler", "name": "a"}}, "b": {"action": WEBHOOK}}
+    first = {"tasks": tasks, "edges": [{"from": "a", "to": "b"}]}
+    async with sdk(app) as cw:
+        made = await cw.create_pipeline("etl", first, idempotency_key="p-1")
+        assert (made.name, made.version, made.state) == ("etl", 1, "active")
+        assert (await cw.create_pipeline("etl", first, idempotency_key="p-1")).id == made.id
+        with pytest.raises(ConflictError):
+            await cw.create_pipeline("etl", first)
+        with pytest.raises(ValidationFailed) as invalid:
+            await cw.create_pipeline("bad", {"tasks": tasks, "edges": [{"from": "a", "to": "c"}]})
+        assert invalid.value.field == "edges.0.to"
+        changed = await cw.update_pipeline(
+            made.id, 1, made.definition | {"failure_policy": "continue"}
+        )
+        assert (changed.version, changed.failure_policy) == (2, "continue")
+        with pytest.raises(StaleVersionError):
+            await cw.update_pipeline(made.id, 1, first)
+        assert (await cw.get_pipeline(made.id, version=1)).failure_policy == "stop"
+        assert (await cw.get_pipeline(made.id)).version == 2
+        assert [p.id for p in (await cw.list_pipelines(name="etl")).items] == [made.id]
+        assert [v.version for v in (await cw.pipeline_versions(made.id)).items] == [2, 1]
+        assert (await cw.delete_pipeline(made.id)).state == "deleted"
+        assert (await cw.list_pipelines()).items == []
+        with pytest.raises(NotFoundError):
+            await cw.get_pipeline(made.id, version=3)

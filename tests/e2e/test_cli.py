@@ -287,3 +287,42 @@ def test_jobs_list_in_an_order_page_by_page(api_url: str) -> None:
     assert other.returncode == 2 and "cursor" in other.stderr and "'-name'" in other.stderr
     unknown = cli(api_url, "jobs", "list", "--order", "last_run")
     assert unknown.returncode == 2 and "next_fire" in unknown.stderr
+
+
+def test_pipelines_from_the_terminal(api_url: str, tmp_path: Path) -> None:
+    tasks = {
+        "extract": {"action": {"type": "handler", "name": "extract"}},
+        "load": {"action": {"type": "handler", "name": "load"}, "pool": "db"},
+    }
+    first = tmp_path / "etl.json"
+    first.write_text(json.dumps({"tasks": tasks, "edges": [{"from": "extract", "to": "load"}]}))
+    created = cli(api_url, "pipelines", "create", "--file", str(first), "--name", "etl", "--json")
+    assert created.returncode == 0, created.stderr
+    made = json.loads(created.stdout)
+    assert (made["name"], made["version"]) == ("etl", 1)
+    listed = cli(api_url, "pipelines", "list")
+    assert listed.returncode == 0 and "etl" in listed.stdout  # a human table
+    shown = cli(api_url, "pipelines", "get", "etl")
+    assert shown.returncode == 0 and "edge extract → load (on_success)" in shown.stdout
+    second = tmp_path / "etl2.json"
+    second.write_text(json.dumps({"tasks": tasks, "edges": [], "failure_policy": "continue"}))
+    args = ["pipelines", "update", "etl", "--file", str(second)]
+    updated = cli(api_url, *args, "--version", "1", "--json")
+    assert updated.returncode == 0, updated.stderr
+    assert (json.loads(updated.stdout)["version"], json.loads(updated.stdout)["edges"]) == (2, [])
+    stale = cli(api_url, *args, "--version", "1")
+    assert stale.returncode == 4 and "version 2" in stale.stderr
+    old = cli(api_url, "pipelines", "get", made["id"], "--version", "1", "--json")
+    assert json.loads(old.stdout)["edges"] == [
+        {"from": "extract", "to": "load", "on": "on_success"}
+    ]
+    cycle = tmp_path / "cycle.json"
+    edges = [{"from": "extract", "to": "load"}, {"from": "load", "to": "extract"}]
+    cycle.write_text(json.dumps({"tasks": tasks, "edges": edges}))
+    refused = cli(api_url, "pipelines", "create", "--file", str(cycle), "--name", "loop")
+    assert (
+        refused.returncode == 2 and "tasks.extract → tasks.load → tasks.extract" in refused.stderr
+    )
+    assert "(edges)" in refused.stderr
+    missing = cli(api_url, "pipelines", "get", "nope")
+    assert missing.returncode == 3 and "nope" in missing.stderr

@@ -42,7 +42,8 @@ def test_the_engine_commands_import_no_web_framework(command: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["jobs", "runs", "dlq", "notifications", "status", "keys", "tenants"]
+    "command",
+    ["jobs", "pipelines", "runs", "dlq", "notifications", "status", "keys", "tenants"],
 )
 def test_the_api_client_commands_import_neither_server_nor_engine(command: str) -> None:
     imported = _imported_by(command)

@@ -239,19 +239,19 @@ async def get_job(job_id: JobId, request: Request, principal: Reader) -> JSONRes
     return job_response(await job_body(state, job))
 
 
-def expected_version(if_match: str | None) -> int | None:
+def expected_version(if_match: str | None, *, what: str = "job") -> int | None:
     """The version ``If-Match`` names (None for ``*``: any); 428 if it is missing."""
     if if_match is None:
         raise ApiProblem(
             428,
-            "If-Match is required: send the version you edit (the job's ETag)",
+            f"If-Match is required: send the version you edit (the {what}'s ETag)",
             field="If-Match",
         )
     value = if_match.strip().removeprefix("W/").strip('"')
     if value == "*":
         return None
     if not value.isdigit() or len(value) > 9:
-        raise invalid("If-Match", 'expected a job version, e.g. "3"')
+        raise invalid("If-Match", f'expected a {what} version, e.g. "3"')
     return int(value)
 
 

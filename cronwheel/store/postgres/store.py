@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -19,6 +19,7 @@ import asyncpg
 
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.model import (
+    JSON,
     REASON_AT_MOST_ONCE_LOST,
     REASON_AT_MOST_ONCE_STOPPED,
     REASON_LEASE_LOST_LAST,
@@ -46,6 +47,7 @@ from cronwheel.model import (
     WorkerInfo,
     id_prefix_range,
 )
+from cronwheel.pipelines.model import Pipeline, PipelineVersion
 from cronwheel.redact import redact
 from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded
@@ -71,6 +73,7 @@ from cronwheel.store.base import (
     check_enqueue_target,
 )
 from cronwheel.store.postgres import _gauges, _shards, _status
+from cronwheel.store.postgres import _pipelines as pipelines
 from cronwheel.store.postgres import _rows as rows
 from cronwheel.store.postgres import _sql as sql
 from cronwheel.store.postgres._connect import CONNECT_ERRORS, CONNECT_TIMEOUT, connect_error
@@ -532,6 +535,56 @@ class PostgresStore(Store):
                 assert row is not None  # an aggregate always returns its row
                 ids.extend(row["ids"])
         return ids
+
+    # -- pipelines ---------------------------------------------------------------------
+    async def create_pipeline(self, pipeline: Pipeline, *, actor: str) -> None:
+        async with self._connection() as conn:
+            await pipelines.create(conn, pipeline, actor)
+
+    async def get_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, version: int | None = None
+    ) -> Pipeline | None:
+        async with self._connection() as conn:
+            return await pipelines.get(conn, tenant_id, pipeline_id, version)
+
+    async def list_pipelines(
+        self,
+        tenant_id: str,
+        *,
+        name: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[Pipeline]:
+        async with self._connection() as conn:
+            return await pipelines.list_live(conn, tenant_id, name, after, limit)
+
+    async def update_pipeline(
+        self,
+        tenant_id: str,
+        pipeline_id: str,
+        *,
+        definition: Mapping[str, JSON],
+        fingerprint: str,
+        expected_version: int,
+        now: datetime,
+        actor: str,
+    ) -> Pipeline:
+        async with self._connection() as conn:
+            return await pipelines.update(
+                conn, tenant_id, pipeline_id, definition, fingerprint, expected_version, now, actor
+            )
+
+    async def delete_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, now: datetime, actor: str
+    ) -> Pipeline:
+        async with self._connection() as conn:
+            return await pipelines.delete(conn, tenant_id, pipeline_id, now, actor)
+
+    async def list_pipeline_versions(
+        self, tenant_id: str, pipeline_id: str, *, before: int | None = None, limit: int = 100
+    ) -> list[PipelineVersion]:
+        async with self._connection() as conn:
+            return await pipelines.versions(conn, tenant_id, pipeline_id, before, limit)
 
     # -- scheduler -------------------------------------------------------------------
     async def fetch_due_jobs(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cronwheel.errors import Conflict, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.model import (
+    JSON,
     REASON_OVERLAP_SKIP,
     REASON_REPLANNED,
     ApiKey,
@@ -35,6 +36,7 @@ from cronwheel.model import (
     WorkerInfo,
     id_prefix_range,
 )
+from cronwheel.pipelines.model import Pipeline, PipelineVersion
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Activity,
@@ -60,6 +62,7 @@ from cronwheel.store.sqlite import _admin as admin
 from cronwheel.store.sqlite import _gauges, _shards
 from cronwheel.store.sqlite import _migrate as schema
 from cronwheel.store.sqlite import _ops as ops
+from cronwheel.store.sqlite import _pipelines as pipelines
 from cronwheel.store.sqlite import _rows as rows
 from cronwheel.store.sqlite import _status as status
 from cronwheel.store.sqlite._conn import Connection
@@ -212,6 +215,8 @@ class SqliteStore(Store):
 
         def fn(c: sqlite3.Connection) -> None:
             for table in (
+                "pipeline_versions",
+                "pipelines",
                 "attempts",
                 "audit_log",
                 "runs",
@@ -452,6 +457,56 @@ class SqliteStore(Store):
         ids = await self._db.write(fn)
         self._wakeups.notify_pools([t.pool])
         return ids
+
+    # -- pipelines ---------------------------------------------------------------------
+    async def create_pipeline(self, pipeline: Pipeline, *, actor: str) -> None:
+        await self._db.write(lambda c: pipelines.create(c, pipeline, actor))
+
+    async def get_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, version: int | None = None
+    ) -> Pipeline | None:
+        return await self._db.read(lambda c: pipelines.get(c, tenant_id, pipeline_id, version))
+
+    async def list_pipelines(
+        self,
+        tenant_id: str,
+        *,
+        name: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[Pipeline]:
+        return await self._db.read(lambda c: pipelines.list_live(c, tenant_id, name, after, limit))
+
+    async def update_pipeline(
+        self,
+        tenant_id: str,
+        pipeline_id: str,
+        *,
+        definition: Mapping[str, JSON],
+        fingerprint: str,
+        expected_version: int,
+        now: datetime,
+        actor: str,
+    ) -> Pipeline:
+        return await self._db.write(
+            lambda c: pipelines.update(
+                c, tenant_id, pipeline_id, definition, fingerprint, expected_version, now, actor
+            )
+        )
+
+    async def delete_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, now: datetime, actor: str
+    ) -> Pipeline:
+        return await self._db.write(
+            lambda c: pipelines.delete(c, tenant_id, pipeline_id, now, actor)
+        )
+
+    async def list_pipeline_versions(
+        self, tenant_id: str, pipeline_id: str, *, before: int | None = None, limit: int = 100
+    ) -> list[PipelineVersion]:
+        return await self._db.read(
+            lambda c: pipelines.versions(c, tenant_id, pipeline_id, before, limit)
+        )
 
     # -- scheduler -------------------------------------------------------------------
     async def fetch_due_jobs(

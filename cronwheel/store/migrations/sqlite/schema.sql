@@ -212,3 +212,30 @@ CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'pending
 CREATE INDEX notifications_tenant_state ON notifications (tenant_id, state, id);
 -- Retention: finished rows by finish time.
 CREATE INDEX notifications_finished ON notifications (finished_at) WHERE state <> 'pending';
+
+-- Pipeline definitions, versioned (0012, decision 0025): each change of a definition adds
+-- an immutable pipeline_versions row; the pipeline's version names its latest.
+CREATE TABLE pipelines (
+    id          TEXT PRIMARY KEY,
+    tenant_id   TEXT NOT NULL REFERENCES tenants (id),
+    name        TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('active', 'deleted')),
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+
+-- A name is unique among a tenant's live pipelines; deleted ones keep theirs for audit.
+CREATE UNIQUE INDEX pipelines_tenant_name ON pipelines (tenant_id, name) WHERE state <> 'deleted';
+-- Listing with a stable cursor (ids are time-ordered UUIDv7).
+CREATE INDEX pipelines_tenant_id ON pipelines (tenant_id, id);
+
+CREATE TABLE pipeline_versions (
+    pipeline_id  TEXT NOT NULL REFERENCES pipelines (id),
+    version      INTEGER NOT NULL,
+    definition   TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    actor        TEXT NOT NULL,
+    PRIMARY KEY (pipeline_id, version)
+);
