@@ -217,6 +217,7 @@ class SqliteStore(Store):
             for table in (
                 "pipeline_versions",
                 "pipelines",
+                "notifications",
                 "attempts",
                 "audit_log",
                 "runs",
