@@ -19,7 +19,7 @@ COMMANDS = {
     "cron": "cronwheel.cli.cron:cron",
     "dev": "cronwheel.cli.dev:dev",
     "worker": "cronwheel.cli.services:worker",
-    "scheduler": "cronwheel.cli.services:scheduler",
+    "scheduler": "cronwheel.cli.scheduler:scheduler",
     "jobs": "cronwheel.cli.remote.jobs:jobs",
     "pipelines": "cronwheel.cli.remote.pipelines:pipelines",
     "runs": "cronwheel.cli.remote.runs:runs",

@@ -1,6 +1,6 @@
-"""``cronwheel worker`` and ``cronwheel scheduler``: the long-running shapes of a cluster,
-and the options and helpers ``cronwheel dev`` shares with them. Nothing here imports the
-web framework: a worker starts in a fraction of the API's import time."""
+"""``cronwheel worker``, and the options and helpers ``cronwheel scheduler`` and
+``cronwheel dev`` share with it. Nothing here imports the web framework, the HTTP stack
+or the scheduler: a worker starts in a fraction of the API's import time."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ from cronwheel.maintenance import Maintenance
 from cronwheel.notifier import Notifier
 from cronwheel.redact import mask_url, register_secret
 from cronwheel.runtime import load_handlers, serve, tune_process
-from cronwheel.scheduler import Scheduler
-from cronwheel.shards import ShardingConfig
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker, WorkerConfig
@@ -148,54 +146,5 @@ def worker(
                 # worker process runs one (they share the rows, each claimed by one).
                 notifier = Notifier(store, hooks=registry, egress=w.egress)
                 await serve([w, Maintenance(store), notifier], stop=stop)
-
-    run_async(main)
-
-
-@click.command()
-@log_options("info")
-@db_option
-@click.option(
-    "--shards",
-    "shard_count",
-    envvar="CRONWHEEL_SHARDS",
-    default=64,
-    show_default=True,
-    help="How many shards the job space is split into (the same on every scheduler).",
-)
-@click.option(
-    "--shard-lease",
-    "shard_lease",
-    envvar="CRONWHEEL_SHARD_LEASE",
-    default=10.0,
-    show_default=True,
-    help="Shard lease TTL in seconds: a dead scheduler's shards move within about this.",
-)
-@duration_option
-@metrics_port_options
-def scheduler(
-    db_url: str,
-    shard_count: int,
-    shard_lease: float,
-    duration: float | None,
-    metrics_port: int | None,
-    metrics_host: str,
-) -> None:
-    """Materialise the runs of due jobs; run several: they share the shards."""
-    try:
-        sharding = ShardingConfig(shard_count, shard_lease, min(2.0, shard_lease / 3))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
-
-    async def main() -> None:
-        async with store_of(db_url) as store:
-            stop = asyncio.Event()
-            stop_after(duration, stop)
-            service = Scheduler(store, sharding=sharding)
-            holder = service.owner.holder if service.owner else "?"
-            log.info("scheduler %s on %s, %d shards", holder, mask_url(db_url), shard_count)
-            tune_process()
-            with metrics_endpoint(metrics_port, metrics_host):
-                await serve([service, Maintenance(store)], stop=stop)
 
     run_async(main)

@@ -38,6 +38,8 @@ def test_the_engine_commands_import_no_web_framework(command: str) -> None:
     assert not {m for m in imported if m.split(".")[0] in WEB}, imported
     assert not {m for m in imported if m.startswith(("cronwheel.api", "cronwheel.dashboard"))}
     # nor the HTTP stack: a worker makes its webhook sender with its first webhook run
+    if command == "worker":  # nor the scheduler's planner
+        assert not {"cronwheel.scheduler", "cronwheel.planning"} & imported
     assert not {m for m in imported if m.split(".")[0] in ("httpx", "httpcore")}, imported
 
 
