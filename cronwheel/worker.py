@@ -143,6 +143,8 @@ class Worker:
         self._webhooks: WebhookAction | None = None
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
+        self._warm: set[str] = set()
+        """Pools claimed from at least once."""
         self._held: Counter[str] = Counter()
         """Claimed runs per pool: a claim asks for the room left, without a scan."""
         self._instants: dict[datetime, list[_InFlight]] = {}
@@ -275,6 +277,11 @@ class Worker:
             room = concurrency * self.config.prefetch_factor - self._held[pool]
             if room <= 0:
                 continue
+            if pool not in self._warm:
+                # The first claim takes what can start at once: claiming a whole prefetch
+                # of a backlog in one statement held back the first start by its length.
+                room = min(room, concurrency)
+                self._warm.add(pool)
             claimed = await self.store.claim_runs(
                 self.id,
                 [pool],

@@ -473,3 +473,23 @@ async def test_a_retry_claimed_while_the_failed_attempt_is_written_still_starts(
     assert (run.attempt, dict(starts)) == (2, {1: 1, 2: 1})
     outcomes = [a.outcome for a in await store.list_attempts(run.tenant_id, run.id)]
     assert outcomes == [AttemptOutcome.FAILED, AttemptOutcome.SUCCEEDED]
+
+
+async def test_the_first_claim_takes_what_can_start_at_once_then_the_prefetch(
+    store: Store,
+) -> None:
+    # Issue 18: a worker started on a backlog claimed its whole prefetch (concurrency x 4)
+    # in one statement before its first start. Its first claim now takes what can start.
+    job = replace(make_job(action={"type": "handler", "name": "block"}), next_fire_at=None)
+    now = datetime.now(UTC)
+    await store.create_jobs([job], [make_run(job, now - timedelta(seconds=i)) for i in range(50)])
+    release = threading.Event()
+    worker = Worker(store, replace(FAST, pools={"default": 3}))
+    worker.handlers.register("block", lambda ctx: release.wait(30))
+    try:
+        assert await worker.claim() == 3
+        assert await worker.claim() == 9  # then up to the prefetch: 3 x 4 held in all
+        assert await worker.claim() == 0
+    finally:
+        release.set()
+        await worker._release(list(worker._inflight.values()), "test over")
