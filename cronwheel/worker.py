@@ -43,7 +43,7 @@ from cronwheel.model import (
     WorkerInfo,
     new_id,
 )
-from cronwheel.store.base import Completion, Release, RunReport, Store
+from cronwheel.store.base import Completion, HeartbeatResult, Release, RunReport, Store
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -339,7 +339,8 @@ class Worker:
         """Announce this worker, extend every lease in one write, and stop the runs that
         were lost or cancelled."""
         await self.store.register_worker(self._announcement())
-        leases = [(run_id, f.claimed.run.fence) for run_id, f in self._inflight.items()]
+        sent = dict(self._inflight)
+        leases = [(run_id, f.claimed.run.fence) for run_id, f in sent.items()]
         if not leases:
             return
         # What handlers reported since the last beat rides in the same write, fenced.
@@ -364,9 +365,16 @@ class Worker:
             raise
         finally:
             self._reporting.difference_update(f.claimed.run.id for f in reporting)
+        self._apply_heartbeat(result, sent)
+
+    def _apply_heartbeat(self, result: HeartbeatResult, sent: dict[int, _InFlight]) -> None:
+        """Stop the runs the heartbeat found lost or cancelled: the flights it was sent
+        for, not whatever holds the run id now. While the write was in flight, a run's
+        completion may have been written and the run claimed again (its retry) under a
+        new fence: the old fence is "lost", and the new flight must go on."""
         for run_id in result.lost:
             flight = self._inflight.get(run_id)
-            if flight is not None:
+            if flight is not None and flight is sent.get(run_id):
                 log.warning(
                     "run %s: lease lost; abandoning it to its new owner",
                     run_id,

@@ -25,7 +25,7 @@ from cronwheel.model import (
     RetryPolicy,
     RunState,
 )
-from cronwheel.store.base import Store
+from cronwheel.store.base import Completion, Store
 from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
 from tests.store.factories import make_job, make_run
@@ -490,6 +490,47 @@ async def test_the_first_claim_takes_what_can_start_at_once_then_the_prefetch(
         assert await worker.claim() == 3
         assert await worker.claim() == 9  # then up to the prefetch: 3 x 4 held in all
         assert await worker.claim() == 0
+    finally:
+        release.set()
+        await worker._release(list(worker._inflight.values()), "test over")
+
+
+async def test_a_heartbeat_that_raced_a_retry_claim_does_not_stop_the_retry(
+    store: Store,
+) -> None:
+    # A heartbeat sent for a run's old fence came back "lost" after the run's completion
+    # was written and its retry claimed under a new fence: the worker stopped the retry,
+    # which then sat running until its lease lapsed (found by CI under load).
+    job = replace(make_job(action={"type": "handler", "name": "block"}), next_fire_at=None)
+    await store.create_jobs([job], [make_run(job, datetime.now(UTC))])
+    release = threading.Event()
+    worker = Worker(store, replace(FAST, pools={"default": 1}))
+    worker.handlers.register("block", lambda ctx: release.wait(30))
+    try:
+        assert await worker.claim() == 1
+        [first] = list(worker._inflight.values())
+        sent = dict(worker._inflight)  # what a heartbeat is sent for
+        now = datetime.now(UTC)
+        retry = Completion(
+            run_id=first.claimed.run.id,
+            fence=first.claimed.run.fence,
+            worker_id=worker.id,
+            state=RunState.PENDING,
+            outcome=AttemptOutcome.FAILED,
+            started_at=now,
+            finished_at=now,
+            available_at=now,
+        )
+        assert await store.complete_runs([retry]) == [first.claimed.run.id]
+        worker._forget(first)
+        assert await worker.claim() == 1  # the retry, under the next fence
+        [second] = list(worker._inflight.values())
+        assert second.claimed.run.fence > first.claimed.run.fence
+        old = [(first.claimed.run.id, first.claimed.run.fence)]
+        result = await store.heartbeat(worker.id, old, now=now, lease_seconds=30)
+        assert result.lost == [first.claimed.run.id]
+        worker._apply_heartbeat(result, sent)
+        assert not second.lost and not second.ctx.cancelled.is_set()
     finally:
         release.set()
         await worker._release(list(worker._inflight.values()), "test over")
