@@ -130,7 +130,10 @@ def test_dead_runs_are_listed_replayed_and_explained(
     tab.check("run-dead")
     target.status[f"/{dashboard.backend}/hook-single"] = 200
     page.once("dialog", lambda d: d.accept())
-    page.get_by_role("button", name="Replay").click()
+    # The page reloads itself once the replay is accepted: wait for that reload, or the
+    # test's own navigation below can collide with it.
+    with page.expect_navigation():
+        page.get_by_role("button", name="Replay").click()
     run = _wait_succeeded(dashboard, second)
     assert (run["attempt"], run["max_attempts"]) == (3, 4)
     tab.goto(f"{dashboard.url}/ui/runs/{second}")
