@@ -559,43 +559,31 @@ _REPORTED = """    progress = coalesce({d}.progress, r.progress),
     checkpoint = coalesce({d}.checkpoint::jsonb, r.checkpoint),
     checkpoint_at = CASE WHEN {d}.checkpoint IS NULL THEN r.checkpoint_at ELSE {at} END"""
 
-# Params: $1 worker, $2 run ids (ascending), $3 fences, $4 now, $5 lease seconds.
-HEARTBEAT = """
+# Params: $1 worker, $2 run ids (ascending), $3 fences, $4 now, $5 lease seconds; with
+# reports (only when some run has one: the common heartbeat keeps the short statement)
+# also $6 progress (NULL: none new), $7 progress messages, $8 checkpoints as JSON text
+# (NULL: none new), stored in the same write and stamped $4.
+_HEARTBEAT = """
 WITH held AS (
-    SELECT l.id FROM unnest($2::bigint[], $3::int[]) AS l(id, fence)
+    SELECT l.*
+    FROM unnest($2::bigint[], $3::int[]{report_arrays}) AS l(id, fence{report_columns})
     CROSS JOIN LATERAL (
         SELECT fence, lease_owner, state FROM runs WHERE id = l.id OFFSET 0 FOR NO KEY UPDATE
     ) AS r
     WHERE r.fence = l.fence AND r.lease_owner = $1 AND r.state = 'running'
 )
 UPDATE runs AS r
-SET lease_expires_at = greatest(r.lease_expires_at, $4::timestamptz + make_interval(secs => $5))
+SET lease_expires_at = greatest(
+        r.lease_expires_at, $4::timestamptz + make_interval(secs => $5)){reported}
 FROM held
 WHERE r.id = held.id
 RETURNING r.id, r.cancel_requested"""
 
-# The same, storing each run's report in the same write (only when some run has one: the
-# common heartbeat keeps its statement). $6 progress (NULL: none new), $7 progress
-# messages, $8 checkpoints as JSON text (NULL: none new); stamped $4.
-HEARTBEAT_WITH_REPORTS = (
-    """
-WITH held AS (
-    SELECT l.id, l.progress, l.message, l.checkpoint
-    FROM unnest($2::bigint[], $3::int[], $6::float8[], $7::text[], $8::text[])
-        AS l(id, fence, progress, message, checkpoint)
-    CROSS JOIN LATERAL (
-        SELECT fence, lease_owner, state FROM runs WHERE id = l.id OFFSET 0 FOR NO KEY UPDATE
-    ) AS r
-    WHERE r.fence = l.fence AND r.lease_owner = $1 AND r.state = 'running'
-)
-UPDATE runs AS r
-SET lease_expires_at = greatest(r.lease_expires_at, $4::timestamptz + make_interval(secs => $5)),
-"""
-    + _REPORTED.format(d="held", at="$4::timestamptz")
-    + """
-FROM held
-WHERE r.id = held.id
-RETURNING r.id, r.cancel_requested"""
+HEARTBEAT = _HEARTBEAT.format(report_arrays="", report_columns="", reported="")
+HEARTBEAT_WITH_REPORTS = _HEARTBEAT.format(
+    report_arrays=", $6::float8[], $7::text[], $8::text[]",
+    report_columns=", progress, message, checkpoint",
+    reported=",\n" + _REPORTED.format(d="held", at="$4::timestamptz"),
 )
 
 _REPORTED_AT_FINISH = _REPORTED.format(d="d", at="d.finished_at")
