@@ -8,6 +8,7 @@ See docs/lifecycle.md for every transition and who makes it.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,6 +51,8 @@ class Outcome:
     the retry policy's ``max_delay`` (a target cannot park a run for years)."""
     http_status: int | None = None
     """The status a webhook target answered, recorded with the attempt."""
+    result: str | None = None
+    """What a successful handler returned, as JSON text; None: nothing."""
 
 
 _ATTEMPT_OUTCOME = {
@@ -101,6 +104,8 @@ def completion_for(
         available_at=available_at,
         reason=reason,
         http_status=outcome.http_status,
+        result=outcome.result if state is RunState.SUCCEEDED else None,
+        pipeline_run_id=run.pipeline_run_id,
     )
 
 
@@ -183,3 +188,33 @@ def _last_attempt_reason(claimed: ClaimedRun, outcome: Outcome) -> str:
         return REASON_AT_MOST_ONCE
     template = REASON_TIMED_OUT if outcome.kind is OutcomeKind.TIMED_OUT else REASON_EXHAUSTED
     return template.format(attempt=run.attempt, max_attempts=run.max_attempts)
+
+
+MAX_RESULT_BYTES = 256 * 1024
+"""The largest result a handler may return, as JSON: the same limit as a payload's."""
+
+
+def result_outcome(value: object, *, task: bool) -> Outcome:
+    """A successful handler's return value, stored with its run (a pipeline task's
+    children get it as ``ctx.inputs``) when it is JSON of at most 256 KiB. A pipeline
+    task that returns anything else fails for good, saying why (retrying would return
+    the same, and its children could not get it); any other run succeeds without a
+    stored result, as before results were stored."""
+    problem = None
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        problem = ("ResultNotJSON", f"the handler returned a value that is not JSON: {exc}")
+    else:
+        size = len(text.encode())
+        if size > MAX_RESULT_BYTES:
+            problem = (
+                "ResultTooLarge",
+                f"the handler returned {size} bytes of JSON; the limit is {MAX_RESULT_BYTES}"
+                " (256 KiB): store large data elsewhere and return a reference to it",
+            )
+    if problem is None:
+        return Outcome(OutcomeKind.SUCCEEDED, result=text)
+    if task:
+        return Outcome(OutcomeKind.PERMANENT, *problem)
+    return Outcome(OutcomeKind.SUCCEEDED)

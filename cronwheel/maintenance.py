@@ -49,6 +49,9 @@ class MaintenanceResult:
     deleted: int = 0
     notifications_deleted: int = 0
     """Delivered and dead notifications forgotten, by the same retention as runs."""
+    pipelines_advanced: int = 0
+    """Pipeline runs moved on after a task run ended other than by a worker's completion
+    (a rescue, a cancel): decision 0025."""
 
 
 class Maintenance:
@@ -70,6 +73,7 @@ class Maintenance:
         result = await self._rescue_all(
             lambda: self.store.rescue_expired(now=self.clock.now(), limit=self.config.rescue_batch)
         )
+        result.pipelines_advanced = await self.store.advance_pipelines(now=self.clock.now())
         if self.config.retention_days is not None:
             before = self.clock.now() - timedelta(days=self.config.retention_days)
             result.deleted = await self.store.delete_history(

@@ -480,6 +480,16 @@ class Run:
     checkpoint_at: datetime | None = None
     """When that checkpoint was stored; None: the run has none (``checkpoint`` is then
     None too, but a stored checkpoint may itself be JSON ``null``)."""
+    pipeline_run_id: str | None = None
+    """The pipeline run this run is a task of (decision 0025); None: not a task."""
+    task: str | None = None
+    """Its task's name in that pipeline run."""
+    task_spec: Mapping[str, JSON] | None = None
+    """A task's own action, retry policy and timeout, which stand in for its job's."""
+    inputs: JSON = None
+    """A task's upstream tasks' results, by task name (``ctx.inputs``)."""
+    result: JSON = None
+    """What the handler of its successful attempt returned (JSON); None: nothing."""
 
     @property
     def idempotency_key(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -33,7 +34,13 @@ from cronwheel.actions.egress import EgressPolicy
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
-from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for, fallback_completion
+from cronwheel.lifecycle import (
+    Outcome,
+    OutcomeKind,
+    completion_for,
+    fallback_completion,
+    result_outcome,
+)
 from cronwheel.logs import current_run, run_fields
 from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
@@ -43,6 +50,7 @@ from cronwheel.model import (
     WorkerInfo,
     new_id,
 )
+from cronwheel.pipelines.model import PipelineRunStart
 from cronwheel.store.base import Completion, HeartbeatResult, Release, RunReport, Store
 
 if TYPE_CHECKING:
@@ -425,6 +433,8 @@ class Worker:
             checkpoint_state=run.checkpoint,
             tenant_id=run.tenant_id,
         )
+        if run.pipeline_run_id is not None:
+            ctx.inputs, ctx.pipeline_run_id, ctx.task = run.inputs, run.pipeline_run_id, run.task
         flight = _InFlight(claimed, ctx)
         self._inflight[run.id] = flight
         self._held[run.pool] += 1
@@ -572,15 +582,44 @@ class Worker:
         action = claimed.action
         if action.get("type") == "webhook":
             return await self.webhooks.execute(action, ctx, claimed.timeout_seconds)
+        if action.get("type") == "pipeline":
+            return await self._start_pipeline(claimed)
         name = str(action.get("name"))
         handler = self.handlers.get(name)
         if handler is None:
             message = f"no handler named {name!r} in worker {self.id}; register it or fix the job"
             return Outcome(OutcomeKind.FAILED, "UnknownHandler", message)
-        await call_handler(handler, ctx, self._threads)
+        value = await call_handler(handler, ctx, self._threads)
         if ctx.cancelled.is_set():
             return Outcome(OutcomeKind.CANCELLED, "Cancelled", "the run was cancelled")
-        return Outcome(OutcomeKind.SUCCEEDED)
+        if value is None:
+            return Outcome(OutcomeKind.SUCCEEDED)
+        return result_outcome(value, task=claimed.run.pipeline_run_id is not None)
+
+    async def _start_pipeline(self, claimed: ClaimedRun) -> Outcome:
+        """A run of a pipeline's job starts a pipeline run, keyed by the run: a retry of
+        it (this worker died before completing) finds the one it started."""
+        run = claimed.run
+        pipeline_id = str(claimed.action.get("pipeline_id"))
+        pipeline = await self.store.get_pipeline(run.tenant_id, pipeline_id)
+        if pipeline is None or pipeline.state.value == "deleted":
+            message = f"pipeline {pipeline_id} does not exist (deleted?): nothing to start"
+            return Outcome(OutcomeKind.PERMANENT, "UnknownPipeline", message)
+        started = await self.store.start_pipeline_run(
+            PipelineRunStart(
+                id=new_id(),
+                tenant_id=run.tenant_id,
+                pipeline_id=pipeline.id,
+                version=pipeline.version,
+                definition=pipeline.definition,
+                job_id=run.job_id,
+                job_version=run.job_version,
+                actor=f"job {run.job_id}",
+                now=self.clock.now(),
+                trigger_run_id=run.id,
+            )
+        )
+        return Outcome(OutcomeKind.SUCCEEDED, result=json.dumps({"pipeline_run_id": started.id}))
 
     def _stop_run(self, flight: _InFlight) -> None:
         flight.ctx.cancelled.set()

@@ -136,6 +136,14 @@ class RunContext:
     checkpoint_state: JSON = None
     """The run's last checkpoint: what an earlier attempt (or this one) gave
     :meth:`checkpoint`, None if none did. A handler resumes from it."""
+    inputs: Mapping[str, JSON] | None = None
+    """A pipeline task's upstream results by task name (a fanned-out task's as a list in
+    instance order; an upstream task that failed, for an ``on_failure`` edge: None).
+    None when the run is not a pipeline task. See docs/workflows.md#pipelines."""
+    pipeline_run_id: str | None = None
+    """The pipeline run this run is a task of; None: not a task."""
+    task: str | None = None
+    """This task's name in its pipeline."""
     _progress_unsent: bool = field(default=False, init=False, repr=False)
     _checkpoint_unsent: bool = field(default=False, init=False, repr=False)
     _checkpoint_text: str | None = field(default=None, init=False, repr=False)

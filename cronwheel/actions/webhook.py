@@ -71,6 +71,8 @@ def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:
         "attempt": ctx.attempt,
         "payload": ctx.payload,
     }
+    if ctx.pipeline_run_id is not None:  # a pipeline task: its place and its inputs
+        envelope.update(pipeline_run_id=ctx.pipeline_run_id, task=ctx.task, inputs=ctx.inputs)
     return json.dumps(envelope).encode()
 
 

@@ -31,7 +31,7 @@ from cronwheel.model import (
     WorkerInfo,
 )
 from cronwheel.pipelines.definition import FailurePolicy
-from cronwheel.pipelines.model import Pipeline, PipelineState, PipelineVersion
+from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineState, PipelineVersion
 from cronwheel.redact import mask_action, mask_url
 
 Instant = Annotated[
@@ -550,3 +550,41 @@ def _definition(definition: Mapping[str, Any]) -> dict[str, Any]:
         "edges": definition["edges"],
         "failure_policy": definition["failure_policy"],
     }
+
+
+class PipelineTaskOut(_Out):
+    """One task instance of a pipeline run that started or was skipped (a task not
+    listed still waits for its prerequisites)."""
+
+    task: str
+    instance: int = Field(description="0, or the item's index for a fanned-out task.")
+    state: str = Field(description="started, succeeded, dead, cancelled or skipped.")
+    run_id: int | None = Field(description="Its run (GET /v1/runs/{id}); null if skipped.")
+    run_state: str | None = Field(description="Its run's own state (pending, running…).")
+    reason: str | None = Field(description="Why it was skipped (upstream_failed…).")
+    message: str | None
+    updated_at: Instant | None
+
+
+class PipelineRunOut(_Out):
+    """A pipeline run at the version it started with, and its tasks (decision 0025)."""
+
+    id: str
+    tenant_id: str
+    pipeline_id: str
+    version: int
+    job_id: str = Field(description="The job whose runs its tasks' runs are.")
+    state: str = Field(description="running, succeeded, failed or cancelled.")
+    cancel_requested: bool
+    trigger_run_id: int | None = Field(description="The job run that started it, if one did.")
+    actor: str
+    created_at: Instant
+    finished_at: Instant | None
+    tasks: list[PipelineTaskOut] = Field(description="Empty in lists; read one for its tasks.")
+
+    @classmethod
+    def of(cls, run: PipelineRun) -> PipelineRunOut:
+        return cls(
+            **fields(run, cls, "tasks"),
+            tasks=[PipelineTaskOut(**fields(t, PipelineTaskOut)) for t in run.tasks],
+        )

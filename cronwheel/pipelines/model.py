@@ -55,3 +55,58 @@ class PipelineVersion:
     fingerprint: str
     created_at: datetime
     actor: str
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineTask:
+    """One task instance of a pipeline run that started or was skipped: a task with no
+    such row still waits for its prerequisites."""
+
+    task: str
+    instance: int
+    state: str
+    """``started`` (its run exists), ``succeeded``, ``dead``, ``cancelled`` or ``skipped``."""
+    run_id: int | None
+    reason: str | None = None
+    message: str | None = None
+    updated_at: datetime | None = None
+    run_state: str | None = None
+    """Its run's own state (``pending``, ``running``…), when read with the run."""
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineRun:
+    """One execution of a pipeline at the version it started with (decision 0025)."""
+
+    id: str
+    tenant_id: str
+    pipeline_id: str
+    version: int
+    job_id: str
+    """The job whose runs the tasks' runs are: the trigger job, or the pipeline's own."""
+    state: str
+    """``running``, ``succeeded``, ``failed`` or ``cancelled``."""
+    actor: str
+    created_at: datetime
+    finished_at: datetime | None = None
+    cancel_requested: bool = False
+    trigger_run_id: int | None = None
+    tasks: tuple[PipelineTask, ...] = ()
+    """Every task row, in task order then instance, when read one at a time."""
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineRunStart:
+    """What the store needs to start a pipeline run: the definition is the version's,
+    already validated."""
+
+    id: str
+    tenant_id: str
+    pipeline_id: str
+    version: int
+    definition: Mapping[str, JSON]
+    job_id: str
+    job_version: int
+    actor: str
+    now: datetime
+    trigger_run_id: int | None = None

@@ -3,7 +3,8 @@
 The HTTP API (and through it the SDK and the CLI) goes through :class:`PipelineService`:
 a definition is checked by :func:`~cronwheel.pipelines.definition.parse_definition`
 before anything is stored, and stored as a new version only when its content changed.
-Running pipelines is later work (decision 0025).
+A pipeline run is started here (:meth:`PipelineService.start`) or by a run of the
+pipeline's job (a worker starts it, keyed by that run); the stores move it on.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInput, NotFound
+from cronwheel.errors import Conflict, InvalidInput, NotFound
 from cronwheel.jobspec import WebhookSpec
-from cronwheel.model import DEFAULT_TENANT, new_id
+from cronwheel.model import DEFAULT_TENANT, Job, new_id
 from cronwheel.pipelines.definition import Definition, parse_definition
-from cronwheel.pipelines.model import Pipeline, PipelineVersion
+from cronwheel.pipelines.model import (
+    Pipeline,
+    PipelineRun,
+    PipelineRunStart,
+    PipelineState,
+    PipelineVersion,
+)
 from cronwheel.store.base import Store
 
 if TYPE_CHECKING:  # the policy's module imports httpcore
@@ -153,4 +160,97 @@ class PipelineService:
         """The pipeline's versions, newest first, below ``before`` if given."""
         return await self.store.list_pipeline_versions(
             tenant_id, pipeline_id, before=before, limit=limit
+        )
+
+    # -- pipeline runs -------------------------------------------------------------------
+    async def start(self, pipeline_id: str, *, tenant_id: str = DEFAULT_TENANT) -> PipelineRun:
+        """Start a run of the pipeline's latest version: its root tasks' runs are created
+        with it, in one transaction. NotFound, or Conflict naming ``pipeline`` when the
+        pipeline was deleted."""
+        pipeline = await self.get(pipeline_id, tenant_id=tenant_id)
+        if pipeline.state is PipelineState.DELETED:
+            raise Conflict("pipeline", f"pipeline {pipeline_id} was deleted: it cannot run")
+        job = await self.job_of(pipeline)
+        return await self.store.start_pipeline_run(
+            PipelineRunStart(
+                id=new_id(),
+                tenant_id=tenant_id,
+                pipeline_id=pipeline.id,
+                version=pipeline.version,
+                definition=pipeline.definition,
+                job_id=job.id,
+                job_version=job.version,
+                actor=self.actor,
+                now=self.clock.now(),
+            )
+        )
+
+    async def job_of(self, pipeline: Pipeline) -> Job:
+        """The pipeline's own job, created on first use: its runs are the tasks' runs of
+        the pipeline runs started here, and a run of it (a trigger, a schedule given to
+        it) starts a pipeline run. It shares the pipeline's id and is named
+        ``pipeline:<name>``."""
+        found = await self.store.get_job(pipeline.tenant_id, pipeline.id)
+        if found is not None:
+            return found
+        now = self.clock.now()
+        job = Job(
+            id=pipeline.id,
+            tenant_id=pipeline.tenant_id,
+            name=f"pipeline:{pipeline.name}",
+            schedule={"kind": "manual"},
+            action={"type": "pipeline", "pipeline_id": pipeline.id},
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            await self.store.create_jobs([job], actor=self.actor)
+        except Conflict:
+            found = await self.store.get_job(pipeline.tenant_id, pipeline.id)
+            if found is None:  # the name, not a racing start, is taken
+                raise Conflict(
+                    "name",
+                    f"a job named {job.name!r} exists: the pipeline's own job needs that name;"
+                    " rename that job",
+                ) from None
+            return found
+        return job
+
+    async def get_run(
+        self, pipeline_run_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> PipelineRun:
+        found = await self.store.get_pipeline_run(tenant_id, pipeline_run_id)
+        if found is None:
+            raise NotFound("pipeline_run", pipeline_run_id)
+        return found
+
+    async def list_runs(
+        self,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        pipeline_id: str | None = None,
+        state: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[PipelineRun]:
+        """Pipeline runs, newest first."""
+        return await self.store.list_pipeline_runs(
+            tenant_id, pipeline_id=pipeline_id, state=state, before=before, limit=limit
+        )
+
+    async def cancel_run(
+        self, pipeline_run_id: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> PipelineRun:
+        """Cancel a pipeline run (idempotent): pending tasks are cancelled, running ones
+        asked to stop, and nothing new starts."""
+        return await self.store.cancel_pipeline_run(
+            tenant_id, pipeline_run_id, now=self.clock.now(), actor=self.actor
+        )
+
+    async def retry_task(
+        self, pipeline_run_id: str, task: str, *, tenant_id: str = DEFAULT_TENANT
+    ) -> PipelineRun:
+        """Run a dead task again; the tasks waiting for it resume."""
+        return await self.store.retry_pipeline_task(
+            tenant_id, pipeline_run_id, task, now=self.clock.now(), actor=self.actor
         )

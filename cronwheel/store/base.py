@@ -53,7 +53,7 @@ from cronwheel.model import (
     WorkerInfo,
     hot_record,
 )
-from cronwheel.pipelines.model import Pipeline, PipelineVersion
+from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
 
 ENQUEUE_CHUNK = 5_000
 """Runs per statement of :meth:`Store.enqueue_runs` where a statement's size matters
@@ -134,6 +134,11 @@ class Completion:
     progress_message: str | None = None
     checkpoint: str | None = None
     """A checkpoint (JSON text) the heartbeats had not carried yet; None: none."""
+    result: str | None = None
+    """What the handler returned (JSON text), stored with the run; None: nothing."""
+    pipeline_run_id: str | None = None
+    """The pipeline run whose task this run is: the store starts the tasks that waited
+    for it in the same transaction (decision 0025)."""
 
 
 @hot_record
@@ -565,6 +570,52 @@ class Store(abc.ABC):
         """A pipeline's versions, newest first, those below ``before`` if given. Raises
         NotFound for a pipeline the tenant does not have."""
 
+    # -- pipeline runs (decision 0025) --------------------------------------------------
+    @abc.abstractmethod
+    async def start_pipeline_run(self, start: PipelineRunStart) -> PipelineRun:
+        """Start a pipeline run and, in the same transaction, its root tasks' runs. For
+        a ``trigger_run_id`` that already started one, that pipeline run: a retried
+        trigger starts nothing new."""
+
+    @abc.abstractmethod
+    async def get_pipeline_run(self, tenant_id: str, pipeline_run_id: str) -> PipelineRun | None:
+        """A pipeline run with every task row (dependency order, then instance)."""
+
+    @abc.abstractmethod
+    async def list_pipeline_runs(
+        self,
+        tenant_id: str,
+        *,
+        pipeline_id: str | None = None,
+        state: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[PipelineRun]:
+        """The tenant's pipeline runs, newest first (ids below ``before``), without
+        their task rows."""
+
+    @abc.abstractmethod
+    async def cancel_pipeline_run(
+        self, tenant_id: str, pipeline_run_id: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        """Cancel: pending task runs end ``cancelled``, running ones are asked to stop,
+        no task starts again; the run ends ``cancelled`` once its running tasks have
+        ended. Idempotent; a finished run comes back as it is. Raises NotFound."""
+
+    @abc.abstractmethod
+    async def retry_pipeline_task(
+        self, tenant_id: str, pipeline_run_id: str, task: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        """Replay a dead task's runs; the tasks that were skipped because of it wait for
+        it again. Raises NotFound (naming ``pipeline_run`` or ``task``) or Conflict
+        naming ``task`` when it is not dead."""
+
+    @abc.abstractmethod
+    async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:
+        """Move on the pipeline runs whose task runs ended by a path other than a
+        worker's completion (a lease rescue, a release, a cancel); return how many.
+        Maintenance calls it; a worker's completion advances in its own transaction."""
+
     # -- scheduler -------------------------------------------------------------------
     @abc.abstractmethod
     async def fetch_due_jobs(
@@ -697,7 +748,9 @@ class Store(abc.ABC):
         were accepted. A completion whose fence is stale, or whose run is no longer
         running, changes nothing and is not returned. A completion's progress and
         checkpoint, if it carries any, are stored as a heartbeat's would be, stamped
-        ``finished_at``."""
+        ``finished_at``; its result is stored with the run. An accepted completion that
+        ends a pipeline task moves its pipeline run on in the same transaction: the
+        tasks it satisfied start then, once (decision 0025)."""
 
     @abc.abstractmethod
     async def release_runs(self, releases: Sequence[Release], *, now: datetime) -> ReleaseResult:

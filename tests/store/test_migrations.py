@@ -180,6 +180,19 @@ async def _lend_run_report_columns(store: Store) -> None:
     names = ("progress", "progress_message", "progress_at", "checkpoint", "checkpoint_at")
     for name, kind in zip(names, types, strict=True):
         await _ddl(store, f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+    await _lend_step(store, 13)  # the pipeline task columns, read with every run
+
+
+async def _lend_step(store: Store, version: int) -> None:
+    """A later migration step's DDL, lent to a store at an older step."""
+    from cronwheel.store.sqlite import SqliteStore
+
+    backend = "sqlite" if isinstance(store, SqliteStore) else "postgres"
+    [step] = [m for m in migrations(backend) if m.version == version]
+    for statement in step.sql.split(";"):
+        lines = [line for line in statement.splitlines() if not line.startswith("--")]
+        if any(line.strip() for line in lines):
+            await _ddl(store, "\n".join(lines))
 
 
 async def _lend_notifications(store: Store) -> None:

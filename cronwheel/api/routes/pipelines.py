@@ -1,6 +1,7 @@
 """``/v1/pipelines``: create, list, read (the latest version or a given one), change
 into a new version, delete pipeline definitions, and list a pipeline's versions
-(decision 0025). Running pipelines is later work."""
+(decision 0025); start a pipeline run and list a pipeline's runs (the runs themselves
+are under ``/v1/pipeline-runs``)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from cronwheel.api.pagination import (
     before_version,
     encode,
 )
+from cronwheel.api.routes import pipeline_runs
 from cronwheel.api.routes.jobs import IfMatch, expected_version
-from cronwheel.api.schemas import Page, PipelineOut, PipelineVersionOut, dump
+from cronwheel.api.schemas import Page, PipelineOut, PipelineRunOut, PipelineVersionOut, dump
 from cronwheel.api.state import api_state
 from cronwheel.errors import NotFound
 from cronwheel.pipelines.definition import PipelineSpec
@@ -198,3 +200,54 @@ async def pipeline_versions(
     items = found[:limit]
     next_cursor = encode("pipeline-version", items[-1].version) if len(found) > limit else None
     return {"items": [dump(PipelineVersionOut.of(v)) for v in items], "next_cursor": next_cursor}
+
+
+@router.post(
+    "/{pipeline_id}/runs",
+    status_code=201,
+    response_model=PipelineRunOut,
+    responses=problems(404, 409),
+    summary="Start a pipeline run",
+)
+async def start_pipeline_run(
+    pipeline_id: PipelineId,
+    request: Request,
+    principal: Writer,
+    idempotency_key: IdempotencyKey = None,
+) -> JSONResponse:
+    """A run of the pipeline's latest version: its root tasks' runs are created with it.
+    With ``Idempotency-Key``, a repeated request answers the first one's run."""
+    state = api_state(request)
+    idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
+    replay = await idempotency.replay()
+    if replay is None:
+        run = await state.pipelines(principal).start(
+            checked_pipeline_id(pipeline_id), tenant_id=principal.tenant_id
+        )
+        replay = await idempotency.remember(201, pipeline_runs.body_of(run))
+    headers = {"Location": f"/v1/pipeline-runs/{replay.body['id']}"}
+    return JSONResponse(replay.body, status_code=replay.status, headers=headers)
+
+
+@router.get(
+    "/{pipeline_id}/runs",
+    response_model=Page[PipelineRunOut],
+    responses=problems(404),
+    summary="A pipeline's runs, newest first",
+)
+async def list_runs_of_pipeline(
+    pipeline_id: PipelineId,
+    request: Request,
+    principal: Reader,
+    cursor: Cursor = None,
+    limit: Limit = DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    service = api_state(request).pipelines(principal)
+    await service.get(checked_pipeline_id(pipeline_id), tenant_id=principal.tenant_id)
+    found = await service.list_runs(
+        tenant_id=principal.tenant_id,
+        pipeline_id=pipeline_id,
+        before=after_pipeline(cursor),
+        limit=limit + 1,
+    )
+    return pipeline_runs.page(found, limit)

@@ -196,7 +196,7 @@ def target_columns(runs: Sequence[NewRun], advances: Sequence[JobAdvance]) -> li
 
 
 def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
-    """The 16 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
+    """The 17 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
     rows = [
         (
             c.run_id,
@@ -215,10 +215,11 @@ def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
             c.progress,
             c.progress_message,
             c.checkpoint,
+            c.result,
         )
         for c in sorted(completions, key=lambda c: c.run_id)
     ]
-    return _columns(rows, 16)
+    return _columns(rows, 17)
 
 
 def job(row: Record) -> Job:
@@ -300,6 +301,11 @@ def run(row: Record) -> Run:
         row["progress_at"],
         row["checkpoint"],
         row["checkpoint_at"],
+        None if row["pipeline_run_id"] is None else str(row["pipeline_run_id"]),
+        row["task"],
+        row["task_spec"],
+        row["inputs"],
+        row["result"],
     )
 
 

@@ -530,9 +530,12 @@ SELECT x.*, k.overlap_skipped
 FROM (SELECT count(*) AS overlap_skipped FROM skipped) AS k
 LEFT JOIN (
     -- An enqueued run's own payload stands in for its job's.
-    SELECT c.*, j.name AS job_name, j.action::text AS job_action,
+    -- A pipeline task's own action and policies stand in for its job's.
+    SELECT c.*, j.name AS job_name, coalesce(c.task_spec -> 'action', j.action)::text AS job_action,
            coalesce(c.payload, j.payload) AS job_payload,
-           j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
+           coalesce(c.task_spec -> 'retry', j.retry)::text AS job_retry,
+           coalesce((c.task_spec ->> 'timeout_seconds')::float8, j.timeout_seconds)
+               AS job_timeout_seconds,
            j.delivery AS job_delivery, j.traceparent AS job_traceparent
     FROM claimed AS c
     -- OFFSET 0 keeps this a primary-key probe per claimed run; flattened into a join, it
@@ -594,10 +597,10 @@ WITH done AS (
     SELECT d.* FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                            $6::timestamptz[], $7::timestamptz[], $8::float8[], $9::text[],
                            $10::text[], $11::timestamptz[], $12::text[], $13::int[],
-                           $14::float8[], $15::text[], $16::text[])
+                           $14::float8[], $15::text[], $16::text[], $17::text[])
         AS d(run_id, fence, worker_id, state, outcome, started_at, finished_at, lag_seconds,
              error_class, error_message, available_at, reason, http_status, progress,
-             message, checkpoint)
+             message, checkpoint, result)
     CROSS JOIN LATERAL (
         SELECT fence, state FROM runs WHERE id = d.run_id OFFSET 0 FOR NO KEY UPDATE
     ) AS r
@@ -610,6 +613,7 @@ accepted AS (
         available_at = coalesce(d.available_at, r.available_at),
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
         last_error = d.error_message, reason = coalesce(d.reason, r.reason),
+        result = coalesce(d.result::jsonb, r.result),
 {_REPORTED_AT_FINISH}
     FROM done AS d
     WHERE r.id = d.run_id

@@ -47,7 +47,7 @@ from cronwheel.model import (
     WorkerInfo,
     id_prefix_range,
 )
-from cronwheel.pipelines.model import Pipeline, PipelineVersion
+from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
 from cronwheel.redact import redact
 from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded
@@ -73,6 +73,7 @@ from cronwheel.store.base import (
     check_enqueue_target,
 )
 from cronwheel.store.postgres import _gauges, _shards, _status
+from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
 from cronwheel.store.postgres import _pipelines as pipelines
 from cronwheel.store.postgres import _rows as rows
 from cronwheel.store.postgres import _sql as sql
@@ -586,6 +587,83 @@ class PostgresStore(Store):
         async with self._connection() as conn:
             return await pipelines.versions(conn, tenant_id, pipeline_id, before, limit)
 
+    # -- pipeline runs -----------------------------------------------------------------
+    async def start_pipeline_run(self, start: PipelineRunStart) -> PipelineRun:
+        async with self._connection() as conn:
+            async with conn.transaction():
+                found = await pipeline_runs.start(conn, start)
+            got = await pipeline_runs.get(conn, start.tenant_id, found)
+        if got is None:
+            raise NotFound("pipeline_run", found)
+        return got
+
+    async def get_pipeline_run(self, tenant_id: str, pipeline_run_id: str) -> PipelineRun | None:
+        if not rows.is_uuid(pipeline_run_id):
+            return None
+        async with self._connection() as conn:
+            return await pipeline_runs.get(conn, tenant_id, pipeline_run_id)
+
+    async def list_pipeline_runs(
+        self,
+        tenant_id: str,
+        *,
+        pipeline_id: str | None = None,
+        state: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[PipelineRun]:
+        for value in (pipeline_id, before):
+            if value is not None and not rows.is_uuid(value):
+                return []
+        found = await self._fetch(pipeline_runs.LIST, tenant_id, pipeline_id, before, state, limit)
+        return [pipeline_runs.pipeline_run(r) for r in found]
+
+    async def cancel_pipeline_run(
+        self, tenant_id: str, pipeline_run_id: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        if not rows.is_uuid(pipeline_run_id):
+            raise NotFound("pipeline_run", pipeline_run_id)
+        async with self._connection() as conn:
+            async with conn.transaction():
+                if not await pipeline_runs.cancel(conn, tenant_id, pipeline_run_id, now=now):
+                    raise NotFound("pipeline_run", pipeline_run_id)
+            got = await pipeline_runs.get(conn, tenant_id, pipeline_run_id)
+        assert got is not None
+        return got
+
+    async def retry_pipeline_task(
+        self, tenant_id: str, pipeline_run_id: str, task: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        if not rows.is_uuid(pipeline_run_id):
+            raise NotFound("pipeline_run", pipeline_run_id)
+        async with self._connection() as conn:
+            async with conn.transaction():
+                why = await pipeline_runs.retry_task(
+                    conn,
+                    tenant_id,
+                    pipeline_run_id,
+                    task,
+                    now=now,
+                    actor=actor,
+                    replay=sql.REPLAY_RUNS,
+                )
+            if why == "not_found":
+                raise NotFound("pipeline_run", pipeline_run_id)
+            if why == "not_found_task":
+                raise NotFound("task", task)
+            if why is not None:
+                raise Conflict("task", why)
+            got = await pipeline_runs.get(conn, tenant_id, pipeline_run_id)
+        assert got is not None
+        return got
+
+    async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:
+        found = [r[0] for r in await self._fetch(pipeline_runs.STALLED, limit)]
+        for pipeline_run_id in found:
+            async with self._connection() as conn, conn.transaction():
+                await pipeline_runs.advance(conn, pipeline_run_id, now=now)
+        return len(found)
+
     # -- scheduler -------------------------------------------------------------------
     async def fetch_due_jobs(
         self,
@@ -740,6 +818,24 @@ class PostgresStore(Store):
     async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
             return []
+        if any(c.pipeline_run_id is not None for c in completions):
+            # Pipeline tasks: the tasks an ending satisfied start in its transaction.
+            async with self._connection() as conn, conn.transaction():
+                row = await conn.fetchrow(sql.COMPLETE_RUNS, *rows.completion_columns(completions))
+                assert row is not None
+                accepted = set(row["accepted"])
+                ended = [
+                    c
+                    for c in completions
+                    if c.pipeline_run_id is not None and c.run_id in accepted and c.state.finished
+                ]
+                if ended:
+                    await pipeline_runs.advance_ended(
+                        conn,
+                        [c.pipeline_run_id for c in ended if c.pipeline_run_id is not None],
+                        now=max(c.finished_at for c in ended),
+                    )
+            return list(dict.fromkeys(c.run_id for c in completions if c.run_id in accepted))
         row = await self._one(sql.COMPLETE_RUNS, *rows.completion_columns(completions))
         accepted = set(row["accepted"])
         return list(dict.fromkeys(c.run_id for c in completions if c.run_id in accepted))

@@ -315,13 +315,15 @@ def replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
 
 
 def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
+    # A pipeline task's own action and policies stand in for its job's.
+    spec = run.task_spec
     return ClaimedRun(
         run,
         job["name"],
-        decode.action(job["action"]),
+        decode.action(job["action"]) if spec is None else spec["action"],
         json.loads(job["payload"]) if run.payload is None else run.payload,
-        decode.retry_policy(job["retry"]),
-        job["timeout_seconds"],
+        decode.retry_policy(job["retry"] if spec is None else json.dumps(spec["retry"])),
+        job["timeout_seconds"] if spec is None else spec["timeout_seconds"],
         decode.DELIVERIES[job["delivery"]],
         job["traceparent"],
     )
@@ -369,7 +371,8 @@ COMPLETE_RUNS = (
     " last_error = json_extract(d.value, '$[5]'),"
     " reason = coalesce(json_extract(d.value, '$[6]'), reason),"
     + _reported(7, "json_extract(d.value, '$[10]')")
-    + " FROM json_each(?) AS d"
+    + ", result = coalesce(json_extract(d.value, '$[11]'), result)"
+    " FROM json_each(?) AS d"
     " WHERE runs.id = json_extract(d.value, '$[0]')"
     " AND runs.fence = json_extract(d.value, '$[1]') AND runs.state = 'running'"
     " RETURNING runs.id, runs.tenant_id, runs.job_id, runs.attempt, runs.pool,"
@@ -396,6 +399,7 @@ def complete_many(
                 d.progress_message,
                 d.checkpoint,
                 rows.us(d.finished_at),
+                d.result,
             )
             for d in completions
         ]
@@ -595,3 +599,21 @@ ACTIVITY_WAITING = (
     "SELECT * FROM runs WHERE id IN (SELECT min(id) FROM runs WHERE state = 'pending'"
     " AND available_at <= ? GROUP BY job_id) ORDER BY id LIMIT ?"
 )
+
+
+def replay_run(
+    c: sqlite3.Connection, tenant_id: str, run_id: int, at: int, extra_attempts: int, actor: str
+) -> str | None:
+    """Put a dead run back to pending with ``extra_attempts`` more, audited; its pool,
+    or None if it is not a dead run of the tenant."""
+    row = c.execute(
+        "UPDATE runs SET state = 'pending', available_at = ?, finished_at = NULL,"
+        " max_attempts = attempt + ?, last_error = NULL, lease_owner = NULL,"
+        " lease_expires_at = NULL, cancel_requested = 0, reason = ?"
+        " WHERE tenant_id = ? AND id = ? AND state = 'dead' RETURNING pool",
+        (at, extra_attempts, f"replayed by {actor}", tenant_id, run_id),
+    ).fetchone()
+    if row is None:
+        return None
+    audit(c, tenant_id, "run", run_id, "replayed", actor, at)
+    return str(row["pool"])

@@ -188,6 +188,11 @@ def run(row: sqlite3.Row) -> Run:
         dt_or_none(row["progress_at"]),
         None if row["checkpoint"] is None else json.loads(row["checkpoint"]),
         dt_or_none(row["checkpoint_at"]),
+        row["pipeline_run_id"],
+        row["task"],
+        None if row["task_spec"] is None else json.loads(row["task_spec"]),
+        None if row["inputs"] is None else json.loads(row["inputs"]),
+        None if row["result"] is None else json.loads(row["result"]),
     )
 
 

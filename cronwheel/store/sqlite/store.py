@@ -36,7 +36,7 @@ from cronwheel.model import (
     WorkerInfo,
     id_prefix_range,
 )
-from cronwheel.pipelines.model import Pipeline, PipelineVersion
+from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Activity,
@@ -62,6 +62,7 @@ from cronwheel.store.sqlite import _admin as admin
 from cronwheel.store.sqlite import _gauges, _shards
 from cronwheel.store.sqlite import _migrate as schema
 from cronwheel.store.sqlite import _ops as ops
+from cronwheel.store.sqlite import _pipeline_runs as pipeline_runs
 from cronwheel.store.sqlite import _pipelines as pipelines
 from cronwheel.store.sqlite import _rows as rows
 from cronwheel.store.sqlite import _status as status
@@ -509,6 +510,75 @@ class SqliteStore(Store):
             lambda c: pipelines.versions(c, tenant_id, pipeline_id, before, limit)
         )
 
+    # -- pipeline runs -----------------------------------------------------------------
+    async def start_pipeline_run(self, start: PipelineRunStart) -> PipelineRun:
+        def fn(c: sqlite3.Connection) -> tuple[PipelineRun | None, list[str]]:
+            found, pools = pipeline_runs.start(c, start)
+            return pipeline_runs.get(c, start.tenant_id, found), pools
+
+        got, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        assert got is not None
+        return got
+
+    async def get_pipeline_run(self, tenant_id: str, pipeline_run_id: str) -> PipelineRun | None:
+        return await self._db.read(lambda c: pipeline_runs.get(c, tenant_id, pipeline_run_id))
+
+    async def list_pipeline_runs(
+        self,
+        tenant_id: str,
+        *,
+        pipeline_id: str | None = None,
+        state: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[PipelineRun]:
+        return await self._db.read(
+            lambda c: pipeline_runs.list_runs(c, tenant_id, pipeline_id, state, before, limit)
+        )
+
+    async def cancel_pipeline_run(
+        self, tenant_id: str, pipeline_run_id: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        def fn(c: sqlite3.Connection) -> PipelineRun:
+            if not pipeline_runs.cancel(c, tenant_id, pipeline_run_id, rows.us(now)):
+                raise NotFound("pipeline_run", pipeline_run_id)
+            got = pipeline_runs.get(c, tenant_id, pipeline_run_id)
+            assert got is not None
+            return got
+
+        return await self._db.write(fn)
+
+    async def retry_pipeline_task(
+        self, tenant_id: str, pipeline_run_id: str, task: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        def fn(c: sqlite3.Connection) -> tuple[PipelineRun, list[str]]:
+            why, pools = pipeline_runs.retry_task(
+                c, tenant_id, pipeline_run_id, task, rows.us(now), actor
+            )
+            if why == "not_found":
+                raise NotFound("pipeline_run", pipeline_run_id)
+            if why == "not_found_task":
+                raise NotFound("task", task)
+            if why is not None:
+                raise Conflict("task", why)
+            got = pipeline_runs.get(c, tenant_id, pipeline_run_id)
+            assert got is not None
+            return got, pools
+
+        got, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        return got
+
+    async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:
+        def fn(c: sqlite3.Connection) -> tuple[int, list[str]]:
+            found = [r[0] for r in c.execute(pipeline_runs.STALLED, (limit,))]
+            return len(found), pipeline_runs.advance_ended(c, found, rows.us(now))
+
+        count, pools = await self._db.write(fn)
+        self._wakeups.notify_pools(pools)
+        return count
+
     # -- scheduler -------------------------------------------------------------------
     async def fetch_due_jobs(
         self,
@@ -716,6 +786,12 @@ class SqliteStore(Store):
         def fn(c: sqlite3.Connection) -> tuple[list[int], list[str]]:
             done = ops.complete_many(c, completions) if completions else []
             pools = [pool for d, pool in done if d.state is RunState.PENDING]
+            # Pipeline tasks: the tasks an ending satisfied start in this transaction.
+            ended = [d for d, _ in done if d.pipeline_run_id is not None and d.state.finished]
+            if ended:
+                at = rows.us(max(d.finished_at for d in ended))
+                ids = [d.pipeline_run_id for d in ended if d.pipeline_run_id is not None]
+                pools += pipeline_runs.advance_ended(c, ids, at)
             return [d.run_id for d, _ in done], pools
 
         accepted, pools = await self._db.write(fn)
@@ -933,17 +1009,10 @@ class SqliteStore(Store):
         def fn(c: sqlite3.Connection) -> tuple[list[int], list[str]]:
             replayed, pools = [], []
             for run_id in run_ids:
-                row = c.execute(
-                    "UPDATE runs SET state = 'pending', available_at = ?, finished_at = NULL,"
-                    " max_attempts = attempt + ?, last_error = NULL, lease_owner = NULL,"
-                    " lease_expires_at = NULL, cancel_requested = 0, reason = ?"
-                    " WHERE tenant_id = ? AND id = ? AND state = 'dead' RETURNING pool",
-                    (at, extra_attempts, f"replayed by {actor}", tenant_id, run_id),
-                ).fetchone()
-                if row is not None:
+                pool = ops.replay_run(c, tenant_id, run_id, at, extra_attempts, actor)
+                if pool is not None:
                     replayed.append(run_id)
-                    pools.append(row["pool"])
-                    ops.audit(c, tenant_id, "run", run_id, "replayed", actor, at)
+                    pools.append(pool)
             return replayed, pools
 
         replayed, pools = await self._db.write(fn)

@@ -81,7 +81,12 @@ CREATE TABLE runs (
     progress_message  text,
     progress_at       timestamptz,
     checkpoint        jsonb,
-    checkpoint_at     timestamptz
+    checkpoint_at     timestamptz,
+    pipeline_run_id   uuid,  -- a pipeline task's (0013); NULL: not a task
+    task              text,
+    task_spec         jsonb,
+    inputs            jsonb,
+    result            jsonb
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by
@@ -250,3 +255,38 @@ CREATE TABLE pipeline_versions (
     actor        text NOT NULL,
     PRIMARY KEY (pipeline_id, version)
 );
+
+-- Pipeline runs (0013, decision 0025): a row per task instance started or skipped,
+-- keyed so that a task starts once per pipeline run.
+CREATE INDEX runs_pipeline_run ON runs (pipeline_run_id) WHERE pipeline_run_id IS NOT NULL;
+
+CREATE TABLE pipeline_runs (
+    id                uuid PRIMARY KEY,
+    tenant_id         text NOT NULL,
+    pipeline_id       uuid NOT NULL,
+    version           integer NOT NULL,
+    job_id            uuid NOT NULL,
+    state             text NOT NULL CHECK (state IN ('running', 'succeeded', 'failed', 'cancelled')),
+    cancel_requested  boolean NOT NULL DEFAULT false,
+    trigger_run_id    bigint UNIQUE,  -- the job run that started it (NULL: the API did)
+    actor             text NOT NULL,
+    created_at        timestamptz NOT NULL,
+    finished_at       timestamptz
+);
+CREATE INDEX pipeline_runs_tenant ON pipeline_runs (tenant_id, id);
+CREATE INDEX pipeline_runs_pipeline ON pipeline_runs (pipeline_id, id);
+
+CREATE TABLE pipeline_tasks (
+    pipeline_run_id  uuid NOT NULL,
+    task             text NOT NULL,
+    instance         integer NOT NULL,
+    state            text NOT NULL CHECK (state IN ('started', 'succeeded', 'dead', 'cancelled', 'skipped')),
+    run_id           bigint,  -- NULL: skipped (or a fan-out that could not expand)
+    reason           text,
+    message          text,
+    updated_at       timestamptz NOT NULL,
+    PRIMARY KEY (pipeline_run_id, task, instance)
+);
+-- The reconciler's work: tasks whose run may have ended by another path than a worker's
+-- completion (a rescue, a cancel).
+CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'started';

@@ -81,7 +81,12 @@ CREATE TABLE runs (
     progress_message  TEXT,
     progress_at       INTEGER,
     checkpoint        TEXT,
-    checkpoint_at     INTEGER
+    checkpoint_at     INTEGER,
+    pipeline_run_id   TEXT,  -- a pipeline task's (0013); NULL: not a task
+    task              TEXT,
+    task_spec         TEXT,
+    inputs            TEXT,
+    result            TEXT
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by
@@ -239,3 +244,38 @@ CREATE TABLE pipeline_versions (
     actor        TEXT NOT NULL,
     PRIMARY KEY (pipeline_id, version)
 );
+
+-- Pipeline runs (0013, decision 0025): a row per task instance started or skipped,
+-- keyed so that a task starts once per pipeline run.
+CREATE INDEX runs_pipeline_run ON runs (pipeline_run_id) WHERE pipeline_run_id IS NOT NULL;
+
+CREATE TABLE pipeline_runs (
+    id                TEXT PRIMARY KEY,
+    tenant_id         TEXT NOT NULL,
+    pipeline_id       TEXT NOT NULL,
+    version           INTEGER NOT NULL,
+    job_id            TEXT NOT NULL,
+    state             TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed', 'cancelled')),
+    cancel_requested  INTEGER NOT NULL DEFAULT 0,
+    trigger_run_id    INTEGER UNIQUE,  -- the job run that started it (NULL: the API did)
+    actor             TEXT NOT NULL,
+    created_at        INTEGER NOT NULL,
+    finished_at       INTEGER
+);
+CREATE INDEX pipeline_runs_tenant ON pipeline_runs (tenant_id, id);
+CREATE INDEX pipeline_runs_pipeline ON pipeline_runs (pipeline_id, id);
+
+CREATE TABLE pipeline_tasks (
+    pipeline_run_id  TEXT NOT NULL,
+    task             TEXT NOT NULL,
+    instance         INTEGER NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN ('started', 'succeeded', 'dead', 'cancelled', 'skipped')),
+    run_id           INTEGER,  -- NULL: skipped (or a fan-out that could not expand)
+    reason           TEXT,
+    message          TEXT,
+    updated_at       INTEGER NOT NULL,
+    PRIMARY KEY (pipeline_run_id, task, instance)
+);
+-- The reconciler's work: tasks whose run may have ended by another path than a worker's
+-- completion (a rescue, a cancel).
+CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'started';

@@ -1,0 +1,61 @@
+"""How a task that starts becomes a run: the columns a store writes for it (decision
+0025). Shared by both stores, so a task's run looks the same on each."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from cronwheel.model import Priority
+from cronwheel.pipelines.definition import Definition
+from cronwheel.pipelines.engine import StartTask
+
+_PRIORITIES = {p.name.lower(): p for p in Priority}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    """A task instance's run, ready to insert: JSON columns as text."""
+
+    task: str
+    instance: int
+    pool: str
+    priority: int
+    max_attempts: int
+    task_spec: str
+    inputs: str
+    payload: str | None
+
+
+def task_runs(definition: Definition, starts: list[StartTask]) -> list[TaskRun]:
+    """The runs of ``starts``: each carries its task's action, retry policy and timeout
+    (``task_spec``, which stands in for its job's at claim), and its inputs."""
+    out = []
+    specs: dict[str, str] = {}
+    for start in starts:
+        task = definition.spec.tasks[start.task]
+        spec = specs.get(start.task)
+        if spec is None:
+            spec = specs[start.task] = json.dumps(
+                {
+                    "action": task.action.model_dump(mode="json", exclude_none=True),
+                    "retry": task.retry.policy().to_dict(),
+                    "timeout_seconds": task.timeout_seconds,
+                },
+                separators=(",", ":"),
+            )
+        payload: Any = json.dumps(start.payload) if start.has_payload else None
+        out.append(
+            TaskRun(
+                task=start.task,
+                instance=start.instance,
+                pool=task.pool,
+                priority=int(_PRIORITIES[task.priority]),
+                max_attempts=task.retry.max_attempts,
+                task_spec=spec,
+                inputs=json.dumps(start.inputs),
+                payload=payload,
+            )
+        )
+    return out

@@ -1,0 +1,405 @@
+"""The PostgreSQL store's pipeline runs (decision 0025).
+
+Every function here runs inside a transaction its caller opened. :func:`advance` is the
+one place a pipeline run moves on: it locks the pipeline run's row (so two processes
+never plan the same run at once), marks the task rows whose runs ended, asks
+:func:`cronwheel.pipelines.engine.plan` what follows, and writes it: the runs of the
+tasks that start, keyed by ``(pipeline run, task, instance)`` in ``pipeline_tasks``
+(a duplicate aborts the transaction rather than starting a task twice), the skipped
+tasks, and the run's ending.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeAlias
+
+import asyncpg
+from asyncpg import Record
+
+from cronwheel.pipelines.definition import Definition, parse_definition
+from cronwheel.pipelines.engine import (
+    REASON_PIPELINE_CANCELLED,
+    TaskRow,
+    TaskState,
+    downstream,
+    needed_results,
+    plan,
+)
+from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
+from cronwheel.pipelines.tasks import task_runs
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    Connection: TypeAlias = asyncpg.Connection[Record] | PoolConnectionProxy[Record]
+
+_CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) END"
+
+START = """
+INSERT INTO pipeline_runs (id, tenant_id, pipeline_id, version, job_id, state, trigger_run_id,
+                           actor, created_at)
+VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8)
+ON CONFLICT (trigger_run_id) DO NOTHING
+RETURNING id"""
+
+_LOCK = """
+SELECT pr.*, v.definition::text AS definition_text
+FROM pipeline_runs AS pr
+JOIN pipeline_versions AS v ON v.pipeline_id = pr.pipeline_id AND v.version = pr.version
+WHERE pr.id = $1
+FOR UPDATE OF pr"""
+
+# The task rows whose runs have ended, by the runs' own state (written earlier in the
+# same transaction by a completion, or by a rescue or cancel before).
+_MARK_ENDED = """
+UPDATE pipeline_tasks AS t
+SET state = CASE r.state WHEN 'succeeded' THEN 'succeeded' WHEN 'dead' THEN 'dead'
+                         WHEN 'cancelled' THEN 'cancelled' ELSE 'skipped' END,
+    reason = CASE WHEN r.state = 'skipped' THEN r.reason ELSE t.reason END, updated_at = $2
+FROM runs AS r
+WHERE t.pipeline_run_id = $1 AND t.state = 'started' AND r.id = t.run_id
+  AND r.state IN ('succeeded', 'dead', 'cancelled', 'skipped')"""
+
+_ROWS = "SELECT task, instance, state, reason FROM pipeline_tasks WHERE pipeline_run_id = $1"
+
+_RESULTS = """
+SELECT t.task, t.instance, r.result
+FROM pipeline_tasks AS t JOIN runs AS r ON r.id = t.run_id
+WHERE t.pipeline_run_id = $1 AND t.task = ANY($2::text[]) AND t.state = 'succeeded'"""
+
+# Task runs are runs of the pipeline run's job, each at its own instant just after the
+# job's latest (the (job, scheduled_for) key): another pipeline run of the same job may
+# take an instant at the same moment, so a conflict is skipped and retried.
+_INSERT_RUNS = f"""
+WITH floor AS MATERIALIZED (
+    SELECT greatest($4::timestamptz, (SELECT max(scheduled_for) FROM runs WHERE job_id = $3)
+                                     + interval '1 microsecond') AS t
+),
+inserted AS (
+    INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
+                      max_attempts, job_version, overlap, created_at, payload, pipeline_run_id,
+                      task, task_spec, inputs)
+    SELECT $2, $3, f.t + (x.n - 1) * interval '1 microsecond', $4, 'pending', x.pool,
+           x.priority, x.max_attempts, $5, 'allow', $4, x.payload::jsonb, $1, x.task,
+           x.spec::jsonb, x.inputs::jsonb
+    FROM floor AS f,
+         unnest($6::text[], $7::int[], $8::int[], $9::text[], $10::text[], $11::text[],
+                $12::text[]) WITH ORDINALITY
+             AS x(pool, priority, max_attempts, payload, task, spec, inputs, n)
+    ORDER BY x.n
+    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    RETURNING id, scheduled_for, pool
+),
+woken AS (
+    SELECT pg_notify({_CHANNEL.format(t="'runs:' || pool")}, '')
+    FROM (SELECT DISTINCT pool FROM inserted) AS p
+)
+SELECT i.id, round(extract(epoch FROM i.scheduled_for - f.t) * 1000000)::int + 1 AS n,
+       (SELECT count(*) FROM woken) AS woken
+FROM inserted AS i, floor AS f"""
+
+_INSERT_TASKS = """
+INSERT INTO pipeline_tasks (pipeline_run_id, task, instance, state, run_id, reason, message,
+                            updated_at)
+SELECT $1, x.task, x.instance, x.state, x.run_id, x.reason, x.message, $2
+FROM unnest($3::text[], $4::int[], $5::text[], $6::bigint[], $7::text[], $8::text[])
+    AS x(task, instance, state, run_id, reason, message)"""
+
+_END = "UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1"
+
+
+@functools.lru_cache(maxsize=256)
+def _definition(text: str) -> Definition:
+    """A stored definition, parsed once per distinct version (every ending of every
+    task of its runs plans with it)."""
+    return parse_definition(json.loads(text))
+
+
+async def start(conn: Connection, s: PipelineRunStart) -> str:
+    """Start a pipeline run and its root tasks; for a trigger run that already started
+    one, that one's id (a retried trigger starts nothing new)."""
+    inserted = await conn.fetchval(
+        START,
+        s.id,
+        s.tenant_id,
+        s.pipeline_id,
+        s.version,
+        s.job_id,
+        s.trigger_run_id,
+        s.actor,
+        s.now,
+    )
+    if inserted is None:
+        found: str = await conn.fetchval(
+            "SELECT id FROM pipeline_runs WHERE trigger_run_id = $1", s.trigger_run_id
+        )
+        return found
+    await advance(conn, str(inserted), now=s.now, job_version=s.job_version)
+    return str(inserted)
+
+
+async def advance(
+    conn: Connection, pipeline_run_id: str, *, now: datetime, job_version: int | None = None
+) -> None:
+    """Move a pipeline run on from what its tasks' runs say now (see the module)."""
+    pr = await conn.fetchrow(_LOCK, pipeline_run_id)
+    if pr is None:
+        return
+    await conn.execute(_MARK_ENDED, pipeline_run_id, now)
+    if pr["state"] != "running":
+        return
+    definition = _definition(pr["definition_text"])
+    found = {
+        (r["task"], r["instance"]): TaskRow(TaskState(r["state"]), r["reason"])
+        for r in await conn.fetch(_ROWS, pipeline_run_id)
+    }
+    need = needed_results(definition, found)
+    if need:
+        for r in await conn.fetch(_RESULTS, pipeline_run_id, sorted(need)):
+            key = (r["task"], r["instance"])
+            found[key] = TaskRow(found[key].state, found[key].reason, r["result"])
+    decided = plan(definition, found, cancelled=pr["cancel_requested"])
+    tasks: list[tuple[str, int, str, int | None, str | None, str | None]] = []
+    if decided.start:
+        if job_version is None:
+            job_version = await conn.fetchval(
+                "SELECT version FROM jobs WHERE id = $1", pr["job_id"]
+            )
+        todo = task_runs(definition, decided.start)
+        for _ in range(100):  # each round loses only to a racing pipeline run's instants
+            got = await conn.fetch(
+                _INSERT_RUNS,
+                pipeline_run_id,
+                pr["tenant_id"],
+                pr["job_id"],
+                now,
+                job_version,
+                [t.pool for t in todo],
+                [t.priority for t in todo],
+                [t.max_attempts for t in todo],
+                [t.payload for t in todo],
+                [t.task for t in todo],
+                [t.task_spec for t in todo],
+                [t.inputs for t in todo],
+            )
+            ids = {r["n"]: r["id"] for r in got}
+            left = []
+            for n, t in enumerate(todo, 1):
+                if n in ids:
+                    tasks.append((t.task, t.instance, "started", ids[n], None, None))
+                else:
+                    left.append(t)
+            todo = left
+            if not todo:
+                break
+        else:
+            raise RuntimeError(f"pipeline run {pipeline_run_id}: no free instant for its tasks")
+    for skip in decided.skip:
+        tasks.append((skip.task, skip.instance, skip.state.value, None, skip.reason, skip.message))
+    if tasks:
+        await conn.execute(
+            _INSERT_TASKS,
+            pipeline_run_id,
+            now,
+            [t[0] for t in tasks],
+            [t[1] for t in tasks],
+            [t[2] for t in tasks],
+            [t[3] for t in tasks],
+            [t[4] for t in tasks],
+            [t[5] for t in tasks],
+        )
+    if decided.ending is not None:
+        await conn.execute(_END, pipeline_run_id, decided.ending.value, now)
+
+
+async def advance_ended(
+    conn: Connection, pipeline_run_ids: Sequence[str], *, now: datetime
+) -> None:
+    """Advance each pipeline run, in id order (the order their rows are locked in)."""
+    for pipeline_run_id in sorted(set(pipeline_run_ids)):
+        await advance(conn, pipeline_run_id, now=now)
+
+
+# The pipeline runs with a task whose run ended by a path that did not advance them (a
+# lease rescue, a release, a cancel): the reconciler's work.
+STALLED = """
+SELECT DISTINCT t.pipeline_run_id
+FROM pipeline_tasks AS t JOIN runs AS r ON r.id = t.run_id
+WHERE t.state = 'started' AND r.state IN ('succeeded', 'dead', 'cancelled', 'skipped')
+LIMIT $1"""
+
+# Cancel: pending task runs end cancelled, running ones are asked to stop; the runs are
+# written before the pipeline run's row is locked, the order a completion takes them in.
+CANCEL_RUNS = """
+WITH pending AS (
+    UPDATE runs SET state = 'cancelled', finished_at = $2, reason = $3
+    WHERE pipeline_run_id = $1 AND state = 'pending'
+    RETURNING id
+),
+running AS (
+    UPDATE runs SET cancel_requested = true
+    WHERE pipeline_run_id = $1 AND state = 'running'
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM pending) AS cancelled, (SELECT count(*) FROM running) AS asked"""
+
+
+async def cancel(conn: Connection, tenant_id: str, pipeline_run_id: str, *, now: datetime) -> bool:
+    """Cancel a running pipeline run; False if it is not the tenant's."""
+    owner = await conn.fetchval(
+        "SELECT tenant_id FROM pipeline_runs WHERE id = $1", pipeline_run_id
+    )
+    if owner != tenant_id:
+        return False
+    await conn.fetchrow(CANCEL_RUNS, pipeline_run_id, now, REASON_PIPELINE_CANCELLED)
+    await conn.execute(
+        "UPDATE pipeline_runs SET cancel_requested = true WHERE id = $1 AND state = 'running'",
+        pipeline_run_id,
+    )
+    await advance(conn, pipeline_run_id, now=now)
+    return True
+
+
+async def retry_task(
+    conn: Connection,
+    tenant_id: str,
+    pipeline_run_id: str,
+    task: str,
+    *,
+    now: datetime,
+    actor: str,
+    replay: str,
+) -> str | None:
+    """Run a dead task again: its dead instances' runs are replayed (the same runs, so
+    the task still starts once per pipeline run), the tasks skipped because of it wait
+    again, and the pipeline run is running again. ``replay`` is the store's replay
+    statement. None when done; otherwise why it cannot be."""
+    pr = await conn.fetchrow(_LOCK, pipeline_run_id)
+    if pr is None or pr["tenant_id"] != tenant_id:
+        return "not_found"
+    if pr["cancel_requested"]:
+        return "the pipeline run was cancelled: start a new one"
+    definition = _definition(pr["definition_text"])
+    if task not in definition.spec.tasks:
+        return "not_found_task"
+    await conn.execute(_MARK_ENDED, pipeline_run_id, now)
+    dead = await conn.fetch(
+        "SELECT instance, run_id FROM pipeline_tasks WHERE pipeline_run_id = $1 AND task = $2"
+        " AND state = 'dead'",
+        pipeline_run_id,
+        task,
+    )
+    if not dead:
+        return f"tasks.{task} is not dead: only a task that failed for good is retried"
+    if any(r["run_id"] is None for r in dead):
+        return (
+            f"tasks.{task} could not fan out over its parent's result: retry the parent or "
+            "start a new pipeline run"
+        )
+    extra = definition.spec.tasks[task].retry.max_attempts
+    await conn.fetchrow(replay, tenant_id, [r["run_id"] for r in dead], now, extra, actor)
+    await conn.execute(
+        "UPDATE pipeline_tasks SET state = 'started', reason = NULL, message = NULL,"
+        " updated_at = $3 WHERE pipeline_run_id = $1 AND task = $2 AND state = 'dead'",
+        pipeline_run_id,
+        task,
+        now,
+    )
+    await _forget_downstream(conn, definition, pipeline_run_id, task)
+    await conn.execute(
+        "UPDATE pipeline_runs SET state = 'running', finished_at = NULL WHERE id = $1",
+        pipeline_run_id,
+    )
+    await advance(conn, pipeline_run_id, now=now)
+    return None
+
+
+async def _forget_downstream(
+    conn: Connection, definition: Definition, pipeline_run_id: str, task: str
+) -> None:
+    """Forget the skipped rows of every task downstream of ``task``: they are planned
+    again once it ends. Tasks that ran keep their rows, so nothing runs twice."""
+    below = downstream(definition, task)
+    if below:
+        await conn.execute(
+            "DELETE FROM pipeline_tasks WHERE pipeline_run_id = $1 AND task = ANY($2::text[])"
+            " AND state = 'skipped'",
+            pipeline_run_id,
+            sorted(below),
+        )
+    # With failure_policy stop, a failure stopped tasks that do not depend on it.
+    await conn.execute(
+        "DELETE FROM pipeline_tasks WHERE pipeline_run_id = $1 AND reason = 'pipeline_stopped'",
+        pipeline_run_id,
+    )
+
+
+_TASKS_WITH_RUNS = """
+SELECT t.task, t.instance, t.state, t.run_id, t.reason, t.message, t.updated_at,
+       r.state AS run_state
+FROM pipeline_tasks AS t LEFT JOIN runs AS r ON r.id = t.run_id
+WHERE t.pipeline_run_id = $1"""
+
+
+def pipeline_run(row: Record, tasks: Sequence[Record] = ()) -> PipelineRun:
+    """A pipeline run from its row (and, read one at a time, its task rows)."""
+    return PipelineRun(
+        id=str(row["id"]),
+        tenant_id=row["tenant_id"],
+        pipeline_id=str(row["pipeline_id"]),
+        version=row["version"],
+        job_id=str(row["job_id"]),
+        state=row["state"],
+        actor=row["actor"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        cancel_requested=bool(row["cancel_requested"]),
+        trigger_run_id=row["trigger_run_id"],
+        tasks=tuple(
+            PipelineTask(
+                task=t["task"],
+                instance=t["instance"],
+                state=t["state"],
+                run_id=t["run_id"],
+                reason=t["reason"],
+                message=t["message"],
+                updated_at=t["updated_at"],
+                run_state=t["run_state"],
+            )
+            for t in tasks
+        ),
+    )
+
+
+async def get(conn: Connection, tenant_id: str, pipeline_run_id: str) -> PipelineRun | None:
+    row = await conn.fetchrow(
+        "SELECT * FROM pipeline_runs WHERE tenant_id = $1 AND id = $2", tenant_id, pipeline_run_id
+    )
+    if row is None:
+        return None
+    definition = _definition(
+        await conn.fetchval(
+            "SELECT definition::text FROM pipeline_versions"
+            " WHERE pipeline_id = $1 AND version = $2",
+            row["pipeline_id"],
+            row["version"],
+        )
+    )
+    order = {name: i for i, name in enumerate(definition.order)}
+    tasks = sorted(
+        await conn.fetch(_TASKS_WITH_RUNS, pipeline_run_id),
+        key=lambda t: (order.get(t["task"], len(order)), t["instance"]),
+    )
+    return pipeline_run(row, tasks)
+
+
+LIST = """
+SELECT * FROM pipeline_runs
+WHERE tenant_id = $1 AND ($2::uuid IS NULL OR pipeline_id = $2)
+  AND ($3::uuid IS NULL OR id < $3) AND ($4::text IS NULL OR state = $4)
+ORDER BY id DESC
+LIMIT $5"""

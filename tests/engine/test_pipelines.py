@@ -1,0 +1,327 @@
+"""Pipeline runs on each store with a real worker (decision 0025): tasks start when
+their prerequisites end, once each, with their parents' results as inputs; failures skip
+what depended on them; fan-out and fan-in; cancel, retry and versions."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from cronwheel.actions import PermanentError, RunContext
+from cronwheel.model import DEFAULT_TENANT, RunState
+from cronwheel.pipelines.model import PipelineRun
+from cronwheel.pipelines.service import PipelineService
+from cronwheel.store.base import Store
+from cronwheel.worker import Worker, WorkerConfig
+from tests.engine.helpers import eventually, running
+
+# Leases long enough that a loaded machine never lets one lapse mid-task.
+CONFIG = WorkerConfig(
+    pools={"default": 8},
+    lease_seconds=30.0,
+    heartbeat_seconds=0.5,
+    prefetch_seconds=0.5,
+    poll_seconds=0.05,
+    grace_seconds=0.5,
+)
+
+
+def handler(name: str, **extra: Any) -> dict[str, Any]:
+    return {"action": {"type": "handler", "name": name}, **extra}
+
+
+DIAMOND = {
+    "tasks": {t: handler(t) for t in ("a", "b", "c", "d")},
+    "edges": [
+        {"from": "a", "to": "b"},
+        {"from": "a", "to": "c"},
+        {"from": "b", "to": "d"},
+        {"from": "c", "to": "d"},
+    ],
+}
+
+
+async def finished(service: PipelineService, pipeline_run_id: str) -> PipelineRun | None:
+    found = await service.get_run(pipeline_run_id)
+    return found if found.state != "running" else None
+
+
+def states(run: PipelineRun) -> dict[str, tuple[str, str | None]]:
+    return {f"{t.task}.{t.instance}": (t.state, t.reason) for t in run.tasks}
+
+
+async def test_a_diamond_runs_in_order_and_its_join_once_with_both_inputs(store: Store) -> None:
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    order: list[str] = []
+    seen: dict[str, Any] = {}
+
+    @worker.handler("a")
+    def a(ctx: RunContext) -> int:
+        order.append("a")
+        return 1
+
+    @worker.handler("b")
+    async def b(ctx: RunContext) -> int:
+        order.append("b")
+        assert ctx.inputs is not None
+        return int(ctx.inputs["a"]) + 1
+
+    @worker.handler("c")
+    async def c(ctx: RunContext) -> dict[str, int]:
+        order.append("c")
+        return {"c": 3}
+
+    @worker.handler("d")
+    async def d(ctx: RunContext) -> str:
+        order.append("d")
+        seen.update(inputs=ctx.inputs, task=ctx.task, run=ctx.pipeline_run_id)
+        return "done"
+
+    pipeline = await service.create("diamond", DIAMOND)
+    started = await service.start(pipeline.id)
+    assert [(t.task, t.state) for t in started.tasks] == [("a", "started")]
+    async with running(worker):
+        done = await eventually(lambda: finished(service, started.id))
+    assert done.state == "succeeded" and done.version == 1
+    assert order[0] == "a" and order[-1] == "d" and sorted(order) == ["a", "b", "c", "d"]
+    assert seen == {"inputs": {"b": 2, "c": {"c": 3}}, "task": "d", "run": started.id}
+    assert states(done) == {k: ("succeeded", None) for k in ("a.0", "b.0", "c.0", "d.0")}
+    d_run = await store.get_run(DEFAULT_TENANT, done.tasks[-1].run_id or 0)
+    assert d_run is not None and d_run.result == "done" and d_run.state is RunState.SUCCEEDED
+    # Every task's run is an ordinary run of the pipeline's own job: one run per task.
+    runs = await store.list_runs(DEFAULT_TENANT, job_id=done.job_id)
+    assert sorted(r.task or "" for r in runs) == ["a", "b", "c", "d"]
+
+
+async def test_a_dead_task_skips_what_needed_it_runs_its_cleanup_and_fails(store: Store) -> None:
+    service = PipelineService(store)
+    ran: list[str] = []
+
+    def new_worker() -> Worker:
+        worker = Worker(store, CONFIG)
+        for name in ("a", "c", "d", "cleanup"):
+            worker.handler(name)(lambda ctx, name=name: ran.append(name))
+
+        @worker.handler("b")
+        def b(ctx: RunContext) -> None:
+            raise PermanentError("the input file is corrupt")
+
+        return worker
+
+    definition = {
+        "tasks": {**DIAMOND["tasks"], "cleanup": handler("cleanup")},  # type: ignore[dict-item]
+        "edges": [*DIAMOND["edges"], {"from": "b", "to": "cleanup", "on": "on_failure"}],
+        "failure_policy": "continue",
+    }
+    pipeline = await service.create("cleans-up", definition)
+    started = await service.start(pipeline.id)
+    async with running(new_worker()):
+        done = await eventually(lambda: finished(service, started.id))
+    assert sorted(ran) == ["a", "c", "cleanup"]
+    assert states(done)["b.0"] == ("dead", None)  # why: on its run
+    assert states(done)["d.0"] == ("skipped", "upstream_failed")
+    assert states(done)["cleanup.0"] == ("succeeded", None)
+    # b's failure was handled by its cleanup edge: the documented rule says succeeded.
+    assert done.state == "succeeded"
+
+    # Without the cleanup edge the same failure fails the pipeline run.
+    plain = await service.create("fails", DIAMOND)
+    started = await service.start(plain.id)
+    async with running(new_worker()):
+        done = await eventually(lambda: finished(service, started.id))
+    assert done.state == "failed"
+    assert states(done)["d.0"] == ("skipped", "upstream_failed")
+
+
+async def test_a_fan_out_of_100_then_a_fan_in_that_runs_once_with_100_inputs(
+    store: Store,
+) -> None:
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    totals: list[Any] = []
+
+    @worker.handler("list")
+    def make_list(ctx: RunContext) -> list[int]:
+        return list(range(100))
+
+    @worker.handler("square")
+    async def square(ctx: RunContext) -> int:
+        return int(ctx.payload) ** 2  # type: ignore[arg-type]
+
+    @worker.handler("sum")
+    async def total(ctx: RunContext) -> int:
+        assert ctx.inputs is not None
+        totals.append(ctx.inputs["square"])
+        return sum(ctx.inputs["square"])
+
+    definition = {
+        "tasks": {
+            "list": handler("list"),
+            "square": handler("square", fan_out={"max": 100}),
+            "sum": handler("sum"),
+        },
+        "edges": [{"from": "list", "to": "square"}, {"from": "square", "to": "sum"}],
+    }
+    pipeline = await service.create("fan", definition)
+    started = await service.start(pipeline.id)
+    async with running(worker):
+        done = await eventually(lambda: finished(service, started.id), timeout=60)
+    assert done.state == "succeeded"
+    assert totals == [[i * i for i in range(100)]]  # once, in instance order
+    squares = [t for t in done.tasks if t.task == "square"]
+    assert [t.instance for t in squares] == list(range(100))
+    assert len({t.run_id for t in squares}) == 100
+
+
+async def test_a_retried_task_resumes_the_tasks_that_waited_for_it(store: Store) -> None:
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    broken = threading.Event()
+    broken.set()
+    ran: list[str] = []
+    for name in ("a", "c", "d"):
+        worker.handler(name)(lambda ctx, name=name: ran.append(name))
+
+    @worker.handler("b")
+    def b(ctx: RunContext) -> None:
+        if broken.is_set():
+            raise PermanentError("not yet")
+        ran.append("b")
+
+    pipeline = await service.create("retried", {**DIAMOND, "failure_policy": "continue"})
+    started = await service.start(pipeline.id)
+    async with running(worker):
+        failed = await eventually(lambda: finished(service, started.id))
+        assert failed.state == "failed"
+        assert states(failed)["d.0"] == ("skipped", "upstream_failed")
+        broken.clear()
+        again = await service.retry_task(started.id, "b")
+        assert again.state == "running" and states(again)["b.0"] == ("started", None)
+        assert "d.0" not in states(again)
+        done = await eventually(lambda: finished(service, started.id))
+    assert done.state == "succeeded"
+    assert sorted(ran) == ["a", "b", "c", "d"]
+    # b's run was replayed: still one run per task.
+    b_runs = [t for t in done.tasks if t.task == "b"]
+    assert len(b_runs) == 1 and b_runs[0].run_id == states_run(failed, "b")
+
+
+def states_run(run: PipelineRun, task: str) -> int | None:
+    return next(t.run_id for t in run.tasks if t.task == task)
+
+
+async def test_cancel_stops_the_running_task_and_starts_nothing_more(store: Store) -> None:
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    started_b = asyncio.Event()
+    ran: list[str] = []
+    for name in ("a", "c", "d"):
+        worker.handler(name)(lambda ctx, name=name: ran.append(name))
+
+    @worker.handler("b")
+    async def b(ctx: RunContext) -> None:
+        started_b.set()
+        await ctx.cancelled
+
+    chain = {
+        "tasks": {t: handler(t) for t in ("a", "b", "d")},
+        "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "d"}],
+    }
+    pipeline = await service.create("cancelled", chain)
+    started = await service.start(pipeline.id)
+    async with running(worker):
+        await asyncio.wait_for(started_b.wait(), 30)
+        await service.cancel_run(started.id)
+        done = await eventually(lambda: finished(service, started.id))
+    assert done.state == "cancelled"
+    assert states(done)["b.0"] == ("cancelled", None)
+    assert states(done)["d.0"] == ("skipped", "upstream_failed")
+    assert ran == ["a"]
+
+
+async def test_a_new_version_does_not_change_a_pipeline_run_in_flight(store: Store) -> None:
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    gate = threading.Event()
+    ran: list[str] = []
+
+    @worker.handler("a")
+    def a(ctx: RunContext) -> None:
+        gate.wait(30)
+        ran.append("a")
+
+    worker.handler("b")(lambda ctx: ran.append("b"))
+    worker.handler("z")(lambda ctx: ran.append("z"))
+    chain = {"tasks": {"a": handler("a"), "b": handler("b")}, "edges": [{"from": "a", "to": "b"}]}
+    pipeline = await service.create("versioned", chain)
+    started = await service.start(pipeline.id)
+    v2 = await service.update(
+        pipeline.id,
+        {"tasks": {"a": handler("a"), "z": handler("z")}, "edges": [{"from": "a", "to": "z"}]},
+    )
+    assert v2.version == 2
+    async with running(worker):
+        gate.set()
+        done = await eventually(lambda: finished(service, started.id))
+    assert (done.state, done.version, ran) == ("succeeded", 1, ["a", "b"])
+
+
+async def test_a_stale_or_repeated_completion_starts_no_child_twice(store: Store) -> None:
+    """Two completions of the same attempt (a retried write, a racing duplicate) reach
+    the store at once: one is accepted, and the child task starts once."""
+    from datetime import UTC, datetime, timedelta
+
+    from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+
+    service = PipelineService(store)
+    chain = {"tasks": {"a": handler("a"), "b": handler("b")}, "edges": [{"from": "a", "to": "b"}]}
+    pipeline = await service.create("once", chain)
+    started = await service.start(pipeline.id)
+    now = datetime.now(UTC)
+    [claimed] = await store.claim_runs(
+        "w1", ["default"], limit=10, now=now, prefetch_until=now, lease_seconds=30
+    )
+    assert claimed.run.task == "a" and claimed.action == {"type": "handler", "name": "a"}
+    done = completion_for(
+        claimed,
+        Outcome(OutcomeKind.SUCCEEDED, result="[1]"),
+        worker_id="w1",
+        started_at=now,
+        finished_at=now + timedelta(milliseconds=5),
+        rng=__import__("random").Random(1),
+    )
+    assert done.pipeline_run_id == started.id
+    results = await asyncio.gather(
+        store.complete_runs([done]), store.complete_runs([done]), return_exceptions=True
+    )
+    assert sorted(len(r) for r in results if isinstance(r, list)) == [0, 1]
+    again = await store.complete_runs([done])
+    assert again == []
+    got = await service.get_run(started.id)
+    assert [(t.task, t.instance) for t in got.tasks] == [("a", 0), ("b", 0)]
+    b_runs = [r for r in await store.list_runs(DEFAULT_TENANT, job_id=got.job_id) if r.task == "b"]
+    assert len(b_runs) == 1 and b_runs[0].inputs == {"a": [1]}
+
+
+async def test_maintenance_moves_on_a_pipeline_whose_task_was_cancelled_directly(
+    store: Store,
+) -> None:
+    """A task's run that ends by another path than a worker's completion (here a cancel
+    of the run itself) is picked up by the reconciler."""
+    from datetime import UTC, datetime
+
+    service = PipelineService(store)
+    chain = {"tasks": {"a": handler("a"), "b": handler("b")}, "edges": [{"from": "a", "to": "b"}]}
+    pipeline = await service.create("reconciled", chain)
+    started = await service.start(pipeline.id)
+    a_run = started.tasks[0].run_id
+    assert a_run is not None
+    await store.cancel_run(DEFAULT_TENANT, a_run, now=datetime.now(UTC), actor="alice")
+    assert (await service.get_run(started.id)).state == "running"
+    assert await store.advance_pipelines(now=datetime.now(UTC)) == 1
+    done = await service.get_run(started.id)
+    assert done.state == "failed"
+    assert states(done) == {"a.0": ("cancelled", None), "b.0": ("skipped", "upstream_failed")}
+    assert await store.advance_pipelines(now=datetime.now(UTC)) == 0
