@@ -182,13 +182,24 @@ class HandlerSpec(BaseModel):
     name: Name
 
 
+class PipelineActionSpec(BaseModel):
+    """A job whose runs start a pipeline run each (decision 0025): the job brings the
+    schedule, pause, overlap and misfire policies; the pipeline its tasks."""
+
+    model_config = _STRICT
+    type: Literal["pipeline"]
+    pipeline_id: Annotated[
+        str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    ]
+
+
 class JobSpec(BaseModel):
     """A job as a user describes it. Defaults are the documented policy defaults."""
 
     model_config = _STRICT
     name: Name
     schedule: dict[str, Any]
-    action: Annotated[WebhookSpec | HandlerSpec, Field(discriminator="type")]
+    action: Annotated[WebhookSpec | HandlerSpec | PipelineActionSpec, Field(discriminator="type")]
     pool: PoolName = DEFAULT_POOL
     payload: JSON = None
     priority: Literal["critical", "high", "normal", "low"] = "normal"

@@ -95,6 +95,18 @@ class JobService:
                 if why is not None:
                     raise InvalidInput(f"notify.{j}.url", why)
 
+    async def _check_pipelines(self, jobs: list[Job]) -> None:
+        """InvalidInput naming ``action.pipeline_id`` for a job that would start a
+        pipeline its tenant does not have (or deleted)."""
+        for job in jobs:
+            if job.action.get("type") == "pipeline":
+                pipeline_id = str(job.action.get("pipeline_id"))
+                found = await self.store.get_pipeline(job.tenant_id, pipeline_id)
+                if found is None or found.state.value == "deleted":
+                    raise InvalidInput(
+                        "action.pipeline_id", f"names no pipeline of this tenant: {pipeline_id}"
+                    )
+
     async def close(self) -> None:
         await self.store.close()
 
@@ -123,6 +135,7 @@ class JobService:
         now = self.clock.now()
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
         self._check_urls(jobs)
+        await self._check_pipelines(jobs)
         if traceparent is None:
             traceparent = tracing.current_headers().get("traceparent")
         if traceparent is not None:
@@ -170,6 +183,7 @@ class JobService:
         )
         if "action" in changes:
             self._check_urls([fresh])
+            await self._check_pipelines([fresh])
         updated = replace(
             fresh,
             created_at=current.created_at,

@@ -325,3 +325,69 @@ async def test_maintenance_moves_on_a_pipeline_whose_task_was_cancelled_directly
     assert done.state == "failed"
     assert states(done) == {"a.0": ("cancelled", None), "b.0": ("skipped", "upstream_failed")}
     assert await store.advance_pipelines(now=datetime.now(UTC)) == 0
+
+
+async def test_a_job_whose_action_is_a_pipeline_starts_one_pipeline_run_per_run(
+    store: Store,
+) -> None:
+    """Triggers are jobs: the job's run starts a pipeline run, keyed by that run, so a
+    retried trigger finds the pipeline run it started instead of starting another."""
+    from cronwheel.errors import InvalidInput
+    from cronwheel.model import new_id
+    from cronwheel.pipelines.model import PipelineRunStart
+    from cronwheel.service import JobService
+
+    service, jobs = PipelineService(store), JobService(store)
+    worker = Worker(store, CONFIG)
+    ran: list[str] = []
+    worker.handler("a")(lambda ctx: ran.append("a"))
+    pipeline = await service.create("triggered", {"tasks": {"a": handler("a")}, "edges": []})
+    try:
+        await jobs.create(
+            name="bad-trigger",
+            schedule={"kind": "immediate"},
+            action={"type": "pipeline", "pipeline_id": new_id()},
+        )
+    except InvalidInput as exc:
+        assert exc.field == "action.pipeline_id"
+    else:
+        raise AssertionError("a trigger of an unknown pipeline was accepted")
+    job = await jobs.create(
+        name="nightly-etl",
+        schedule={"kind": "immediate"},
+        action={"type": "pipeline", "pipeline_id": pipeline.id},
+    )
+    async with running(worker):
+        [trigger] = await eventually(lambda: _finished_runs(store, job.id))
+        [started] = await eventually(lambda: service.list_runs(pipeline_id=pipeline.id))
+        done = await eventually(lambda: finished(service, started.id))
+    assert (done.state, done.trigger_run_id, done.job_id, ran) == (
+        "succeeded",
+        trigger.id,
+        job.id,
+        ["a"],
+    )
+    assert trigger.result == {"pipeline_run_id": started.id}
+    # The same trigger run again (its worker died before completing it): the same one.
+    again = await store.start_pipeline_run(
+        PipelineRunStart(
+            id=new_id(),
+            tenant_id=DEFAULT_TENANT,
+            pipeline_id=pipeline.id,
+            version=1,
+            definition=pipeline.definition,
+            job_id=job.id,
+            job_version=job.version,
+            actor="test",
+            now=done.created_at,
+            trigger_run_id=trigger.id,
+        )
+    )
+    assert again.id == started.id
+    assert len(await service.list_runs(pipeline_id=pipeline.id)) == 1
+
+
+async def _finished_runs(store: Store, job_id: str) -> list[Any]:
+    runs = await store.list_runs(DEFAULT_TENANT, job_id=job_id)
+    trigger = [r for r in runs if r.task is None]
+    return trigger if trigger and all(r.state.finished for r in trigger) else []
