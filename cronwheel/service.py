@@ -37,6 +37,7 @@ from cronwheel.store.base import Store
 
 if TYPE_CHECKING:  # the policy's module imports httpcore, which a CLI call does not need
     from cronwheel.actions.egress import EgressPolicy
+    from cronwheel.pipelines.service import PipelineService
 
 MAX_BACKFILL_RUNS = 10_000
 """The most occurrences one backfill creates: a longer range is refused (backfill it in
@@ -106,6 +107,14 @@ class JobService:
                     raise InvalidInput(
                         "action.pipeline_id", f"names no pipeline of this tenant: {pipeline_id}"
                     )
+
+    @property
+    def pipelines(self) -> PipelineService:
+        """Pipelines on the same store (decision 0025): define them, start and follow
+        their runs: ``await cw.pipelines.start(pipeline.id)``."""
+        from cronwheel.pipelines.service import PipelineService
+
+        return PipelineService(self.store, clock=self.clock, actor=self.actor, egress=self.egress)
 
     async def close(self) -> None:
         await self.store.close()
