@@ -74,7 +74,9 @@ def create_app(
     )
     clock = clock or SystemClock()
     egress = egress or EgressPolicy.from_env()
-    app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock), egress)
+    app.state.api = ApiState(
+        store, auth, clock, Quotas(store, clock), Notices(store, clock), egress
+    )
     app.state.metrics = ApiMetrics(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
     )

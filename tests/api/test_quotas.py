@@ -6,10 +6,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from cronwheel.api import AuthConfig, create_app
 from cronwheel.errors import StoreUnavailable
 from cronwheel.store.base import Store
 from tests.api.conftest import connect
-from tests.api.helpers import new_key, new_tenant, problem, spec
+from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec
 
 
 async def writer_of(app: FastAPI, admin: httpx.AsyncClient, tenant: str, **quotas: float) -> str:
@@ -23,7 +24,7 @@ async def test_max_jobs(app: FastAPI, client: httpx.AsyncClient) -> None:
     async with connect(app, token) as writer:
         first = (await writer.post("/v1/jobs", json=spec())).json()
         assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
-        full = problem(await writer.post("/v1/jobs", json=spec()), 429)
+        full = problem(await writer.post("/v1/jobs", json=spec()), 429, "max_jobs")
         assert "quota" in full["type"]
         response = await writer.post("/v1/jobs/batch", json={"jobs": [spec()]})
         problem(response, 429)
@@ -41,7 +42,7 @@ async def test_max_creates_per_second(app: FastAPI, client: httpx.AsyncClient) -
     async with connect(app, token) as writer:
         assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
         response = await writer.post("/v1/jobs", json=spec())
-        problem(response, 429)
+        problem(response, 429, "max_creates_per_second")
         assert int(response.headers["retry-after"]) >= 1
     # another tenant has its own budget
     assert (await client.post("/v1/jobs", json=spec())).status_code == 201
@@ -83,3 +84,26 @@ async def test_trigger_and_replay_count_against_the_create_rate(
         assert (await writer.get(f"/v1/jobs/{job['id']}/runs")).json()["items"] == []
         problem(await writer.post("/v1/runs/1/replay"), 429)
         problem(await writer.post("/v1/dead-letter/replay", json={"run_ids": [1, 2]}), 429)
+
+
+async def test_the_rate_holds_across_two_apps_on_one_store(
+    app: FastAPI, client: httpx.AsyncClient, store2: Store
+) -> None:
+    # Issue 17, defect 6: each API process kept its own bucket, so two allowed twice the
+    # rate. A second app on its own connection to the same database is another process.
+    token = await writer_of(app, client, "shared", max_creates_per_second=0.01)
+    other = create_app(store2, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    async with connect(app, token) as first, connect(other, token) as second:
+        assert (await first.post("/v1/jobs", json=spec())).status_code == 201
+        problem(await second.post("/v1/jobs", json=spec()), 429, "max_creates_per_second")
+        response = await second.post("/v1/jobs/batch", json={"jobs": [spec()]})
+        problem(response, 429, "max_creates_per_second")
+
+
+async def test_a_refused_batch_writes_nothing(app: FastAPI, client: httpx.AsyncClient) -> None:
+    token = await writer_of(app, client, "tight", max_jobs=3)
+    async with connect(app, token) as writer:
+        assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
+        batch = {"jobs": [spec() for _ in range(3)]}
+        problem(await writer.post("/v1/jobs/batch", json=batch), 429, "max_jobs")
+        assert len((await writer.get("/v1/jobs")).json()["items"]) == 1
