@@ -43,6 +43,7 @@ KINDS: Mapping[int, tuple[str, str]] = {
     409: ("conflict", "Conflict"),
     412: ("stale-version", "Stale version"),
     413: ("too-large", "Too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
     422: ("invalid-input", "Invalid input"),
     428: ("precondition-required", "Precondition required"),
     429: ("quota", "Over quota"),
