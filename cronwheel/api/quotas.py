@@ -35,6 +35,17 @@ TENANT_TTL = 5.0
 """Seconds a tenant's quotas are cached: a quota change reaches every API process soon."""
 
 
+@dataclass(frozen=True, slots=True)
+class TenantDefaults:
+    """The limits a tenant gets when ``POST /v1/tenants`` leaves them out (an explicit
+    ``null`` there means no limit). Set by the operator (``cronwheel api
+    --tenant-max-jobs/--tenant-max-creates-per-second``); by default none: a tenant is
+    unlimited until an admin limits it."""
+
+    max_jobs: int | None = None
+    max_creates_per_second: float | None = None
+
+
 @dataclass
 class Quotas:
     """One per app: the cache of tenants' rates in front of the store's bucket."""

@@ -21,7 +21,8 @@ from tests.e2e.procs import cronwheel
 
 @pytest.fixture
 def two_apis(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """Two ``cronwheel api`` processes on one fresh PostgreSQL database: their URLs."""
+    """Two ``cronwheel api`` processes on one fresh PostgreSQL database, where a new
+    tenant has at most 3 live jobs unless created with another limit: their URLs."""
     reason = pg.unreachable_reason()
     if reason is not None:
         if pg.REQUIRED:
@@ -34,7 +35,9 @@ def two_apis(tmp_path: Path) -> Iterator[tuple[str, str]]:
             for which in ("a", "b"):  # one after the other: the first one migrates
                 port, log = free_port(), tmp_path / f"api-{which}.log"
                 args = ("api", "--db", dsn, "--port", str(port), "--admin-token", ADMIN_TOKEN)
-                proc = stack.enter_context(cronwheel(*args, log=log))
+                # The operator's default for new tenants, as production would set it.
+                env = {"CRONWHEEL_TENANT_MAX_JOBS": "3"}
+                proc = stack.enter_context(cronwheel(*args, env=env, log=log))
                 url = f"http://127.0.0.1:{port}"
                 wait_until_up(url, proc, log)
                 urls.append(url)
@@ -92,7 +95,7 @@ def test_the_create_rate_holds_across_two_api_processes(two_apis: tuple[str, str
 
 def test_max_jobs_holds_across_two_api_processes(two_apis: tuple[str, str]) -> None:
     a, b = two_apis
-    writer = _tenant_writer(b, "small", max_jobs=3)
+    writer = _tenant_writer(b, "small")  # max_jobs 3: the processes' default
     answers = asyncio.run(_create_on_both(two_apis, 8, writer))
     created = [r for r in answers if r.status_code == 201]
     refused = [r for r in answers if r.status_code == 429]
@@ -100,3 +103,5 @@ def test_max_jobs_holds_across_two_api_processes(two_apis: tuple[str, str]) -> N
     assert all(r.json()["field"] == "max_jobs" for r in refused)
     listed = httpx.get(f"{a}/v1/jobs", headers=writer).json()["items"]
     assert len(listed) == 3
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    assert httpx.get(f"{a}/v1/tenants/small", headers=admin).json()["max_jobs"] == 3

@@ -7,6 +7,7 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
+from cronwheel.api.quotas import TenantDefaults
 from cronwheel.errors import StoreUnavailable
 from cronwheel.store.base import Store
 from tests.api.conftest import connect
@@ -107,3 +108,17 @@ async def test_a_refused_batch_writes_nothing(app: FastAPI, client: httpx.AsyncC
         batch = {"jobs": [spec() for _ in range(3)]}
         problem(await writer.post("/v1/jobs/batch", json=batch), 429, "max_jobs")
         assert len((await writer.get("/v1/jobs")).json()["items"]) == 1
+
+
+async def test_a_new_tenant_takes_the_operators_defaults_unless_it_names_its_limits(
+    store: Store,
+) -> None:
+    defaults = TenantDefaults(max_jobs=5, max_creates_per_second=2.5)
+    app = create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN), tenant_defaults=defaults)
+    async with connect(app, ADMIN_TOKEN) as admin:
+        await new_tenant(admin, "plain")
+        await new_tenant(admin, "own", max_jobs=7, max_creates_per_second=None)
+        plain = (await admin.get("/v1/tenants/plain")).json()
+        own = (await admin.get("/v1/tenants/own")).json()
+    assert (plain["max_jobs"], plain["max_creates_per_second"]) == (5, 2.5)
+    assert (own["max_jobs"], own["max_creates_per_second"]) == (7, None)
