@@ -233,7 +233,8 @@ class SqliteStore(Store):
             # A test may have renamed the default tenant or given it quotas.
             c.execute(
                 "UPDATE tenants SET name = 'default', max_jobs = NULL,"
-                " max_creates_per_second = NULL WHERE id = 'default'"
+                " max_creates_per_second = NULL, create_tokens = NULL,"
+                " create_tokens_at = NULL WHERE id = 'default'"
             )
 
         await self._db.write(fn)
