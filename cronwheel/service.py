@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cronwheel import metrics, tracing
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
-from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
+from cronwheel.jobspec import JobSpec, build_jobs, check_can_follow, encode_payload, spec_of
 from cronwheel.model import (
     DEFAULT_TENANT,
     JSON,
@@ -187,8 +187,10 @@ class JobService:
         current = await self.get(job_id, tenant_id=tenant_id)
         expected = current.version if expected_version is None else expected_version
         now = self.clock.now()
+        # Checked below only if the schedule changes: editing the name of a job whose
+        # end_at has passed is fine, giving it a schedule that never fires is not.
         fresh = JobSpec.parse(spec_of(current) | changes).to_job(
-            tenant_id=tenant_id, now=now, job_id=job_id
+            tenant_id=tenant_id, now=now, job_id=job_id, must_fire=False
         )
         if "action" in changes:
             self._check_urls([fresh])
@@ -200,6 +202,8 @@ class JobService:
             last_fire_at=current.last_fire_at,
         )
         replan = fresh.schedule != current.schedule
+        if replan:
+            check_can_follow(fresh.schedule, now)
         if not replan:
             updated = replace(updated, next_fire_at=current.next_fire_at)
         unchanged = replace(

@@ -18,7 +18,7 @@ from cronwheel.api.auth import AuthConfig
 from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
 from cronwheel.api.notices import Notices
-from cronwheel.api.quotas import Quotas
+from cronwheel.api.quotas import Quotas, TenantDefaults
 from cronwheel.api.routes import (
     admin,
     health,
@@ -60,11 +60,13 @@ def create_app(
     clock: Clock | None = None,
     metrics_tenant_labels: bool = False,
     egress: EgressPolicy | None = None,
+    tenant_defaults: TenantDefaults | None = None,
 ) -> FastAPI:
     """The API over ``store``, which the caller opened and migrated, and closes.
     ``metrics_tenant_labels``: ``/metrics`` counts dead runs per tenant. ``egress``: the
     webhook targets allowed beyond the public internet (default: env
-    ``CRONWHEEL_WEBHOOK_ALLOW``'s), refused at creation otherwise (docs/security.md)."""
+    ``CRONWHEEL_WEBHOOK_ALLOW``'s), refused at creation otherwise (docs/security.md).
+    ``tenant_defaults``: the limits of a tenant created without them (default: none)."""
     app = FastAPI(
         title="cronwheel",
         version=installed_version(),
@@ -75,7 +77,15 @@ def create_app(
     )
     clock = clock or SystemClock()
     egress = egress or EgressPolicy.from_env()
-    app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock), egress)
+    app.state.api = ApiState(
+        store,
+        auth,
+        clock,
+        Quotas(store, clock),
+        Notices(store, clock),
+        egress,
+        tenant_defaults or TenantDefaults(),
+    )
     app.state.metrics = ApiMetrics(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
     )

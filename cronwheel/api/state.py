@@ -10,7 +10,7 @@ from fastapi import Request
 from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api.auth import AuthConfig, Principal
 from cronwheel.api.notices import Notices
-from cronwheel.api.quotas import Quotas
+from cronwheel.api.quotas import Quotas, TenantDefaults
 from cronwheel.clock import Clock
 from cronwheel.pipelines.service import PipelineService
 from cronwheel.service import JobService
@@ -26,6 +26,8 @@ class ApiState:
     notices: Notices
     egress: EgressPolicy = field(default_factory=EgressPolicy)
     """Webhook URLs refused at creation (docs/security.md)."""
+    tenant_defaults: TenantDefaults = field(default_factory=TenantDefaults)
+    """The limits of a new tenant whose creation does not name them."""
 
     def service(self, principal: Principal) -> JobService:
         """The application layer, acting as ``principal`` (cheap: one per request)."""

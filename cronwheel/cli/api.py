@@ -12,6 +12,7 @@ import uvicorn
 
 from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api import AuthConfig, create_app
+from cronwheel.api.quotas import TenantDefaults
 from cronwheel.cli._common import db_option, run_async, secret, start_tracing, webhook_allow_option
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
@@ -50,6 +51,22 @@ def is_loopback(host: str) -> bool:
 @access_log_option(True)
 @tenant_labels_option
 @webhook_allow_option
+@click.option(
+    "--tenant-max-jobs",
+    envvar="CRONWHEEL_TENANT_MAX_JOBS",
+    type=click.IntRange(0, 2**31 - 1),
+    default=None,
+    help="max_jobs of a tenant created without one (env CRONWHEEL_TENANT_MAX_JOBS);"
+    " default: no limit.",
+)
+@click.option(
+    "--tenant-max-creates-per-second",
+    envvar="CRONWHEEL_TENANT_MAX_CREATES_PER_SECOND",
+    type=click.FloatRange(0, 1_000_000, min_open=True),
+    default=None,
+    help="max_creates_per_second of a tenant created without one (env"
+    " CRONWHEEL_TENANT_MAX_CREATES_PER_SECOND); default: no limit.",
+)
 def api(
     db_url: str,
     host: str,
@@ -59,8 +76,11 @@ def api(
     access_log: bool,
     metrics_tenant_labels: bool,
     webhook_allow: tuple[str, ...],
+    tenant_max_jobs: int | None,
+    tenant_max_creates_per_second: float | None,
 ) -> None:
     """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
+    defaults = TenantDefaults(tenant_max_jobs, tenant_max_creates_per_second)
     egress = EgressPolicy.from_env(*webhook_allow)
     if no_auth and not is_loopback(host):
         raise click.UsageError(
@@ -84,7 +104,11 @@ def api(
             # log_config=None: uvicorn logs through the process's handler (cronwheel.logs)
             config = uvicorn.Config(
                 create_app(
-                    store, auth=auth, metrics_tenant_labels=metrics_tenant_labels, egress=egress
+                    store,
+                    auth=auth,
+                    metrics_tenant_labels=metrics_tenant_labels,
+                    egress=egress,
+                    tenant_defaults=defaults,
                 ),
                 host=host,
                 port=port,

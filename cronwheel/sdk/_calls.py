@@ -158,6 +158,11 @@ def create_tenant(tenant_id: str, name: str, **quotas: Any) -> Call[TenantInfo]:
     return Call("POST", "/v1/tenants", TenantInfo.model_validate, json=body)
 
 
+def update_tenant(tenant_id: str, changes: dict[str, Any]) -> Call[TenantInfo]:
+    # Sent as given: None is JSON null, which removes a limit.
+    return Call("PATCH", f"/v1/tenants/{tenant_id}", TenantInfo.model_validate, json=changes)
+
+
 def list_tenants() -> Call[list[TenantInfo]]:
     return Call("GET", "/v1/tenants", lambda b: [TenantInfo.model_validate(t) for t in b["items"]])
 

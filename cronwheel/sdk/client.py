@@ -175,6 +175,11 @@ class Client:
     def list_tenants(self) -> list[TenantInfo]:
         return self._send(calls.list_tenants())
 
+    def update_tenant(self, tenant_id: str, **changes: Any) -> TenantInfo:
+        """Change a tenant's name or limits (system admins); a limit given as None is
+        removed, one not given is kept."""
+        return self._send(calls.update_tenant(tenant_id, changes))
+
     def create_key(
         self, role: str, *, name: str | None = None, tenant_id: str | None = None
     ) -> KeyInfo:
@@ -354,6 +359,11 @@ class AsyncClient:
 
     async def list_tenants(self) -> list[TenantInfo]:
         return await self._send(calls.list_tenants())
+
+    async def update_tenant(self, tenant_id: str, **changes: Any) -> TenantInfo:
+        """Change a tenant's name or limits (system admins); a limit given as None is
+        removed, one not given is kept."""
+        return await self._send(calls.update_tenant(tenant_id, changes))
 
     async def create_key(
         self, role: str, *, name: str | None = None, tenant_id: str | None = None

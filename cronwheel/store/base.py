@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from cronwheel.errors import Conflict, StaleVersion
+from cronwheel.errors import Conflict, OverLimit, StaleVersion
 from cronwheel.model import (
     JSON,
     ApiKey,
@@ -77,6 +77,51 @@ class Capabilities:
     """A :meth:`Store.notify` reaches waiters in other processes (LISTEN/NOTIFY)."""
     skip_locked: bool
     """Concurrent claimers skip each other's rows instead of queueing behind a write lock."""
+
+
+FULL_RETRY_AFTER = 60
+"""Retry-After (seconds) of a create refused by ``max_jobs``: jobs end on their own
+schedule, so a client is told to come back in a while rather than hammer."""
+
+
+def bucket_capacity(rate: float) -> float:
+    """Tokens a tenant's create bucket holds when full: one second of creates (at least
+    one, so a rate under 1/s still lets a single create through now and then)."""
+    return max(rate, 1.0)
+
+
+def max_jobs_refusal(live: int, adding: int, limit: int) -> OverLimit:
+    """What a store raises when ``adding`` jobs would take a tenant past ``max_jobs``."""
+    what = "a job" if adding == 1 else f"{adding} jobs"
+    return OverLimit(
+        "max_jobs",
+        f"the tenant has {live} live jobs and may have {limit}: {what} more would be over"
+        " (cancel jobs it no longer needs, or ask an admin to raise max_jobs)",
+        FULL_RETRY_AFTER,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTake:
+    """The answer of :meth:`Store.take_create_tokens`."""
+
+    granted: bool
+    rate: float | None
+    """The tenant's ``max_creates_per_second``; None: no limit (always granted)."""
+    retry_after: float = 0.0
+    """When refused: seconds until the bucket holds what was asked for."""
+
+    @classmethod
+    def of(cls, rate: float | None, tokens: float | None, granted: bool, count: int) -> TokenTake:
+        """From what a store read: the rate, the bucket's content before the take (when
+        refused) and whether it took."""
+        if rate is None or granted:
+            return cls(True, rate)
+        needed = min(float(count), bucket_capacity(rate))
+        # A concurrent take may have emptied the bucket after ``tokens`` was read (the
+        # PostgreSQL store reads it from the statement's snapshot): the deficit is then
+        # unknown, and the caller's Retry-After floor (a second) stands in for it.
+        return cls(False, rate, max(needed - (tokens or 0.0), 0.0) / rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +424,18 @@ class Store(abc.ABC):
     async def count_live_jobs(self, tenant_id: str) -> int:
         """Jobs of the tenant that are neither cancelled nor completed (the quota)."""
 
+    @abc.abstractmethod
+    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
+        """Take ``count`` tokens from the tenant's create bucket, atomically, in one
+        statement, for every process on the store at once (decision 0027).
+
+        The bucket refills at ``max_creates_per_second`` from its stored time to ``now``
+        (never backwards: a caller whose clock is behind refills nothing) and holds
+        :func:`bucket_capacity` tokens. It grants when it holds ``min(count, capacity)``
+        tokens and then takes all ``count``: a batch larger than a second's worth is let
+        through a full bucket and leaves it in debt, so the average rate holds. A refusal
+        takes nothing. A tenant without the limit, or unknown, is always granted."""
+
     # -- API keys ----------------------------------------------------------------------
     @abc.abstractmethod
     async def create_api_key(self, key: ApiKey) -> None:
@@ -435,7 +492,11 @@ class Store(abc.ABC):
     ) -> None:
         """Insert jobs (and runs that must exist with them, e.g. an immediate job's run)
         atomically: all or nothing. A name already used by a live job of the same tenant
-        raises :class:`~cronwheel.errors.Conflict` naming ``name``."""
+        raises :class:`~cronwheel.errors.Conflict` naming ``name``. A tenant whose live
+        jobs plus these would exceed its ``max_jobs`` raises
+        :class:`~cronwheel.errors.OverLimit` naming ``max_jobs``; the check holds across
+        concurrent creates in any process (the tenant's row is locked while its live
+        jobs are counted and the new ones inserted)."""
 
     @abc.abstractmethod
     async def get_job(self, tenant_id: str, job_id: str) -> Job | None: ...

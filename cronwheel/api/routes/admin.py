@@ -46,13 +46,21 @@ async def _tenant(state: ApiState, tenant_id: str) -> Tenant:
     summary="Create a tenant",
 )
 async def create_tenant(body: TenantIn, request: Request, principal: SystemAdmin) -> Any:
+    """A limit left out takes the operator's default for new tenants (none unless
+    ``cronwheel api --tenant-max-jobs/--tenant-max-creates-per-second`` set one); a
+    limit sent as ``null``: no limit."""
     state = api_state(request)
+    sent, defaults = body.model_fields_set, state.tenant_defaults
     tenant = Tenant(
         id=body.id,
         name=body.name,
         created_at=state.clock.now(),
-        max_jobs=body.max_jobs,
-        max_creates_per_second=body.max_creates_per_second,
+        max_jobs=body.max_jobs if "max_jobs" in sent else defaults.max_jobs,
+        max_creates_per_second=(
+            body.max_creates_per_second
+            if "max_creates_per_second" in sent
+            else defaults.max_creates_per_second
+        ),
     )
     await state.store.create_tenant(tenant)
     headers = {"Location": f"/v1/tenants/{tenant.id}"}

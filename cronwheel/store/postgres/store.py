@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import asyncpg
 
-from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
+from cronwheel.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    StaleVersion,
+    StoreUnavailable,
+)
 from cronwheel.model import (
     JSON,
     REASON_AT_MOST_ONCE_LOST,
@@ -70,7 +76,9 @@ from cronwheel.store.base import (
     RescueResult,
     RunReport,
     Store,
+    TokenTake,
     check_enqueue_target,
+    max_jobs_refusal,
 )
 from cronwheel.store.postgres import _gauges, _shards, _status
 from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
@@ -308,6 +316,12 @@ class PostgresStore(Store):
             count: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id)
         return count
 
+    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
+        row = await self._fetchrow(sql.TAKE_CREATE_TOKENS, tenant_id, count, now)
+        if row is None:  # no such tenant: nothing to limit (its create fails on its own)
+            return TokenTake(True, None)
+        return TokenTake.of(row["rate"], row["tokens"], row["granted"], count)
+
     # -- API keys ----------------------------------------------------------------------
     async def create_api_key(self, key: ApiKey) -> None:
         args = (key.role.value, key.name, key.created_at, key.revoked_at)
@@ -398,8 +412,9 @@ class PostgresStore(Store):
                 yield [*new_runs, *rows.job_columns(part), actor, created_at, traceparents]
 
         try:
-            async with self._connection() as conn:
-                # One implicit transaction: all parts or none (see asyncpg's executemany).
+            async with self._connection() as conn, conn.transaction():
+                # All parts or none; a tenant with max_jobs is checked (and locked) first.
+                await _check_max_jobs(conn, jobs)
                 await conn.executemany(sql.CREATE_JOBS, statements())
         except asyncpg.UniqueViolationError as exc:
             raise unique_conflict(exc, jobs) from exc
@@ -1132,6 +1147,21 @@ class PostgresStore(Store):
             await asyncio.sleep(max(timeout, 0.0))
             return False
         return await self._listener.wait(topics, timeout)
+
+
+async def _check_max_jobs(conn: Connection, jobs: Sequence[Job]) -> None:
+    """Refuse (OverLimit) jobs that would take a tenant past its max_jobs, inside the
+    create's transaction; tenants in id order, so two creates never lock in a cycle."""
+    per_tenant: dict[str, int] = {}
+    for job in jobs:
+        per_tenant[job.tenant_id] = per_tenant.get(job.tenant_id, 0) + 1
+    for tenant_id in sorted(per_tenant):
+        limit = await conn.fetchval(sql.LOCK_MAX_JOBS, tenant_id)
+        if limit is None:
+            continue
+        live: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id)
+        if live + per_tenant[tenant_id] > limit:
+            raise max_jobs_refusal(live, per_tenant[tenant_id], limit)
 
 
 def _state_action(before: JobState, after: JobState) -> str:

@@ -56,6 +56,7 @@ from cronwheel.store.base import (
     RescueResult,
     RunReport,
     Store,
+    TokenTake,
     check_enqueue_target,
 )
 from cronwheel.store.sqlite import _admin as admin
@@ -233,7 +234,8 @@ class SqliteStore(Store):
             # A test may have renamed the default tenant or given it quotas.
             c.execute(
                 "UPDATE tenants SET name = 'default', max_jobs = NULL,"
-                " max_creates_per_second = NULL WHERE id = 'default'"
+                " max_creates_per_second = NULL, create_tokens = NULL,"
+                " create_tokens_at = NULL WHERE id = 'default'"
             )
 
         await self._db.write(fn)
@@ -262,6 +264,9 @@ class SqliteStore(Store):
 
     async def count_live_jobs(self, tenant_id: str) -> int:
         return await self._db.read(lambda c: admin.count_live_jobs(c, tenant_id))
+
+    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
+        return await self._db.write(lambda c: admin.take_create_tokens(c, tenant_id, count, now))
 
     # -- API keys ----------------------------------------------------------------------
     async def create_api_key(self, key: ApiKey) -> None:
@@ -304,6 +309,7 @@ class SqliteStore(Store):
         self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
     ) -> None:
         def fn(c: sqlite3.Connection) -> list[str]:
+            admin.check_max_jobs(c, jobs)
             ops.check_parents(c, jobs, runs)
             ops.insert_jobs(c, jobs, actor)
             now = rows.us(jobs[0].created_at) if jobs else 0

@@ -10,7 +10,9 @@ CREATE TABLE tenants (
     name                    text NOT NULL,
     max_jobs                integer,
     max_creates_per_second  double precision,
-    created_at              timestamptz NOT NULL
+    created_at              timestamptz NOT NULL,
+    create_tokens           double precision,
+    create_tokens_at        timestamptz
 );
 
 INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now());

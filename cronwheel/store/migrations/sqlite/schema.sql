@@ -7,7 +7,9 @@ CREATE TABLE tenants (
     name                    TEXT NOT NULL,
     max_jobs                INTEGER,
     max_creates_per_second  REAL,
-    created_at              INTEGER NOT NULL
+    created_at              INTEGER NOT NULL,
+    create_tokens           REAL,
+    create_tokens_at        INTEGER
 );
 
 INSERT INTO tenants (id, name, created_at)
