@@ -23,6 +23,7 @@ from cronwheel.model import (
     JSON,
     MAX_MISFIRE_LIMIT,
     MAX_NOTIFY_TARGETS,
+    RUN_EVENTS,
     Backoff,
     Delivery,
     Job,
@@ -171,6 +172,11 @@ class NotifyTargetSpec(BaseModel):
     def _distinct(cls, events: list[NotifyEvent]) -> list[NotifyEvent]:
         if len(set(events)) != len(events):
             raise ValueError("names an event twice")
+        for event in events:
+            if event not in RUN_EVENTS:
+                raise ValueError(
+                    f"{event.value} is a pipeline's event: name it in the pipeline's notify"
+                )
         return events
 
     @field_validator("url")

@@ -508,13 +508,16 @@ class PipelineOut(_Out):
     tasks: dict[str, Any]
     edges: list[dict[str, Any]]
     failure_policy: FailurePolicy
+    notify: list[dict[str, Any]] = Field(
+        default_factory=list, description="Targets told how its runs end (url masked)."
+    )
     created_at: Instant
     updated_at: Instant
 
     @classmethod
     def of(cls, pipeline: Pipeline) -> PipelineOut:
         return cls(
-            **fields(pipeline, cls, "tasks", "edges", "failure_policy"),
+            **fields(pipeline, cls, "tasks", "edges", "failure_policy", "notify"),
             **_definition(pipeline.definition),
         )
 
@@ -529,11 +532,14 @@ class PipelineVersionOut(_Out):
     tasks: dict[str, Any]
     edges: list[dict[str, Any]]
     failure_policy: FailurePolicy
+    notify: list[dict[str, Any]] = Field(
+        default_factory=list, description="Targets told how its runs end (url masked)."
+    )
 
     @classmethod
     def of(cls, version: PipelineVersion) -> PipelineVersionOut:
         return cls(
-            **fields(version, cls, "tasks", "edges", "failure_policy"),
+            **fields(version, cls, "tasks", "edges", "failure_policy", "notify"),
             **_definition(version.definition),
         )
 
@@ -549,6 +555,7 @@ def _definition(definition: Mapping[str, Any]) -> dict[str, Any]:
         "tasks": tasks,
         "edges": definition["edges"],
         "failure_policy": definition["failure_policy"],
+        "notify": [{**t, "url": mask_url(str(t["url"]))} for t in definition.get("notify", [])],
     }
 
 

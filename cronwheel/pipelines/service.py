@@ -74,6 +74,10 @@ class PipelineService:
                     why = self.egress.url_refusal(task.action.url)
                     if why is not None:
                         raise InvalidInput(f"tasks.{name}.action.url", why)
+            for i, target in enumerate(parsed.spec.notify):
+                why = self.egress.url_refusal(target.url)
+                if why is not None:
+                    raise InvalidInput(f"notify.{i}.url", why)
         return parsed
 
     async def create(

@@ -391,3 +391,105 @@ async def _finished_runs(store: Store, job_id: str) -> list[Any]:
     runs = await store.list_runs(DEFAULT_TENANT, job_id=job_id)
     trigger = [r for r in runs if r.task is None]
     return trigger if trigger and all(r.state.finished for r in trigger) else []
+
+
+async def test_a_pipelines_targets_hear_how_its_runs_end_and_its_hooks_too(
+    store: Store,
+) -> None:
+    """A pipeline's own notify targets get ``pipeline_succeeded`` / ``pipeline_failed``
+    (naming the tasks that failed), written with the ending, signed, once per event id;
+    in-process hooks see the same envelopes."""
+    import json
+
+    from cronwheel.actions import verify
+    from cronwheel.actions.egress import LOOPBACK, EgressPolicy
+    from cronwheel.actions.signing import tenant_key
+    from cronwheel.notifier import Notifier, NotifierConfig
+    from tests.engine.test_notifications import notifying
+    from tests.engine.webhook_target import webhook_target
+
+    secret = b"pipes"
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    worker.handler("a")(lambda ctx: None)
+
+    @worker.handler("b")
+    def b(ctx: RunContext) -> None:
+        raise PermanentError("no")
+
+    with webhook_target() as target:
+        target.answers["/done"] = [(200, {})]
+        notify = [{"on": ["succeeded", "failed"], "url": f"{target.url}/done"}]
+        ok = await service.create(
+            "tells-ok", {"tasks": {"a": handler("a")}, "edges": [], "notify": notify}
+        )
+        bad = await service.create(
+            "tells-bad",
+            {
+                "tasks": {"a": handler("a"), "b": handler("b")},
+                "edges": [{"from": "a", "to": "b"}],
+                "notify": notify,
+            },
+        )
+        assert ok.definition["notify"] == [{"on": ["succeeded", "failed"], "url": notify[0]["url"]}]
+        notifier = Notifier(
+            store,
+            config=NotifierConfig(interval_seconds=0.05),
+            secret=secret,
+            egress=EgressPolicy.parse(LOOPBACK),
+        )
+        hooked: list[str] = []
+
+        @notifier.on("pipeline_succeeded", "pipeline_failed")
+        def hook(envelope: dict[str, Any]) -> None:
+            hooked.append(envelope["type"])
+
+        first, second = await service.start(ok.id), await service.start(bad.id)
+        async with running(worker), notifying(notifier):
+            await eventually(lambda: finished(service, first.id))
+            await eventually(lambda: finished(service, second.id))
+            await eventually(lambda: _delivered(target, 2))
+    bodies = {}
+    for request in target.received:
+        assert verify(tenant_key(secret, DEFAULT_TENANT), request.headers, request.body)
+        body = json.loads(request.body)
+        bodies[body["pipeline_run"]["id"]] = body
+    assert bodies[first.id]["type"] == "pipeline_succeeded"
+    assert bodies[first.id]["pipeline_run"]["state"] == "succeeded"
+    assert bodies[first.id]["error"] is None
+    assert bodies[second.id]["type"] == "pipeline_failed"
+    assert bodies[second.id]["error"] == "tasks.b failed"
+    assert bodies[second.id]["job"]["name"] == "pipeline:tells-bad"
+    assert sorted(hooked) == ["pipeline_failed", "pipeline_succeeded"]
+
+
+async def _delivered(target: Any, n: int) -> bool:
+    return len({r.body for r in target.received}) >= n
+
+
+async def test_a_job_cannot_ask_for_pipeline_events_and_targets_are_checked(
+    store: Store,
+) -> None:
+    from cronwheel.errors import InvalidInput
+    from cronwheel.service import JobService
+
+    try:
+        await JobService(store).create(
+            name="confused",
+            schedule={"kind": "manual"},
+            action={"type": "handler", "name": "a"},
+            notify=[{"on": ["pipeline_failed"], "url": "https://example.com/x"}],
+        )
+    except InvalidInput as exc:
+        assert exc.field == "notify.0.on" and "pipeline's event" in exc.reason
+    else:
+        raise AssertionError("a job's target asked for a pipeline event")
+    try:
+        await PipelineService(store).create(
+            "bad-target",
+            {"tasks": {"a": handler("a")}, "notify": [{"on": ["dead"], "url": "https://x.y"}]},
+        )
+    except InvalidInput as exc:
+        assert exc.field.startswith("notify.0.on")
+    else:
+        raise AssertionError("a pipeline target asked for a run event")

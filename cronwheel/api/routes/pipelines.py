@@ -60,7 +60,9 @@ def pipeline_response(body: Any, status: int = 200) -> JSONResponse:
 
 
 def _definition(spec: PipelineSpec) -> dict[str, Any]:
-    return spec.model_dump(mode="json", by_alias=True, include={"tasks", "edges", "failure_policy"})
+    return spec.model_dump(
+        mode="json", by_alias=True, include={"tasks", "edges", "failure_policy", "notify"}
+    )
 
 
 @router.post(

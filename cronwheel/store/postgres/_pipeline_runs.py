@@ -26,6 +26,8 @@ from cronwheel.pipelines.engine import (
     TaskRow,
     TaskState,
     downstream,
+    ending_event_id,
+    ending_targets,
     needed_results,
     plan,
 )
@@ -110,6 +112,20 @@ FROM unnest($3::text[], $4::int[], $5::text[], $6::bigint[], $7::text[], $8::tex
     AS x(task, instance, state, run_id, reason, message)"""
 
 _END = "UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1"
+
+# The ending's outbox rows, one per target that asked for it ($4 urls, $5 their indexes
+# in the pipeline's notify); run_id is the pipeline run's last task run.
+_NOTIFY = """
+INSERT INTO notifications (tenant_id, event_id, event, job_id, job_name, run_id,
+                           scheduled_for, attempt, error, occurred_at, target, url, next_at,
+                           pipeline_run_id)
+SELECT pr.tenant_id, $2, 'pipeline_' || pr.state, pr.job_id, j.name,
+       (SELECT max(run_id) FROM pipeline_tasks WHERE pipeline_run_id = pr.id),
+       pr.created_at, 0, $3, pr.finished_at, t.target, t.url, pr.finished_at, pr.id
+FROM pipeline_runs AS pr
+JOIN jobs AS j ON j.id = pr.job_id
+CROSS JOIN unnest($4::text[], $5::int[]) AS t(url, target)
+WHERE pr.id = $1"""
 
 
 @functools.lru_cache(maxsize=256)
@@ -214,6 +230,12 @@ async def advance(
         )
     if decided.ending is not None:
         await conn.execute(_END, pipeline_run_id, decided.ending.value, now)
+        targets = ending_targets(definition, decided.ending)
+        if targets:
+            event_id = ending_event_id(pipeline_run_id, decided.ending.value, now)
+            error = ", ".join(decided.failed) + " failed" if decided.failed else None
+            urls, indexes = [url for _, url in targets], [i for i, _ in targets]
+            await conn.execute(_NOTIFY, pipeline_run_id, event_id, error, urls, indexes)
 
 
 async def advance_ended(

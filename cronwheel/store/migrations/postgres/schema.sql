@@ -207,7 +207,7 @@ CREATE TABLE notifications (
     id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant_id       text NOT NULL,
     event_id        text NOT NULL,
-    event           text NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped')),
+    event           text NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped', 'pipeline_succeeded', 'pipeline_failed', 'pipeline_cancelled')),
     job_id          uuid NOT NULL,
     job_name        text NOT NULL,
     run_id          bigint NOT NULL,
@@ -221,7 +221,8 @@ CREATE TABLE notifications (
     tries           integer NOT NULL DEFAULT 0,
     next_at         timestamptz NOT NULL,
     last_error      text,
-    finished_at     timestamptz
+    finished_at     timestamptz,
+    pipeline_run_id uuid  -- a pipeline event's (0013)
 );
 
 -- The notifier's claim: pending rows by due time.

@@ -196,7 +196,7 @@ CREATE TABLE notifications (
     id              INTEGER PRIMARY KEY,
     tenant_id       TEXT NOT NULL,
     event_id        TEXT NOT NULL,
-    event           TEXT NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped')),
+    event           TEXT NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped', 'pipeline_succeeded', 'pipeline_failed', 'pipeline_cancelled')),
     job_id          TEXT NOT NULL,
     job_name        TEXT NOT NULL,
     run_id          INTEGER NOT NULL,
@@ -210,7 +210,8 @@ CREATE TABLE notifications (
     tries           INTEGER NOT NULL DEFAULT 0,
     next_at         INTEGER NOT NULL,
     last_error      TEXT,
-    finished_at     INTEGER
+    finished_at     INTEGER,
+    pipeline_run_id TEXT  -- a pipeline event's (0013)
 );
 
 -- The notifier's claim: pending rows by due time.
