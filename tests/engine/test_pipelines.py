@@ -493,3 +493,54 @@ async def test_a_job_cannot_ask_for_pipeline_events_and_targets_are_checked(
         assert exc.field.startswith("notify.0.on")
     else:
         raise AssertionError("a pipeline target asked for a run event")
+
+
+async def test_a_pipeline_run_that_cannot_be_planned_never_refuses_the_completion(
+    store: Store,
+) -> None:
+    """A defect that makes planning fail (here: a stored definition broken behind the
+    store's back) must not make the store refuse the worker's completion, which would be
+    sent again forever: the completion is written, the pipeline run waits, and
+    maintenance moves it on once planning works again."""
+    import random
+    from datetime import UTC, datetime, timedelta
+
+    from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+    from tests.store.test_migrations import _ddl
+
+    service = PipelineService(store)
+    chain = {"tasks": {"a": handler("a"), "b": handler("b")}, "edges": [{"from": "a", "to": "b"}]}
+    pipeline = await service.create("breaks", chain)
+    started = await service.start(pipeline.id)
+    stored = pipeline.definition
+    await _ddl(
+        store,
+        "UPDATE pipeline_versions SET definition = '{\"tasks\": {}}'"
+        f" WHERE pipeline_id = '{pipeline.id}'",
+    )
+    now = datetime.now(UTC)
+    [claimed] = await store.claim_runs(
+        "w1", ["default"], limit=10, now=now, prefetch_until=now, lease_seconds=30
+    )
+    done = completion_for(
+        claimed,
+        Outcome(OutcomeKind.SUCCEEDED),
+        worker_id="w1",
+        started_at=now,
+        finished_at=now + timedelta(milliseconds=5),
+        rng=random.Random(1),
+    )
+    assert await store.complete_runs([done]) == [claimed.run.id]
+    a_run = await store.get_run(DEFAULT_TENANT, claimed.run.id)
+    assert a_run is not None and a_run.state is RunState.SUCCEEDED
+    assert await store.advance_pipelines(now=now) == 1  # tried, logged, still stuck
+    import json
+
+    text = json.dumps(stored).replace("'", "''")
+    await _ddl(
+        store,
+        f"UPDATE pipeline_versions SET definition = '{text}' WHERE pipeline_id = '{pipeline.id}'",
+    )
+    assert await store.advance_pipelines(now=now) == 1
+    moved = await service.get_run(started.id)
+    assert [(t.task, t.state) for t in moved.tasks] == [("a", "succeeded"), ("b", "started")]

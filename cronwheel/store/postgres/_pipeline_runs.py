@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeAlias
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
     Connection: TypeAlias = asyncpg.Connection[Record] | PoolConnectionProxy[Record]
+
+log = logging.getLogger("cronwheel.pipelines")
 
 _CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) END"
 
@@ -241,9 +244,21 @@ async def advance(
 async def advance_ended(
     conn: Connection, pipeline_run_ids: Sequence[str], *, now: datetime
 ) -> None:
-    """Advance each pipeline run, in id order (the order their rows are locked in)."""
+    """Advance each pipeline run, in id order (the order their rows are locked in), each
+    under a savepoint: a pipeline run that cannot be planned (a defect of ours) must not
+    refuse the completions it rides with, a worker's whole batch, which would be sent
+    again forever. Its task rows stay ``started``, so maintenance tries it again and logs
+    why it fails."""
     for pipeline_run_id in sorted(set(pipeline_run_ids)):
-        await advance(conn, pipeline_run_id, now=now)
+        try:
+            async with conn.transaction():
+                await advance(conn, pipeline_run_id, now=now)
+        except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError):
+            raise
+        except Exception:
+            log.exception(
+                "pipeline run %s could not move on; maintenance retries it", pipeline_run_id
+            )
 
 
 # The pipeline runs with a task whose run ended by a path that did not advance them (a

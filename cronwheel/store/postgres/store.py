@@ -676,7 +676,7 @@ class PostgresStore(Store):
         found = [r[0] for r in await self._fetch(pipeline_runs.STALLED, limit)]
         for pipeline_run_id in found:
             async with self._connection() as conn, conn.transaction():
-                await pipeline_runs.advance(conn, pipeline_run_id, now=now)
+                await pipeline_runs.advance_ended(conn, [pipeline_run_id], now=now)
         return len(found)
 
     # -- scheduler -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sqlite3
 from collections.abc import Sequence
 
@@ -28,6 +29,8 @@ from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTas
 from cronwheel.pipelines.tasks import task_runs
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
+
+log = logging.getLogger("cronwheel.pipelines")
 
 _LOCK = """
 SELECT pr.*, v.definition AS definition_text
@@ -208,9 +211,22 @@ def _notify(
 
 
 def advance_ended(c: sqlite3.Connection, pipeline_run_ids: Sequence[str], at: int) -> list[str]:
+    """Advance each pipeline run under a savepoint, as the PostgreSQL store does: one
+    that cannot be planned is logged and left to maintenance, and never refuses the
+    completions it rides with."""
     pools = []
     for pipeline_run_id in sorted(set(pipeline_run_ids)):
-        pools += advance(c, pipeline_run_id, at)
+        c.execute("SAVEPOINT pipeline_advance")
+        try:
+            pools += advance(c, pipeline_run_id, at)
+        except sqlite3.OperationalError:
+            raise  # the database itself: the whole write is retried
+        except Exception:
+            c.execute("ROLLBACK TO pipeline_advance")
+            log.exception(
+                "pipeline run %s could not move on; maintenance retries it", pipeline_run_id
+            )
+        c.execute("RELEASE pipeline_advance")
     return pools
 
 
