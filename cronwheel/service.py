@@ -32,6 +32,7 @@ from cronwheel.model import (
 from cronwheel.planning import max_attempts
 from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
 from cronwheel.scheduler import JOBS_TOPIC
+from cronwheel.sealing import Sealer, keep_masked, refuse_sealed, seal_action
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 
@@ -72,6 +73,7 @@ class JobService:
         clock: Clock | None = None,
         actor: str = "python",
         egress: EgressPolicy | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -79,6 +81,21 @@ class JobService:
         self.egress = egress
         """Webhook URLs refused at creation (the HTTP API passes its policy); None: no
         check here, the trusted Python caller's own jobs (the worker checks anyway)."""
+        self.sealer = sealer if sealer is not None else Sealer.from_env()
+        """Seals secret webhook headers before they are stored (cronwheel.sealing);
+        None (no key given, none in CRONWHEEL_SECRETS_KEY): secret headers are refused."""
+
+    def _sealed(self, jobs: list[Job]) -> list[Job]:
+        """``jobs`` with their secret headers sealed; a batch shares its few distinct
+        actions (cronwheel.jobspec.build_jobs), so each is sealed once."""
+        done: dict[int, Any] = {}
+        out = []
+        for job in jobs:
+            action = done.get(id(job.action))
+            if action is None:
+                action = done[id(job.action)] = seal_action(job.action, job.tenant_id, self.sealer)
+            out.append(job if action is job.action else replace(job, action=action))
+        return out
 
     def _check_urls(self, jobs: list[Job]) -> None:
         """InvalidInput naming ``action.url`` (``notify.N.url``) for a webhook (a
@@ -121,8 +138,12 @@ class JobService:
         ``traceparent``: the creating request's, which each attempt's span links to;
         by default the caller's current span's, if any (docs/observability.md#traces)."""
         now = self.clock.now()
+        for spec in specs:
+            if isinstance(spec.get("action"), dict):
+                refuse_sealed(spec["action"])
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
         self._check_urls(jobs)
+        jobs = self._sealed(jobs)
         if traceparent is None:
             traceparent = tracing.current_headers().get("traceparent")
         if traceparent is not None:
@@ -165,11 +186,16 @@ class JobService:
         current = await self.get(job_id, tenant_id=tenant_id)
         expected = current.version if expected_version is None else expected_version
         now = self.clock.now()
+        if isinstance(changes.get("action"), dict):
+            refuse_sealed(changes["action"])
+            # A secret header sent back as read (***) keeps its stored value.
+            changes = {**changes, "action": keep_masked(changes["action"], current.action)}
         fresh = JobSpec.parse(spec_of(current) | changes).to_job(
             tenant_id=tenant_id, now=now, job_id=job_id
         )
         if "action" in changes:
             self._check_urls([fresh])
+            [fresh] = self._sealed([fresh])
         updated = replace(
             fresh,
             created_at=current.created_at,
