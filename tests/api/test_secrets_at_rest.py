@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import sqlite3
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -16,7 +17,7 @@ from fastapi import FastAPI
 from cronwheel.actions.egress import LOOPBACK, EgressPolicy
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.model import RunState
-from cronwheel.sealing import ENV, PREFIX, Sealer, generate_key
+from cronwheel.sealing import ENV, PREFIX, Sealer, generate_key, rotate
 from cronwheel.service import JobService
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import SqliteStore
@@ -26,6 +27,7 @@ from tests.api.helpers import ADMIN_TOKEN, SECRETS_KEY, problem, spec
 from tests.engine.helpers import one_run
 from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import webhook_target
+from tests.store.factories import make_job
 
 BEARER = "Bearer tok-5e1f0c3a9b7d"
 API_KEY = "apikey-8c2e4b6d0f1a"
@@ -236,3 +238,38 @@ async def test_a_url_password_never_reaches_history_or_answers(
     assert "answered 500" in run
     for text in (shown, repr(runs), run, await stored_text(store, request)):
         assert password not in text
+
+
+async def test_rotation_reseals_every_job_so_the_old_key_can_go(
+    store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    old, new = generate_key(), generate_key()
+    with webhook_target() as target:
+        url = f"{target.url}/hook"
+        service = JobService(store, sealer=Sealer([old]))
+        sealed = await service.create(
+            name="sealed", schedule={"kind": "manual"}, action=secret_action(url)
+        )
+        # A job stored by an older cronwheel, its secret header in plain text.
+        legacy = make_job("legacy", action=secret_action(url), next_fire_at=None)
+        await store.create_jobs([legacy], [])
+        before = await stored_text(store, request)
+        assert BEARER.split()[1] in before  # the legacy row, as it was
+        done = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
+        assert (done.jobs_resealed, done.left) == (2, 0)
+        assert_no_secret(await stored_text(store, request))
+        again = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
+        assert again.jobs_resealed == 0  # nothing left on the old key
+        # The new key alone opens everything: the old one can be removed.
+        new_only = Sealer([new])
+        for job_id in (sealed.id, legacy.id):
+            job = await store.get_job("default", job_id)
+            assert job is not None
+            assert new_only.open(job.action["headers"]["X-Api-Key"], "default") == API_KEY
+        for job_id in (sealed.id, legacy.id):
+            await service.trigger(job_id)
+        assert await Worker(store, FAST, sealer=new).run_once() == 2
+        assert [r.headers["Authorization"] for r in target.received] == [BEARER, BEARER]
+    [entry] = await store.list_audit_entries(entity="tenant", actor="secrets-rotate")
+    assert entry.details == {"jobs": 2}
