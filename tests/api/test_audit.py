@@ -103,4 +103,3 @@ async def test_the_sdk_reads_it(app: FastAPI, client: httpx.AsyncClient) -> None
         page = await cw.audit(entity="tenant", since=datetime.now(UTC) - timedelta(hours=1))
     [entry] = page.items
     assert (entry.entity, entry.entity_id, entry.action) == ("tenant", "acme", "created")
-
