@@ -273,3 +273,27 @@ async def test_rotation_reseals_every_job_so_the_old_key_can_go(
         assert [r.headers["Authorization"] for r in target.received] == [BEARER, BEARER]
     [entry] = await store.list_audit_entries(entity="tenant", actor="secrets-rotate")
     assert entry.details == {"jobs": 2}
+
+
+async def test_a_remote_workers_claim_gets_the_values_it_must_send(
+    app: FastAPI, client: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.api.test_workers import claim, immediate, worker_client
+
+    await immediate(client, action=secret_action())
+    await immediate(client, pool="remote2", action=secret_action())
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker)
+    assert claimed["action"]["headers"]["Authorization"] == BEARER
+    assert claimed["action"]["headers"]["X-Partner"] == CUSTOM
+    # An API whose key does not open them shows them masked: never the sealed text.
+    monkeypatch.delenv(ENV, raising=False)
+    other = create_app(
+        store, auth=AuthConfig(admin_token=ADMIN_TOKEN), sealer=Sealer([generate_key()])
+    )
+    async with connect(other, ADMIN_TOKEN) as admin:
+        worker = await worker_client(other, admin)
+        async with worker:
+            [masked] = await claim(worker, pool="remote2")
+    assert masked["action"]["headers"]["Authorization"] == "***"
+    assert PREFIX not in repr(masked)
