@@ -38,7 +38,8 @@ from cronwheel.model import JobKey
 from cronwheel.redact import MASK, is_secret_header, mask_url, register_secret
 
 if TYPE_CHECKING:
-    from cronwheel.store.base import Store
+    from cronwheel.model import Job
+    from cronwheel.store.base import JobSecrets, Store
 
 ENV: Final = "CRONWHEEL_SECRETS_KEY"
 PREFIX: Final = "cwsealed:1:"
@@ -197,6 +198,54 @@ def secret_names(action: Mapping[str, Any]) -> set[str]:
         return set()
     listed = {str(n).lower() for n in action.get("secret_headers") or ()}
     return {str(k).lower() for k in headers if is_secret_header(str(k)) or str(k).lower() in listed}
+
+
+def seal_notify(
+    targets: Iterable[Mapping[str, Any]], tenant_id: str, sealer: Sealer | None
+) -> tuple[Mapping[str, Any], ...]:
+    """A job's notification targets with their URLs' passwords sealed (refused without
+    a sealer: InvalidInput naming ``notify.N.url``)."""
+    out = []
+    for j, target in enumerate(targets):
+        url = str(target.get("url") or "")
+        sealed = _seal_url(url, tenant_id, sealer, f"notify.{j}")
+        out.append(target if sealed == url else {**target, "url": sealed})
+    return tuple(out)
+
+
+def open_url(url: str, tenant_id: str, sealer: Sealer | None) -> str:
+    """``url`` with its sealed password opened (SecretsKeyMissing, SecretUnreadable)."""
+    return _open_url(url, tenant_id, sealer) if URL_PREFIX in url else url
+
+
+def reseal_notify(
+    targets: Iterable[Mapping[str, Any]], tenant_id: str, sealer: Sealer
+) -> tuple[Mapping[str, Any], ...] | None:
+    """The targets with their URL passwords on the first key (plain ones sealed); None
+    if nothing changes."""
+    out, changed = [], False
+    for target in targets:
+        resealed = reseal_action(
+            {"type": "webhook", "url": str(target.get("url") or "")}, tenant_id, sealer
+        )
+        changed |= resealed is not None
+        out.append(target if resealed is None else {**target, "url": resealed["url"]})
+    return tuple(out) if changed else None
+
+
+def keep_masked_notify(
+    new: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """``new`` targets whose URL is a current target's as shown (``user:***@``) get the
+    stored URL back."""
+    stored = {mask_url(str(t.get("url") or "")): str(t.get("url") or "") for t in current}
+    kept = []
+    for target in new:
+        url = str(target.get("url") or "")
+        if url in stored and stored[url] != url:
+            target = {**target, "url": stored[url]}
+        kept.append(target)
+    return kept
 
 
 def refuse_sealed(action: Mapping[str, Any], field: str = "action") -> None:
@@ -364,11 +413,15 @@ __all__ = [
     "generate_key",
     "is_sealed",
     "keep_masked",
+    "keep_masked_notify",
     "open_action",
+    "open_url",
     "refuse_sealed",
     "reseal_action",
+    "reseal_notify",
     "rotate",
     "seal_action",
+    "seal_notify",
     "secret_names",
 ]
 
@@ -405,13 +458,9 @@ async def rotate(
                 break
             read += len(jobs)
             after = JobKey(jobs[-1].id)
-            todo = [j for j in jobs if reseal_action(j.action, j.tenant_id, sealer) is not None]
+            todo = [j for j in jobs if _resealed(j, sealer) is not None]
             for _ in range(ROTATE_PASSES):
-                changes = []
-                for job in todo:
-                    action = reseal_action(job.action, job.tenant_id, sealer)
-                    if action is not None:
-                        changes.append((job.id, job.version, action))
+                changes = [c for c in (_resealed(j, sealer) for j in todo) if c is not None]
                 if not changes:
                     break
                 done = await store.replace_job_actions(tenant.id, changes, actor=actor, now=now)
@@ -420,7 +469,24 @@ async def rotate(
                     todo = []
                     break
                 # Some jobs changed meanwhile: read them again.
-                fresh = [await store.get_job(tenant.id, job_id) for job_id, _, _ in changes]
+                fresh = [await store.get_job(tenant.id, c.job_id) for c in changes]
                 todo = [j for j in fresh if j is not None]
-            left += sum(1 for j in todo if reseal_action(j.action, j.tenant_id, sealer) is not None)
+            left += sum(1 for j in todo if _resealed(j, sealer) is not None)
     return Rotation(read, resealed, left)
+
+
+def _resealed(job: Job, sealer: Sealer) -> JobSecrets | None:
+    """The job's action and notification targets on the first key, or None if they are
+    already (nothing secret, or nothing to change)."""
+    from cronwheel.store.base import JobSecrets  # the store's module imports this one's users
+
+    action = reseal_action(job.action, job.tenant_id, sealer)
+    notify = reseal_notify(job.notify, job.tenant_id, sealer) if job.notify else None
+    if action is None and notify is None:
+        return None
+    return JobSecrets(
+        job.id,
+        job.version,
+        job.action if action is None else action,
+        tuple(job.notify) if notify is None else notify,
+    )

@@ -32,7 +32,14 @@ from cronwheel.model import (
 from cronwheel.planning import max_attempts
 from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
 from cronwheel.scheduler import JOBS_TOPIC
-from cronwheel.sealing import Sealer, keep_masked, refuse_sealed, seal_action
+from cronwheel.sealing import (
+    Sealer,
+    keep_masked,
+    keep_masked_notify,
+    refuse_sealed,
+    seal_action,
+    seal_notify,
+)
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 
@@ -94,7 +101,10 @@ class JobService:
             action = done.get(id(job.action))
             if action is None:
                 action = done[id(job.action)] = seal_action(job.action, job.tenant_id, self.sealer)
-            out.append(job if action is job.action else replace(job, action=action))
+            notify = seal_notify(job.notify, job.tenant_id, self.sealer) if job.notify else ()
+            if action is not job.action or notify != tuple(job.notify):
+                job = replace(job, action=action, notify=notify)
+            out.append(job)
         return out
 
     def _check_urls(self, jobs: list[Job]) -> None:
@@ -141,6 +151,9 @@ class JobService:
         for spec in specs:
             if isinstance(spec.get("action"), dict):
                 refuse_sealed(spec["action"])
+            for j, target in enumerate(spec.get("notify") or ()):
+                if isinstance(target, dict):
+                    refuse_sealed({"url": target.get("url")}, f"notify.{j}")
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
         self._check_urls(jobs)
         jobs = self._sealed(jobs)
@@ -190,10 +203,15 @@ class JobService:
             refuse_sealed(changes["action"])
             # A secret header sent back as read (***) keeps its stored value.
             changes = {**changes, "action": keep_masked(changes["action"], current.action)}
+        if isinstance(changes.get("notify"), list):
+            for j, target in enumerate(changes["notify"]):
+                if isinstance(target, dict):
+                    refuse_sealed({"url": target.get("url")}, f"notify.{j}")
+            changes = {**changes, "notify": keep_masked_notify(changes["notify"], current.notify)}
         fresh = JobSpec.parse(spec_of(current) | changes).to_job(
             tenant_id=tenant_id, now=now, job_id=job_id
         )
-        if "action" in changes:
+        if "action" in changes or "notify" in changes:
             self._check_urls([fresh])
             [fresh] = self._sealed([fresh])
         updated = replace(

@@ -175,7 +175,7 @@ def worker(
             with metrics_endpoint(metrics_port, metrics_host):
                 # The notifier delivers the outbox the worker's completions write: every
                 # worker process runs one (they share the rows, each claimed by one).
-                notifier = Notifier(store, hooks=registry, egress=w.egress)
+                notifier = Notifier(store, hooks=registry, egress=w.egress, sealer=keys)
                 await serve([w, Maintenance(store), notifier], stop=stop)
 
     run_async(main)

@@ -237,6 +237,17 @@ class Activity:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSecrets:
+    """A job's action and notification targets, to store again at the version they were
+    read (:meth:`Store.replace_job_actions`)."""
+
+    job_id: str
+    version: int
+    action: Mapping[str, JSON]
+    notify: Sequence[Mapping[str, JSON]] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PoolStatus:
     """How one pool is doing, for ``cronwheel status``: counts now, and what the attempts
     that finished in the window (``since`` to ``now``) say."""
@@ -890,15 +901,15 @@ class Store(abc.ABC):
     async def replace_job_actions(
         self,
         tenant_id: str,
-        changes: Sequence[tuple[str, int, Mapping[str, JSON]]],
+        changes: Sequence[JobSecrets],
         *,
         actor: str,
         now: datetime,
     ) -> int:
-        """Store ``(job id, version, action)``: each job's new action, if the job is still
-        at that version (a job changed meanwhile is left, to be read again). No version
-        bump: what the action does is unchanged (its secrets sealed again with a new
-        key, cronwheel.sealing). One audit entry for the tenant (``tenant``
+        """Store each job's new ``action`` and ``notify`` targets, if the job is still at
+        ``version`` (a job changed meanwhile is left, to be read again). No version bump:
+        what the job does is unchanged (its secrets sealed again with a new key,
+        cronwheel.sealing). One audit entry for the tenant (``tenant``
         ``secrets_resealed``, with the count) if any changed. Returns how many changed."""
 
     # -- status (read only, cheap) -------------------------------------------------------

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from cronwheel.actions.egress import LOOPBACK, EgressPolicy
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.model import RunState
-from cronwheel.sealing import ENV, PREFIX, Sealer, generate_key, rotate
+from cronwheel.sealing import ENV, PREFIX, Sealer, generate_key, open_url, rotate
 from cronwheel.service import JobService
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import SqliteStore
@@ -33,7 +33,15 @@ BEARER = "Bearer tok-5e1f0c3a9b7d"
 API_KEY = "apikey-8c2e4b6d0f1a"
 CUSTOM = "custom-3d5f7b9a1c2e"
 SECRETS = ("tok-5e1f0c3a9b7d", API_KEY, CUSTOM)
-TABLES = ("jobs", "idempotency_keys", "audit_log", "pipeline_versions", "attempts", "runs")
+TABLES = (
+    "jobs",
+    "idempotency_keys",
+    "audit_log",
+    "pipeline_versions",
+    "attempts",
+    "runs",
+    "notifications",
+)
 
 
 def secret_action(url: str = "https://example.com/hook") -> dict[str, Any]:
@@ -252,13 +260,17 @@ async def test_rotation_reseals_every_job_so_the_old_key_can_go(
             name="sealed", schedule={"kind": "manual"}, action=secret_action(url)
         )
         # A job stored by an older cronwheel, its secret header in plain text.
-        legacy = make_job("legacy", action=secret_action(url), next_fire_at=None)
+        legacy_target = {"on": ["dead"], "url": "https://u:legacypw-9x3@example.com/n"}
+        legacy = make_job(
+            "legacy", action=secret_action(url), next_fire_at=None, notify=(legacy_target,)
+        )
         await store.create_jobs([legacy], [])
         before = await stored_text(store, request)
         assert BEARER.split()[1] in before  # the legacy row, as it was
         done = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
         assert (done.jobs_resealed, done.left) == (2, 0)
         assert_no_secret(await stored_text(store, request))
+        assert "legacypw-9x3" not in await stored_text(store, request)
         again = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
         assert again.jobs_resealed == 0  # nothing left on the old key
         # The new key alone opens everything: the old one can be removed.
@@ -267,6 +279,10 @@ async def test_rotation_reseals_every_job_so_the_old_key_can_go(
             job = await store.get_job("default", job_id)
             assert job is not None
             assert new_only.open(job.action["headers"]["X-Api-Key"], "default") == API_KEY
+        stored_legacy = await store.get_job("default", legacy.id)
+        assert stored_legacy is not None
+        [target_url] = [str(t["url"]) for t in stored_legacy.notify]
+        assert open_url(target_url, "default", new_only) == legacy_target["url"]
         for job_id in (sealed.id, legacy.id):
             await service.trigger(job_id)
         assert await Worker(store, FAST, sealer=new).run_once() == 2
@@ -297,3 +313,51 @@ async def test_a_remote_workers_claim_gets_the_values_it_must_send(
             [masked] = await claim(worker, pool="remote2")
     assert masked["action"]["headers"]["Authorization"] == "***"
     assert PREFIX not in repr(masked)
+
+
+async def test_a_notification_urls_password_is_sealed_and_only_the_notifier_opens_it(
+    app: FastAPI, store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cronwheel.model import NotificationState
+    from cronwheel.notifier import Notifier
+    from tests.engine.helpers import eventually, running
+    from tests.engine.test_notifications import LOCAL, QUICK, SECRET, _worker, notifying
+
+    monkeypatch.delenv(ENV, raising=False)
+    password = "ntpw-2b4d6f8a0c"
+    with webhook_target() as target:
+        url = target.url.replace("http://", f"http://hook:{password}@") + "/events"
+        service = JobService(store, sealer=Sealer([SECRETS_KEY]))
+        notify = [{"on": ["succeeded"], "url": url}]
+        job = await service.create(
+            name="n",
+            schedule={"kind": "immediate"},
+            action={"type": "handler", "name": "ok"},
+            notify=notify,
+        )
+        assert password not in await stored_text(store, request)
+        async with connect(app, ADMIN_TOKEN) as client:
+            shown = (await client.get(f"/v1/jobs/{job.id}")).json()["notify"][0]["url"]
+        assert shown.startswith("http://hook:***@127.0.0.1:")
+        # A notifier without the key: the notification is dead at once, naming the key.
+        async with (
+            running(_worker(store)),
+            notifying(Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL)),
+        ):
+
+            async def dead() -> list[object]:
+                return await store.list_notifications("default", state=NotificationState.DEAD)
+
+            [n] = await eventually(dead)
+        assert target.received == [] and ENV in (n.last_error or "")  # type: ignore[attr-defined]
+        await store.replay_notifications("default", [n.id], now=datetime.now(UTC))  # type: ignore[attr-defined]
+        notifier = Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL, sealer=SECRETS_KEY)
+        async with notifying(notifier):
+            await eventually(lambda: _received(target))
+        sent = base64.b64decode(target.received[0].headers["Authorization"].removeprefix("Basic "))
+        assert sent.decode() == f"hook:{password}"
+    assert password not in await stored_text(store, request)
+
+
+async def _received(target: Any) -> bool:
+    return bool(target.received)

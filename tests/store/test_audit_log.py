@@ -11,7 +11,7 @@ import pytest
 
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import DEFAULT_TENANT
-from cronwheel.store.base import Store
+from cronwheel.store.base import JobSecrets, Store
 from tests.store.factories import T0, make_job
 from tests.store.test_tenants_keys_workers import make_key, make_tenant
 
@@ -85,9 +85,10 @@ async def test_job_actions_are_replaced_only_at_the_version_read(store: Store) -
     # "two" changes meanwhile (version 2): its rewrite, made from version 1, is left.
     changed = await store.update_job(replace(two, payload={"x": 1}), expected_version=1, actor="u")
     new_action = {**action, "headers": {"A": "2"}}
+    targets = ({"on": ["dead"], "url": "https://u:sealed@example.com/n"},)
     done = await store.replace_job_actions(
         DEFAULT_TENANT,
-        [(one.id, 1, new_action), (two.id, 1, new_action)],
+        [JobSecrets(one.id, 1, new_action, targets), JobSecrets(two.id, 1, new_action)],
         actor="secrets-rotate",
         now=T0,
     )
@@ -98,6 +99,7 @@ async def test_job_actions_are_replaced_only_at_the_version_read(store: Store) -
     )
     assert got_one is not None and got_two is not None
     assert (got_one.action, got_one.version) == (new_action, 1)  # no version bump
+    assert got_one.notify == targets
     assert (got_two.action, got_two.version) == (action, changed.version)
     [entry] = await store.list_audit_entries(entity="tenant")
     assert (entry.action, entry.actor, entry.details) == (

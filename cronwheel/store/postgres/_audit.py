@@ -3,14 +3,15 @@ actions when their secrets are sealed again (cronwheel.sealing)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 from asyncpg import Record
 
-from cronwheel.model import JSON, AuditEntry
+from cronwheel.model import AuditEntry
+from cronwheel.store.base import JobSecrets
 from cronwheel.store.postgres import _rows as rows
 
 if TYPE_CHECKING:
@@ -37,10 +38,11 @@ ORDER BY id DESC
 LIMIT $7
 """
 
-# One statement for a batch: $1 tenant, $2 ids, $3 versions, $4 actions (JSON text).
+# One statement for a batch: $1 tenant, $2 ids, $3 versions, $4 actions and $5 notify
+# targets (JSON text; NULL: none).
 REPLACE_ACTIONS = """
-UPDATE jobs SET action = c.action::jsonb
-FROM unnest($2::uuid[], $3::integer[], $4::text[]) AS c(id, version, action)
+UPDATE jobs SET action = c.action::jsonb, notify = c.notify::jsonb
+FROM unnest($2::uuid[], $3::integer[], $4::text[], $5::text[]) AS c(id, version, action, notify)
 WHERE jobs.tenant_id = $1 AND jobs.id = c.id AND jobs.version = c.version
 """
 
@@ -68,20 +70,22 @@ async def list_entries(
 async def replace_job_actions(
     conn: Connection,
     tenant_id: str,
-    changes: Sequence[tuple[str, int, Mapping[str, JSON]]],
+    changes: Sequence[JobSecrets],
     actor: str,
     now: datetime,
 ) -> int:
     if not changes:
         return 0
-    ids = [c[0] for c in changes]
-    versions = [c[1] for c in changes]
-    actions = [rows.dumps(c[2]) for c in changes]
+    ids = [c.job_id for c in changes]
+    versions = [c.version for c in changes]
+    actions = [rows.dumps(c.action) for c in changes]
+    notify = [rows.dumps([dict(t) for t in c.notify]) if c.notify else None for c in changes]
     async with conn.transaction():
-        status = await conn.execute(REPLACE_ACTIONS, tenant_id, ids, versions, actions)
+        args = (tenant_id, ids, versions, actions, notify)
+        status = await conn.execute(REPLACE_ACTIONS, *args)
         changed = int(status.split()[-1])
         if changed:
             details: dict[str, Any] = {"jobs": changed}
-            args = (tenant_id, "tenant", tenant_id, "secrets_resealed", actor, now, details)
-            await conn.execute(INSERT, *args)
+            entry = (tenant_id, "tenant", tenant_id, "secrets_resealed", actor, now, details)
+            await conn.execute(INSERT, *entry)
     return changed

@@ -63,6 +63,7 @@ from cronwheel.store.base import (
     GaugeReading,
     HeartbeatResult,
     JobAdvance,
+    JobSecrets,
     MaterializeResult,
     NotificationResult,
     PoolStatus,
@@ -1035,7 +1036,7 @@ class PostgresStore(Store):
     async def replace_job_actions(
         self,
         tenant_id: str,
-        changes: Sequence[tuple[str, int, Mapping[str, JSON]]],
+        changes: Sequence[JobSecrets],
         *,
         actor: str,
         now: datetime,

@@ -4,10 +4,11 @@ changes to tenants and keys beside the change, in its transaction."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
-from cronwheel.model import JSON, AuditEntry
+from cronwheel.model import AuditEntry
+from cronwheel.store.base import JobSecrets
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
 
@@ -44,15 +45,16 @@ def list_entries(
 def replace_job_actions(
     c: sqlite3.Connection,
     tenant_id: str,
-    changes: Sequence[tuple[str, int, Mapping[str, JSON]]],
+    changes: Sequence[JobSecrets],
     actor: str,
     now: datetime,
 ) -> int:
     changed = 0
-    for job_id, version, action in changes:
+    for job in changes:
+        notify = rows.dumps([dict(t) for t in job.notify]) if job.notify else None
         cursor = c.execute(
-            "UPDATE jobs SET action = ? WHERE tenant_id = ? AND id = ? AND version = ?",
-            (rows.dumps(action), tenant_id, job_id, version),
+            "UPDATE jobs SET action = ?, notify = ? WHERE tenant_id = ? AND id = ? AND version = ?",
+            (rows.dumps(job.action), notify, tenant_id, job.job_id, job.version),
         )
         changed += cursor.rowcount
     if changed:

@@ -49,6 +49,7 @@ from cronwheel.store.base import (
     GaugeReading,
     HeartbeatResult,
     JobAdvance,
+    JobSecrets,
     MaterializeResult,
     NotificationResult,
     PoolStatus,
@@ -1139,7 +1140,7 @@ class SqliteStore(Store):
     async def replace_job_actions(
         self,
         tenant_id: str,
-        changes: Sequence[tuple[str, int, Mapping[str, JSON]]],
+        changes: Sequence[JobSecrets],
         *,
         actor: str,
         now: datetime,
