@@ -34,6 +34,7 @@ from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_f
 from cronwheel.scheduler import JOBS_TOPIC
 from cronwheel.sealing import (
     Sealer,
+    file_sealer,
     keep_masked,
     keep_masked_notify,
     refuse_sealed,
@@ -479,11 +480,17 @@ async def connect(
     url: str, *, clock: Clock | None = None, actor: str = "python", migrate: bool = True
 ) -> JobService:
     """Open the store at ``url`` (``sqlite:///file.db`` or ``postgresql://…``) and return
-    the service to drive it: ``async with await cronwheel.connect(url) as cw: ...``."""
+    the service to drive it: ``async with await cronwheel.connect(url) as cw: ...``.
+    Secret webhook headers are sealed with CRONWHEEL_SECRETS_KEY, or on an SQLite file
+    without it, with the key ``cronwheel dev`` keeps beside the file, if there is one."""
     store = await open_store(url)
     if migrate:
         await store.migrate()
-    return JobService(store, clock=clock, actor=actor)
+    sealer = Sealer.from_env()
+    path = getattr(store, "path", None)
+    if sealer is None and isinstance(path, str) and path != ":memory:":
+        sealer = file_sealer(path)
+    return JobService(store, clock=clock, actor=actor, sealer=sealer)
 
 
 def _immediate_run(job: Job, now: datetime) -> NewRun:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,22 @@ def test_access_lines_show_no_query_value() -> None:
     assert AccessQueryFilter().filter(record)
     line = TextFormatter().format(record)
     assert "s3cr3t-q" not in line and "/v1/jobs?token=***" in line
+
+
+async def test_connect_on_a_dev_file_seals_with_the_key_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cronwheel
+    from cronwheel.sealing import ENV, dev_sealer
+
+    monkeypatch.delenv(ENV, raising=False)
+    db = tmp_path / "dev.db"
+    action = {"type": "webhook", "url": "https://e.com/h", "headers": {"X-Api-Key": "k-1"}}
+    async with await cronwheel.connect(f"sqlite:///{db}") as cw:
+        with pytest.raises(InvalidInput):  # no key anywhere yet: refused
+            await cw.create(name="a", schedule={"kind": "manual"}, action=action)
+    sealer, where = dev_sealer(str(db), None)  # what cronwheel dev makes on its first start
+    assert where == f"{db}.secrets-key"
+    async with await cronwheel.connect(f"sqlite:///{db}") as cw:
+        job = await cw.create(name="b", schedule={"kind": "manual"}, action=action)
+    assert sealer.open(job.action["headers"]["X-Api-Key"], "default") == "k-1"
