@@ -361,3 +361,20 @@ async def test_a_notification_urls_password_is_sealed_and_only_the_notifier_open
 
 async def _received(target: Any) -> bool:
     return bool(target.received)
+
+
+async def test_a_patch_that_sends_the_url_back_as_shown_keeps_its_password(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    action = {"type": "webhook", "url": "https://hook:pw-77c1a9@example.com/h"}
+    job = (await client.post("/v1/jobs", json=spec(action=action))).json()
+    assert job["action"]["url"] == "https://hook:***@example.com/h"
+    changed = job["action"] | {"method": "PUT"}  # the URL as read
+    answer = await client.patch(
+        f"/v1/jobs/{job['id']}", json={"action": changed}, headers={"If-Match": '"1"'}
+    )
+    assert answer.status_code == 200, answer.text
+    stored = await store.get_job("default", job["id"])
+    assert stored is not None and stored.action["method"] == "PUT"
+    opened = open_url(str(stored.action["url"]), "default", Sealer([SECRETS_KEY]))
+    assert opened == action["url"]
