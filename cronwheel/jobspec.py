@@ -14,8 +14,17 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 from pydantic_core import PydanticCustomError
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from cronwheel.errors import InvalidInput
 from cronwheel.model import (
@@ -109,6 +118,29 @@ class WebhookSpec(BaseModel):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
     body: JSON = None
+    secret_headers: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_HEADERS,
+        description="Headers to store encrypted and show as *** besides those whose name"
+        " says they are secret (docs/security.md#secrets-at-rest).",
+    )
+
+    @field_validator("secret_headers")
+    @classmethod
+    def _secret_headers_named(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        named = {name.lower() for name in info.data.get("headers") or {}}
+        for name in names:
+            if name.lower() not in named:
+                raise ValueError(f"{name!r} is not one of the action's headers")
+        return names
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # An action that lists no secret header is stored as it always was.
+        dumped: dict[str, Any] = handler(self)
+        if not dumped.get("secret_headers"):
+            dumped.pop("secret_headers", None)
+        return dumped
 
     @field_validator("url")
     @classmethod

@@ -21,6 +21,7 @@ from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas, TenantDefaults
 from cronwheel.api.routes import (
     admin,
+    audit,
     health,
     jobs,
     metrics,
@@ -37,6 +38,7 @@ from cronwheel.api.state import ApiState
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.jobspec import MAX_PAYLOAD_BYTES
 from cronwheel.metrics import ApiMetrics, store_reader
+from cronwheel.sealing import Sealer
 from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.api")
@@ -61,12 +63,15 @@ def create_app(
     metrics_tenant_labels: bool = False,
     egress: EgressPolicy | None = None,
     tenant_defaults: TenantDefaults | None = None,
+    sealer: Sealer | None = None,
 ) -> FastAPI:
     """The API over ``store``, which the caller opened and migrated, and closes.
     ``metrics_tenant_labels``: ``/metrics`` counts dead runs per tenant. ``egress``: the
     webhook targets allowed beyond the public internet (default: env
     ``CRONWHEEL_WEBHOOK_ALLOW``'s), refused at creation otherwise (docs/security.md).
-    ``tenant_defaults``: the limits of a tenant created without them (default: none)."""
+    ``tenant_defaults``: the limits of a tenant created without them (default: none).
+    ``sealer``: encrypts secret webhook headers (default: env ``CRONWHEEL_SECRETS_KEY``'s;
+    none: such headers are refused)."""
     app = FastAPI(
         title="cronwheel",
         version=installed_version(),
@@ -77,6 +82,7 @@ def create_app(
     )
     clock = clock or SystemClock()
     egress = egress or EgressPolicy.from_env()
+    sealer = sealer or Sealer.from_env()
     app.state.api = ApiState(
         store,
         auth,
@@ -85,6 +91,7 @@ def create_app(
         Notices(store, clock),
         egress,
         tenant_defaults or TenantDefaults(),
+        sealer,
     )
     app.state.metrics = ApiMetrics(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
@@ -103,6 +110,7 @@ def create_app(
         workers,
         status,
         admin,
+        audit,
     )
     for module in modules:
         app.include_router(module.router)

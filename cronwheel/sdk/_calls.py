@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from cronwheel import tracing
 from cronwheel.sdk.models import (
+    AuditInfo,
     BackfillInfo,
     JobInfo,
     KeyInfo,
@@ -175,6 +176,11 @@ def create_key(role: str, name: str | None, tenant_id: str | None) -> Call[KeyIn
 def list_keys(tenant_id: str | None) -> Call[list[KeyInfo]]:
     parse = lambda b: [KeyInfo.model_validate(k) for k in b["items"]]  # noqa: E731
     return Call("GET", "/v1/keys", parse, params=_params(tenant_id=tenant_id))
+
+
+def audit(**filters: Any) -> Call[Page[AuditInfo]]:
+    params = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()}
+    return Call("GET", "/v1/audit", _page(AuditInfo), params=_params(**params))
 
 
 def revoke_key(key_id: str) -> Call[None]:

@@ -19,6 +19,7 @@ import httpx
 from cronwheel.sdk import _calls as calls
 from cronwheel.sdk.errors import error_for
 from cronwheel.sdk.models import (
+    AuditInfo,
     BackfillInfo,
     JobInfo,
     KeyInfo,
@@ -187,6 +188,13 @@ class Client:
 
     def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
         return self._send(calls.list_keys(tenant_id))
+
+    def audit(self, **filters: Any) -> Page[AuditInfo]:
+        """A page of the audit log, newest first (admins). ``filters``: ``tenant``,
+        ``actor``, ``entity`` (job, run, pipeline, tenant, key), ``since`` and ``until``
+        (datetimes or ISO 8601), ``cursor`` (the previous page's ``next_cursor``) and
+        ``limit``."""
+        return self._send(calls.audit(**filters))
 
     def status(self, *, window: int | None = None) -> dict[str, Any]:
         """Is it healthy? ``GET /v1/status`` as JSON (see docs/api.md); ``window``:
@@ -372,6 +380,10 @@ class AsyncClient:
 
     async def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
         return await self._send(calls.list_keys(tenant_id))
+
+    async def audit(self, **filters: Any) -> Page[AuditInfo]:
+        """See :meth:`Client.audit`."""
+        return await self._send(calls.audit(**filters))
 
     async def status(self, *, window: int | None = None) -> dict[str, Any]:
         """See :meth:`Client.status`."""

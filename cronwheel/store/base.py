@@ -287,6 +287,17 @@ class Activity:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSecrets:
+    """A job's action and notification targets, to store again at the version they were
+    read (:meth:`Store.replace_job_actions`)."""
+
+    job_id: str
+    version: int
+    action: Mapping[str, JSON]
+    notify: Sequence[Mapping[str, JSON]] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PoolStatus:
     """How one pool is doing, for ``cronwheel status``: counts now, and what the attempts
     that finished in the window (``since`` to ``now``) say."""
@@ -407,8 +418,9 @@ class Store(abc.ABC):
         """Create the tenant if it does not exist (the ``default`` tenant always does)."""
 
     @abc.abstractmethod
-    async def create_tenant(self, tenant: Tenant) -> None:
-        """Insert a tenant; Conflict naming ``id`` if it exists."""
+    async def create_tenant(self, tenant: Tenant, *, actor: str | None = None) -> None:
+        """Insert a tenant; Conflict naming ``id`` if it exists. With ``actor``, audited
+        (``tenant`` ``created``) in the same transaction."""
 
     @abc.abstractmethod
     async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
@@ -417,8 +429,11 @@ class Store(abc.ABC):
     async def list_tenants(self) -> list[Tenant]: ...
 
     @abc.abstractmethod
-    async def update_tenant(self, tenant: Tenant) -> Tenant:
-        """Replace a tenant's name and quotas; NotFound if it does not exist."""
+    async def update_tenant(
+        self, tenant: Tenant, *, actor: str | None = None, now: datetime | None = None
+    ) -> Tenant:
+        """Replace a tenant's name and quotas; NotFound if it does not exist. With
+        ``actor`` and ``now``, audited (``tenant`` ``updated``, the new values)."""
 
     @abc.abstractmethod
     async def count_live_jobs(self, tenant_id: str) -> int:
@@ -438,8 +453,9 @@ class Store(abc.ABC):
 
     # -- API keys ----------------------------------------------------------------------
     @abc.abstractmethod
-    async def create_api_key(self, key: ApiKey) -> None:
-        """Insert a key record; the tenant must exist (NotFound naming ``tenant``)."""
+    async def create_api_key(self, key: ApiKey, *, actor: str | None = None) -> None:
+        """Insert a key record; the tenant must exist (NotFound naming ``tenant``). With
+        ``actor``, audited (``key`` ``created``, its role and name; never its hash)."""
 
     @abc.abstractmethod
     async def find_api_key(self, key_hash: str) -> ApiKey | None:
@@ -449,8 +465,11 @@ class Store(abc.ABC):
     async def list_api_keys(self, tenant_id: str) -> list[ApiKey]: ...
 
     @abc.abstractmethod
-    async def revoke_api_key(self, tenant_id: str, key_id: str, *, now: datetime) -> ApiKey:
-        """Mark a key revoked (idempotent); NotFound if not this tenant's."""
+    async def revoke_api_key(
+        self, tenant_id: str, key_id: str, *, now: datetime, actor: str | None = None
+    ) -> ApiKey:
+        """Mark a key revoked (idempotent); NotFound if not this tenant's. With
+        ``actor``, the first revocation is audited (``key`` ``revoked``)."""
 
     # -- API idempotency -----------------------------------------------------------------
     @abc.abstractmethod
@@ -974,6 +993,38 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]: ...
+
+    @abc.abstractmethod
+    async def list_audit_entries(
+        self,
+        *,
+        tenant_id: str | None = None,
+        actor: str | None = None,
+        entity: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        """The audit log newest first (by id), every filter optional: one tenant's (None:
+        every tenant's), one actor's, one kind of entity, ``since <= at < until``, ids
+        below ``before`` (the keyset cursor). One tenant's entries are read through
+        ``(tenant_id, id)``, all tenants' through the primary key."""
+
+    @abc.abstractmethod
+    async def replace_job_actions(
+        self,
+        tenant_id: str,
+        changes: Sequence[JobSecrets],
+        *,
+        actor: str,
+        now: datetime,
+    ) -> int:
+        """Store each job's new ``action`` and ``notify`` targets, if the job is still at
+        ``version`` (a job changed meanwhile is left, to be read again). No version bump:
+        what the job does is unchanged (its secrets sealed again with a new key,
+        cronwheel.sealing). One audit entry for the tenant (``tenant``
+        ``secrets_resealed``, with the count) if any changed. Returns how many changed."""
 
     # -- status (read only, cheap) -------------------------------------------------------
     @abc.abstractmethod

@@ -17,12 +17,15 @@ from tests.e2e.procs import REPO, free_port
 from tests.e2e.procs import cronwheel as cronwheel_proc
 
 TOKEN = "admin-token-for-the-cli-tests"
+SECRETS_KEY = "t3QxM0VYbZ8p2m5Jc7uF1dR9sW4yK6hL0aN8eG2vB5o="
+"""The API's key for secret webhook headers (docs/security.md#secrets-at-rest)."""
 
 
 @pytest.fixture
 def api_url(store_url: str, tmp_path: Path) -> Iterator[str]:
     port = free_port()
     args = ["api", "--db", store_url, "--port", str(port), "--admin-token", TOKEN]
+    args += ["--secrets-key", SECRETS_KEY]
     with cronwheel_proc(*args, log=tmp_path / "api.log"):
         url = f"http://127.0.0.1:{port}"
         for _ in range(600):  # up to a minute for the process to listen

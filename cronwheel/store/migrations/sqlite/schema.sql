@@ -282,3 +282,6 @@ CREATE TABLE pipeline_tasks (
 -- The reconciler's work: tasks whose run may have ended by another path than a worker's
 -- completion (a rescue, a cancel).
 CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'started';
+
+-- The audit log by tenant, newest first (0015): GET /v1/audit.
+CREATE INDEX audit_log_tenant_id ON audit_log (tenant_id, id);
