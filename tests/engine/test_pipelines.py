@@ -544,3 +544,41 @@ async def test_a_pipeline_run_that_cannot_be_planned_never_refuses_the_completio
     assert await store.advance_pipelines(now=now) == 1
     moved = await service.get_run(started.id)
     assert [(t.task, t.state) for t in moved.tasks] == [("a", "succeeded"), ("b", "started")]
+
+
+async def test_a_trigger_jobs_overlap_policy_applies_to_its_pipeline_runs(store: Store) -> None:
+    """overlap: skip on the trigger job: while a pipeline run's task is running, the
+    next trigger is skipped (reason overlap) instead of starting a second pipeline run."""
+    from cronwheel.service import JobService
+
+    service, jobs = PipelineService(store), JobService(store)
+    worker = Worker(store, CONFIG)
+    release = threading.Event()
+    worker.handler("slow")(lambda ctx: release.wait(30))
+    pipeline = await service.create("one-at-a-time", {"tasks": {"slow": handler("slow")}})
+    job = await jobs.create(
+        name="one-at-a-time-trigger",
+        schedule={"kind": "manual"},
+        action={"type": "pipeline", "pipeline_id": pipeline.id},
+        overlap="skip",
+    )
+    async with running(worker):
+        await jobs.trigger(job.id)
+        [first] = await eventually(lambda: service.list_runs(pipeline_id=pipeline.id))
+
+        async def slow_running() -> bool:
+            got = await service.get_run(first.id)
+            return bool(got.tasks) and got.tasks[0].run_state == "running"
+
+        await eventually(slow_running)
+        second = await jobs.trigger(job.id)
+
+        async def skipped() -> Any:
+            run = await store.get_run(DEFAULT_TENANT, second.id)
+            return run if run is not None and run.state.finished else None
+
+        run = await eventually(skipped)
+        assert run.state is RunState.SKIPPED and run.reason.startswith("overlap")
+        release.set()
+        await eventually(lambda: finished(service, first.id))
+    assert len(await service.list_runs(pipeline_id=pipeline.id)) == 1
