@@ -260,4 +260,12 @@ async def test_finished_notifications_are_deleted_after_retention(store: Store) 
 
 
 async def test_event_kinds_are_the_documented_ones() -> None:
-    assert [e.value for e in NotifyEvent] == ["succeeded", "failed", "dead", "skipped"]
+    assert [e.value for e in NotifyEvent] == [
+        "succeeded",
+        "failed",
+        "dead",
+        "skipped",
+        "pipeline_succeeded",
+        "pipeline_failed",
+        "pipeline_cancelled",
+    ]
