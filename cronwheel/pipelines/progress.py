@@ -99,17 +99,25 @@ def _overall(instances: Sequence[Instance]) -> str:
 def dependency_order(
     tasks: Sequence[str], edges: Sequence[Mapping[str, Any]]
 ) -> tuple[list[str], dict[str, int]]:
-    """The tasks in an order where each comes after its prerequisites (ties kept in the
-    definition's order), and each task's depth: the longest path from a root."""
+    """The tasks in an order where each comes after its prerequisites, and each task's
+    depth: the longest path from a root.
+
+    Ties go by where a task first appears in the edges, then by name: the edges are a
+    list, kept in the order they were written on both stores, whereas the tasks' keys
+    come back from PostgreSQL's ``jsonb`` in an order of its own."""
     parents: dict[str, list[str]] = {t: [] for t in tasks}
     children: dict[str, list[str]] = {t: [] for t in tasks}
-    for edge in edges:
+    first_seen: dict[str, int] = {}
+    for i, edge in enumerate(edges):
         if edge.get("from") in parents and edge.get("to") in parents:
             parents[edge["to"]].append(edge["from"])
             children[edge["from"]].append(edge["to"])
-    position = {t: i for i, t in enumerate(tasks)}
+            first_seen.setdefault(edge["from"], 2 * i)
+            first_seen.setdefault(edge["to"], 2 * i + 1)
+    ranked = sorted(tasks, key=lambda t: (first_seen.get(t, len(edges) * 2), t))
+    position = {t: i for i, t in enumerate(ranked)}
     waiting = {t: len(parents[t]) for t in tasks}
-    ready = [t for t in tasks if not waiting[t]]
+    ready = [t for t in ranked if not waiting[t]]
     order: list[str] = []
     while ready:
         ready.sort(key=position.__getitem__)
@@ -120,7 +128,7 @@ def dependency_order(
             if not waiting[child]:
                 ready.append(child)
     # A definition the API returned has no cycle; anything left (a damaged one) still shows.
-    order += [t for t in tasks if t not in order]
+    order += [t for t in ranked if t not in order]
     depth: dict[str, int] = {}
     for task in order:
         depth[task] = max((depth.get(p, 0) + 1 for p in parents[task]), default=0)
