@@ -164,9 +164,13 @@ async def pipeline_page(
     )
 
 
-async def _run_facts(request: Request, viewer: Viewer, pipeline_run_id: str) -> dict[str, Any]:
-    """The pipeline run, its pipeline at the run's version, and where each task stands,
-    as of this second (shared by every tab)."""
+async def _run_facts(
+    request: Request, viewer: Viewer, pipeline_run_id: str, *, shared: bool
+) -> dict[str, Any]:
+    """The pipeline run, its pipeline at the run's version, and where each task stands:
+    as of this second for a live refresh (``shared``: one read for every tab), fresh for
+    a page load, which follows a person's click (a retry's reload must not show the run
+    as it was before the retry, and a finished page does not refresh)."""
     service = api_state(request).pipelines(viewer.principal)
 
     async def read() -> dict[str, Any]:
@@ -176,9 +180,8 @@ async def _run_facts(request: Request, viewer: Viewer, pipeline_run_id: str) -> 
         )
         return {"run": run, "pipeline": pipeline}
 
-    facts: dict[str, Any] = await shared_reads(request).get(
-        f"pipeline-run:{viewer.tenant_id}:{pipeline_run_id}", read
-    )
+    key = f"pipeline-run:{viewer.tenant_id}:{pipeline_run_id}"
+    facts: dict[str, Any] = await (shared_reads(request).get(key, read) if shared else read())
     run: PipelineRun = facts["run"]
     pipeline: Pipeline = facts["pipeline"]
     tasks = progress(pipeline.definition, [asdict(t) for t in run.tasks])
@@ -203,7 +206,7 @@ def _pipeline_run_id(text: str) -> str:
 async def pipeline_run_page(
     pipeline_run_id: str, request: Request, viewer: CurrentViewer
 ) -> HTMLResponse:
-    facts = await _run_facts(request, viewer, _pipeline_run_id(pipeline_run_id))
+    facts = await _run_facts(request, viewer, _pipeline_run_id(pipeline_run_id), shared=False)
     name = facts["pipeline"].name
     return page(request, viewer, "pipeline_run.html", title=f"Pipeline run of {name}", **facts)
 
@@ -212,5 +215,5 @@ async def pipeline_run_page(
 async def pipeline_run_live(
     pipeline_run_id: str, request: Request, viewer: CurrentViewer
 ) -> HTMLResponse:
-    facts = await _run_facts(request, viewer, _pipeline_run_id(pipeline_run_id))
+    facts = await _run_facts(request, viewer, _pipeline_run_id(pipeline_run_id), shared=True)
     return fragment("pipeline_run_live.html", **facts)
