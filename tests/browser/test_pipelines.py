@@ -77,6 +77,9 @@ def test_a_failed_pipeline_run_is_read_retried_and_followed_to_its_end(
     sign_in(tab, dashboard, ADMIN_TOKEN)
     page = tab.page
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Pipelines").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Pipelines")
+    expect(page.get_by_role("link", name=run_id)).to_be_visible()  # among the latest runs
+    tab.check("pipelines")
     page.get_by_role("link", name="ledger", exact=True).first.click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Pipeline ledger")
     page.get_by_role("link", name=run_id).click()
