@@ -9,8 +9,9 @@ and for a fanned-out task the number of its instances after its name and a count
 them by state (``running (98 succeeded, 2 running)``). A task with no row yet is ``waiting``.
 
 On a terminal a line that would be wider than the terminal puts its details on the lines
-under the task's name, wrapped; in a pipe each task is one line with every detail, so
-``grep`` finds a task with all it has.
+under the task's name, wrapped, and past half the terminal's width the tree stops
+indenting (each task deeper than that says ``after: x``); in a pipe each task is one line
+with every detail, so ``grep`` finds a task with all it has.
 """
 
 from __future__ import annotations
@@ -98,14 +99,27 @@ def node_lines(node: TreeNode, has_children: bool, width: int | None) -> list[st
     the details under the name; then what else it waits for, and a message."""
     task = node.task
     levels = node.last[1:]  # a root has no connector
-    prefix = "".join("   " if last else "│  " for last in levels[:-1])
-    if levels:
-        prefix += "└─ " if levels[-1] else "├─ "
-    under = "".join("   " if last else "│  " for last in levels)
-    under += "│  " if has_children else "   "
+    extra = []
+    deepest = None if width is None else max(3, width // 6)
+    if deepest is not None and len(levels) >= deepest:
+        # A long chain would push its tasks off the screen a step at a time: past half
+        # the width the tree stops indenting (what is deeper comes next in the same
+        # column), and each task drawn there says what it comes after.
+        if len(levels) > deepest:
+            levels = (*levels[: deepest - 1], levels[-1])
+            extra.append(f"after: {node.parent}")
+        more = has_children or not levels[-1]
+        base = "".join("   " if last else "│  " for last in levels[:-1])
+        prefix = base + ("├─ " if more else "└─ ")
+        under = base + ("│  " if more else "   ") + "   "
+    else:
+        prefix = "".join("   " if last else "│  " for last in levels[:-1])
+        if levels:
+            prefix += "└─ " if levels[-1] else "├─ "
+        under = "".join("   " if last else "│  " for last in levels)
+        under += "│  " if has_children else "   "
     name = title(task, node.edge)
     facts = details(task)
-    extra = []
     if node.also_after:
         extra.append("also after: " + ", ".join(_edge(p, on) for p, on in node.also_after))
     if task.message:

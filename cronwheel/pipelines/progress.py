@@ -196,6 +196,8 @@ class TreeNode:
     edge: str
     """The condition of the edge from its parent in the tree (``on_success`` for a root)."""
     also_after: tuple[tuple[str, str], ...]
+    parent: str | None = None
+    """The task it sits under (None for a root)."""
 
 
 def tree(tasks: Sequence[TaskProgress]) -> Iterator[TreeNode]:
@@ -216,7 +218,9 @@ def tree(tasks: Sequence[TaskProgress]) -> Iterator[TreeNode]:
             at = (*last, i == len(mine) - 1)
             edge = home[task.name]
             others = tuple(p for p in task.parents if edge is None or p[0] != edge[0])
-            yield TreeNode(task, level, at, edge[1] if edge else "on_success", others)
+            yield TreeNode(
+                task, level, at, edge[1] if edge else "on_success", others, parent=parent
+            )
             yield from walk(task.name, level + 1, at)
 
     yield from walk(None, 0, ())

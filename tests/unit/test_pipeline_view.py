@@ -5,6 +5,7 @@ dependency order, under the task it waits for that runs last; fan-outs counted b
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from cronwheel.cli.pipeline_view import run_lines
@@ -218,3 +219,24 @@ def test_the_runs_table_says_when_a_run_started_in_fewer_characters_when_it_must
     assert cells[0][2] == "4 min 5 s ago"
     columns, cells, shown = layout(rows, RUN_COLUMNS, 120)
     assert cells[0][2] == started.isoformat()  # whole when there is room
+
+
+def test_a_long_chain_stops_indenting_at_half_the_width_and_says_what_it_follows() -> None:
+    names = [f"step-{i:02}" for i in range(40)]
+    chain = {
+        "name": "chain",
+        "tasks": {n: handler(n) for n in names},
+        "edges": [{"from": a, "to": b} for a, b in pairwise(names)],
+    }
+    run = {**RUN, "tasks": [row("step-00", "succeeded", 1)]}
+    lines = run_lines(run, chain, 80)
+    tree_lines = lines[lines.index("") + 1 :]
+    assert max(len(line) for line in tree_lines) <= 80
+    assert tree_lines[0] == "step-00  succeeded  run 1"
+    assert tree_lines[1] == "└─ step-01  waiting"
+    deepest = [line for line in tree_lines if "step-39" in line]
+    assert deepest == [" " * 36 + "└─ step-39  waiting"]
+    assert tree_lines[-1] == " " * 42 + "after: step-38"
+    # In a pipe the whole tree nests: nothing to keep on a screen.
+    piped = run_lines(run, chain, None)
+    assert piped[-1] == " " * 114 + "└─ step-39  waiting"
