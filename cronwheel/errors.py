@@ -5,6 +5,7 @@ CronwheelError
 ├── NotFound                no such job or run for this tenant (HTTP 404)
 ├── Conflict                a uniqueness or state rule refuses the change (HTTP 409)
 │   └── StaleVersion        the caller edited an old version of a job or pipeline (HTTP 412)
+├── OverLimit               a tenant's limit refuses it for now (HTTP 429, Retry-After)
 └── StoreUnavailable        the store cannot be reached right now (retry later)
 """
 
@@ -45,6 +46,17 @@ class StaleVersion(Conflict):
         )
         self.expected = expected
         self.actual = actual
+
+
+class OverLimit(CronwheelError):
+    """A tenant's limit (``max_jobs``, ``max_creates_per_second``) refuses the request,
+    and nothing of it was written; it may succeed after ``retry_after`` seconds."""
+
+    def __init__(self, limit: str, reason: str, retry_after: int) -> None:
+        super().__init__(f"{limit}: {reason}")
+        self.limit = limit
+        self.reason = reason
+        self.retry_after = max(int(retry_after), 1)
 
 
 class StoreUnavailable(CronwheelError):

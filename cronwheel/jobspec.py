@@ -14,8 +14,17 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 from pydantic_core import PydanticCustomError
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from cronwheel.errors import InvalidInput
 from cronwheel.model import (
@@ -23,6 +32,7 @@ from cronwheel.model import (
     JSON,
     MAX_MISFIRE_LIMIT,
     MAX_NOTIFY_TARGETS,
+    RUN_EVENTS,
     Backoff,
     Delivery,
     Job,
@@ -37,7 +47,10 @@ from cronwheel.model import (
     new_ids,
 )
 from cronwheel.schedule import (
+    CronSchedule,
+    DelaySchedule,
     ImmediateSchedule,
+    ManualSchedule,
     OnceSchedule,
     Schedule,
     first_fire,
@@ -105,6 +118,29 @@ class WebhookSpec(BaseModel):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
     body: JSON = None
+    secret_headers: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_HEADERS,
+        description="Headers to store encrypted and show as *** besides those whose name"
+        " says they are secret (docs/security.md#secrets-at-rest).",
+    )
+
+    @field_validator("secret_headers")
+    @classmethod
+    def _secret_headers_named(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        named = {name.lower() for name in info.data.get("headers") or {}}
+        for name in names:
+            if name.lower() not in named:
+                raise ValueError(f"{name!r} is not one of the action's headers")
+        return names
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # An action that lists no secret header is stored as it always was.
+        dumped: dict[str, Any] = handler(self)
+        if not dumped.get("secret_headers"):
+            dumped.pop("secret_headers", None)
+        return dumped
 
     @field_validator("url")
     @classmethod
@@ -168,6 +204,11 @@ class NotifyTargetSpec(BaseModel):
     def _distinct(cls, events: list[NotifyEvent]) -> list[NotifyEvent]:
         if len(set(events)) != len(events):
             raise ValueError("names an event twice")
+        for event in events:
+            if event not in RUN_EVENTS:
+                raise ValueError(
+                    f"{event.value} is a pipeline's event: name it in the pipeline's notify"
+                )
         return events
 
     @field_validator("url")
@@ -182,13 +223,24 @@ class HandlerSpec(BaseModel):
     name: Name
 
 
+class PipelineActionSpec(BaseModel):
+    """A job whose runs start a pipeline run each (decision 0025): the job brings the
+    schedule, pause, overlap and misfire policies; the pipeline its tasks."""
+
+    model_config = _STRICT
+    type: Literal["pipeline"]
+    pipeline_id: Annotated[
+        str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    ]
+
+
 class JobSpec(BaseModel):
     """A job as a user describes it. Defaults are the documented policy defaults."""
 
     model_config = _STRICT
     name: Name
     schedule: dict[str, Any]
-    action: Annotated[WebhookSpec | HandlerSpec, Field(discriminator="type")]
+    action: Annotated[WebhookSpec | HandlerSpec | PipelineActionSpec, Field(discriminator="type")]
     pool: PoolName = DEFAULT_POOL
     payload: JSON = None
     priority: Literal["critical", "high", "normal", "low"] = "normal"
@@ -227,9 +279,19 @@ class JobSpec(BaseModel):
         except ValidationError as exc:
             raise invalid_input(exc) from None
 
-    def to_job(self, *, tenant_id: str, now: datetime, job_id: str | None = None) -> Job:
-        """A new job at version 1, its schedule pinned (delays, interval anchors) at ``now``."""
-        schedule, state, next_fire_at, last_fire_at = _plan(schedule_from_dict(self.schedule), now)
+    def to_job(
+        self,
+        *,
+        tenant_id: str,
+        now: datetime,
+        job_id: str | None = None,
+        must_fire: bool = True,
+    ) -> Job:
+        """A new job at version 1, its schedule pinned (delays, interval anchors) at ``now``.
+        ``must_fire``: a schedule with no occurrence left is refused (see :func:`_plan`);
+        a job that is only being edited, its schedule unchanged, passes False."""
+        parsed = schedule_from_dict(self.schedule)
+        schedule, state, next_fire_at, last_fire_at = _plan(parsed, now, must_fire=must_fire)
         return Job(
             id=job_id or new_id(),
             tenant_id=tenant_id,
@@ -258,14 +320,72 @@ class JobSpec(BaseModel):
 _Plan = tuple[Mapping[str, Any], JobState, datetime | None, datetime | None]
 
 
-def _plan(parsed: Schedule, now: datetime) -> _Plan:
-    """A new job's schedule pinned at ``now``, its state, next and last fire times."""
+def _plan(parsed: Schedule, now: datetime, *, must_fire: bool = True) -> _Plan:
+    """A new job's schedule pinned at ``now``, its state, next and last fire times.
+
+    With ``must_fire``, a schedule that has no occurrence left is refused (issue 17,
+    defect 7): such a job would stay ``active`` with no next run, forever, counted against
+    its tenant's ``max_jobs``. A manual job has no occurrences by design and is exempt."""
     schedule = resolve(parsed, now)
     if isinstance(schedule, OnceSchedule) and schedule.at < now - PAST_TOLERANCE:
         raise InvalidInput("schedule.at", f"{schedule.at.isoformat()} is in the past")
+    first = None if isinstance(schedule, ManualSchedule) else first_fire(schedule, now)
+    if must_fire and first is None and not isinstance(schedule, ManualSchedule):
+        raise never_fires(parsed, schedule, now)
     if isinstance(schedule, ImmediateSchedule):
         return schedule_to_dict(schedule), JobState.COMPLETED, None, now
-    return schedule_to_dict(schedule), JobState.ACTIVE, first_fire(schedule, now), None
+    return schedule_to_dict(schedule), JobState.ACTIVE, first, None
+
+
+_NEVER = "the job would never fire"
+
+
+def never_fires(parsed: Schedule, schedule: Schedule, now: datetime) -> InvalidInput:
+    """The 422 for a schedule with no occurrence at or after ``now`` (``parsed`` as the
+    client sent it, ``schedule`` as :func:`resolve` pinned it), naming the field to fix."""
+    assert not isinstance(schedule, ManualSchedule)
+    start = now if schedule.start_at is None else max(now, schedule.start_at)
+    end = schedule.end_at
+    if end is not None and end < start:
+        return InvalidInput("schedule.end_at", f"{end.isoformat()} is in the past: {_NEVER}")
+    if isinstance(parsed, DelaySchedule):
+        return InvalidInput("schedule.seconds", f"fires after end_at ({_iso(end)}): {_NEVER}")
+    if isinstance(schedule, OnceSchedule):
+        if schedule.start_at is not None and schedule.at < schedule.start_at:
+            reason = f"is before start_at ({schedule.start_at.isoformat()})"
+        else:
+            reason = f"is after end_at ({_iso(end)})"
+        return InvalidInput("schedule.at", f"{schedule.at.isoformat()} {reason}: {_NEVER}")
+    if isinstance(schedule, CronSchedule):
+        window = "" if end is None else f" before end_at ({_iso(end)})"
+        if schedule.start_at is not None and schedule.start_at > now:
+            window = f" from start_at ({schedule.start_at.isoformat()}){window and ' on,'}{window}"
+        return InvalidInput(
+            "schedule.cron",
+            f"'{schedule.cron}' matches no date{window} (a day that does not exist, such"
+            f" as 31 February?): {_NEVER}",
+        )
+    return InvalidInput(
+        "schedule.end_at", f"{_iso(end)} comes before the first occurrence: {_NEVER}"
+    )
+
+
+def _iso(instant: datetime | None) -> str:
+    return "none" if instant is None else instant.isoformat()
+
+
+def check_can_follow(schedule: Mapping[str, Any], now: datetime) -> None:
+    """Refuse a schedule that an existing job cannot take by PATCH: one with no
+    occurrence left (the job would stay active with nothing to run), and ``immediate``,
+    which a job only has from its creation (its one run is made with it)."""
+    parsed = schedule_from_dict(schedule)
+    if isinstance(parsed, ImmediateSchedule):
+        raise InvalidInput(
+            "schedule.kind",
+            "an existing job cannot become immediate (its run is made when it is created):"
+            " trigger it to run it now, or create an immediate job",
+        )
+    _plan(parsed, now)
 
 
 def check_plannable(schedule: Schedule, now: datetime) -> None:

@@ -209,8 +209,44 @@ def configure(fmt: str = "text", level: str | int = "info") -> None:
     for name in _CHATTY:
         logging.getLogger(name).setLevel(chatty)
     sys.excepthook = _json_excepthook if fmt == "json" else _text_excepthook
+    hide_query_values()
     global _json
     _json = fmt == "json"
+
+
+ACCESS_LOGGER: Final = "uvicorn.access"
+
+
+def without_query_values(path: str) -> str:
+    """``path`` with every query value replaced by ``***`` (names kept): a token in a
+    query string (``?token=…``, a signed link) never reaches an access log line."""
+    base, mark, query = path.partition("?")
+    if not mark:
+        return path
+    shown = []
+    for pair in query.split("&"):
+        name, equals, _ = pair.partition("=")
+        shown.append(f"{name}=***" if equals else "***" if pair else "")
+    return f"{base}?{'&'.join(shown)}"
+
+
+class AccessQueryFilter(logging.Filter):
+    """Rewrites uvicorn's access records (client, method, path, version, status) so
+    that their path shows no query value, whatever formatter prints them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            record.args = (args[0], args[1], without_query_values(args[2]), args[3], args[4])
+        return True
+
+
+_ACCESS_FILTER: Final = AccessQueryFilter()
+
+
+def hide_query_values() -> None:
+    """Install :class:`AccessQueryFilter` on uvicorn's access logger (idempotent)."""
+    logging.getLogger(ACCESS_LOGGER).addFilter(_ACCESS_FILTER)
 
 
 def _text_excepthook(
@@ -237,8 +273,10 @@ __all__ = [
     "configure",
     "current_run",
     "formatter",
+    "hide_query_values",
     "json_lines",
     "level_number",
     "log_exit",
     "run_fields",
+    "without_query_values",
 ]

@@ -106,6 +106,19 @@ class NotifyEvent(StrEnum):
     that cannot be started again."""
     SKIPPED = "skipped"
     """The run was recorded as skipped (misfire, overlap, a pause): it will not run."""
+    PIPELINE_SUCCEEDED = "pipeline_succeeded"
+    """A pipeline run succeeded (a pipeline's own targets: its ``notify``)."""
+    PIPELINE_FAILED = "pipeline_failed"
+    """A pipeline run failed: a task failed and nothing handled it."""
+    PIPELINE_CANCELLED = "pipeline_cancelled"
+    """A pipeline run was cancelled and its running tasks have ended."""
+
+
+RUN_EVENTS = frozenset(
+    {NotifyEvent.SUCCEEDED, NotifyEvent.FAILED, NotifyEvent.DEAD, NotifyEvent.SKIPPED}
+)
+"""The events of a job's runs, which a job's targets may ask for; the others are a
+pipeline's (decision 0025)."""
 
 
 class NotificationState(StrEnum):
@@ -149,9 +162,25 @@ class Notification:
     """When it is due (pending), or until when the notifier that claimed it holds it."""
     last_error: str | None = None
     finished_at: datetime | None = None
+    pipeline_run_id: str | None = None
+    """A pipeline event's pipeline run; ``run_id`` is then its last task's run."""
 
     def envelope(self) -> dict[str, JSON]:
         """The JSON body delivered to a target and given to in-process hooks."""
+        if self.pipeline_run_id is not None:
+            return {
+                "id": self.event_id,
+                "type": self.event.value,
+                "tenant_id": self.tenant_id,
+                "job": {"id": self.job_id, "name": self.job_name},
+                "pipeline_run": {
+                    "id": self.pipeline_run_id,
+                    "state": self.event.value.removeprefix("pipeline_"),
+                    "created_at": self.scheduled_for.isoformat(),
+                },
+                "error": self.error,
+                "at": self.occurred_at.isoformat(),
+            }
         return {
             "id": self.event_id,
             "type": self.event.value,

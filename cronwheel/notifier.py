@@ -42,8 +42,13 @@ from cronwheel.model import JSON, Notification, NotifyEvent
 from cronwheel.redact import mask_url, redact, url_password
 from cronwheel.store.base import NotificationResult, Store
 
+_SEALED_URL = "cwsealed1."  # cronwheel.sealing.URL_PREFIX, without importing it
+_SECRETS_ENV = "CRONWHEEL_SECRETS_KEY"
+
 if TYPE_CHECKING:
     import httpx
+
+    from cronwheel.sealing import Sealer
 
 log = logging.getLogger("cronwheel.notifier")
 USER_AGENT = f"cronwheel/{installed_version()}"  # as webhook actions say
@@ -85,8 +90,14 @@ class Notifier:
         secret: bytes | None = None,
         egress: EgressPolicy | None = None,
         hooks: HandlerRegistry | None = None,
+        sealer: Sealer | str | None = None,
     ) -> None:
         self.store = store
+        self._sealer_given = sealer
+        """Opens targets' sealed URL passwords (cronwheel.sealing): a Sealer or its keys'
+        text; None: CRONWHEEL_SECRETS_KEY's. Made with the first sealed URL (most
+        processes never import the cryptography package)."""
+        self._sealer: Sealer | None = None
         self.config = config or NotifierConfig()
         self.clock: Clock = clock or SystemClock()
         self._secret = secret or os.environ.get("CRONWHEEL_WEBHOOK_SECRET", "").encode()
@@ -186,7 +197,9 @@ class Notifier:
                 results.append(NotificationResult(n.id, n.tries, delivered=True))
                 continue
             retry_at = None
-            if n.tries < self.config.max_tries and not error.endswith(REFUSED):
+            # A refused target, or a key this process lacks: trying again cannot help.
+            hopeless = error.endswith(REFUSED) or _SECRETS_ENV in error
+            if n.tries < self.config.max_tries and not hopeless:
                 retry_at = self.clock.now() + timedelta(seconds=self.retry_delay(n.tries))
             else:
                 log.warning(
@@ -200,6 +213,19 @@ class Notifier:
             results.append(NotificationResult(n.id, n.tries, False, error, retry_at))
         return results
 
+    def _url_of(self, n: Notification) -> str:
+        """The URL to post to: a sealed password opened (SecretsKeyMissing and
+        SecretUnreadable from cronwheel.sealing otherwise)."""
+        if _SEALED_URL not in n.url:
+            return n.url
+        from cronwheel.sealing import Sealer, open_url
+
+        if self._sealer is None:
+            given = self._sealer_given
+            self._sealer = Sealer.from_text(given) if isinstance(given, str) else given
+            self._sealer = self._sealer or Sealer.from_env()
+        return open_url(n.url, n.tenant_id, self._sealer)
+
     async def _deliver(self, client: httpx.AsyncClient, n: Notification) -> str | None:
         """POST one notification; None if the target took it, else why not."""
         envelope = n.envelope()
@@ -207,13 +233,21 @@ class Notifier:
         shown = mask_url(n.url)  # the error is stored and listed: never a URL's password
         import httpx  # loaded by the client already
 
+        url = n.url
+        if _SEALED_URL in url:
+            from cronwheel.sealing import SecretsKeyMissing, SecretUnreadable
+
+            try:
+                url = self._url_of(n)
+            except (SecretsKeyMissing, SecretUnreadable) as exc:
+                return f"POST {shown}: {exc}"[:MAX_ERROR]
         try:
-            response = await client.post(n.url, content=body, headers=self._headers(n, body))
+            response = await client.post(url, content=body, headers=self._headers(n, body))
         except EgressRefused:
             return f"POST {shown}: {REFUSED}"
         except httpx.HTTPError as exc:
             error = f"POST {shown} failed: {type(exc).__name__}: {exc}"
-            return redact(error, [p for p in [url_password(n.url)] if p])[:MAX_ERROR]
+            return redact(error, [p for p in [url_password(url)] if p])[:MAX_ERROR]
         if not 200 <= response.status_code < 300:
             snippet = response.text[:200]
             return f"POST {shown} answered {response.status_code}: {snippet}"[:MAX_ERROR]

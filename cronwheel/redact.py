@@ -43,6 +43,9 @@ _SECRET_HEADER_WORDS: Final = (
     "credential",
 )
 
+# How an encrypted value starts (cronwheel.sealing.PREFIX, which imports this module).
+_SEALED: Final = "cwsealed:"
+
 # Shorter values would mask innocent words; every real secret is longer.
 _MIN_SECRET_LENGTH: Final = 6
 
@@ -122,9 +125,15 @@ def is_secret_header(name: str) -> bool:
     return any(word in lowered for word in _SECRET_HEADER_WORDS)
 
 
-def mask_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
-    """``headers`` with the values of secret headers replaced by ``***``."""
-    return {k: MASK if is_secret_header(k) else v for k, v in headers.items()}
+def mask_headers(headers: Mapping[str, Any], listed: Iterable[str] = ()) -> dict[str, Any]:
+    """``headers`` with the values of secret headers replaced by ``***``: those
+    :func:`is_secret_header` names, those ``listed`` (any case), and any value stored
+    encrypted (cronwheel.sealing)."""
+    named = {str(n).lower() for n in listed}
+    return {
+        k: MASK if is_secret_header(k) or k.lower() in named or str(v).startswith(_SEALED) else v
+        for k, v in headers.items()
+    }
 
 
 def mask_action(action: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,7 +141,9 @@ def mask_action(action: Mapping[str, Any]) -> dict[str, Any]:
     masked. The stored action, which workers send, is unchanged."""
     shown = dict(action)
     if isinstance(shown.get("headers"), Mapping):
-        shown["headers"] = mask_headers(shown["headers"])
+        listed = shown.get("secret_headers")
+        names = [str(n) for n in listed] if isinstance(listed, list | tuple) else []
+        shown["headers"] = mask_headers(shown["headers"], names)
     if isinstance(shown.get("url"), str):
         shown["url"] = mask_url(shown["url"])
     return shown

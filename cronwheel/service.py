@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cronwheel import metrics, tracing
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
-from cronwheel.jobspec import JobSpec, build_jobs, encode_payload, spec_of
+from cronwheel.jobspec import JobSpec, build_jobs, check_can_follow, encode_payload, spec_of
 from cronwheel.model import (
     DEFAULT_TENANT,
     JSON,
@@ -32,11 +32,21 @@ from cronwheel.model import (
 from cronwheel.planning import max_attempts
 from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
 from cronwheel.scheduler import JOBS_TOPIC
+from cronwheel.sealing import (
+    Sealer,
+    file_sealer,
+    keep_masked,
+    keep_masked_notify,
+    refuse_sealed,
+    seal_action,
+    seal_notify,
+)
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 
 if TYPE_CHECKING:  # the policy's module imports httpcore, which a CLI call does not need
     from cronwheel.actions.egress import EgressPolicy
+    from cronwheel.pipelines.service import PipelineService
 
 MAX_BACKFILL_RUNS = 10_000
 """The most occurrences one backfill creates: a longer range is refused (backfill it in
@@ -72,6 +82,7 @@ class JobService:
         clock: Clock | None = None,
         actor: str = "python",
         egress: EgressPolicy | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -79,6 +90,24 @@ class JobService:
         self.egress = egress
         """Webhook URLs refused at creation (the HTTP API passes its policy); None: no
         check here, the trusted Python caller's own jobs (the worker checks anyway)."""
+        self.sealer = sealer if sealer is not None else Sealer.from_env()
+        """Seals secret webhook headers before they are stored (cronwheel.sealing);
+        None (no key given, none in CRONWHEEL_SECRETS_KEY): secret headers are refused."""
+
+    def _sealed(self, jobs: list[Job]) -> list[Job]:
+        """``jobs`` with their secret headers sealed; a batch shares its few distinct
+        actions (cronwheel.jobspec.build_jobs), so each is sealed once."""
+        done: dict[int, Any] = {}
+        out = []
+        for job in jobs:
+            action = done.get(id(job.action))
+            if action is None:
+                action = done[id(job.action)] = seal_action(job.action, job.tenant_id, self.sealer)
+            notify = seal_notify(job.notify, job.tenant_id, self.sealer) if job.notify else ()
+            if action is not job.action or notify != tuple(job.notify):
+                job = replace(job, action=action, notify=notify)
+            out.append(job)
+        return out
 
     def _check_urls(self, jobs: list[Job]) -> None:
         """InvalidInput naming ``action.url`` (``notify.N.url``) for a webhook (a
@@ -94,6 +123,28 @@ class JobService:
                 why = self.egress.url_refusal(str(target.get("url")))
                 if why is not None:
                     raise InvalidInput(f"notify.{j}.url", why)
+
+    async def _check_pipelines(self, jobs: list[Job]) -> None:
+        """InvalidInput naming ``action.pipeline_id`` for a job that would start a
+        pipeline its tenant does not have (or deleted)."""
+        for job in jobs:
+            if job.action.get("type") == "pipeline":
+                pipeline_id = str(job.action.get("pipeline_id"))
+                found = await self.store.get_pipeline(job.tenant_id, pipeline_id)
+                if found is None or found.state.value == "deleted":
+                    raise InvalidInput(
+                        "action.pipeline_id", f"names no pipeline of this tenant: {pipeline_id}"
+                    )
+
+    @property
+    def pipelines(self) -> PipelineService:
+        """Pipelines on the same store (decision 0025): define them, start and follow
+        their runs: ``await cw.pipelines.start(pipeline.id)``."""
+        from cronwheel.pipelines.service import PipelineService
+
+        return PipelineService(
+            self.store, clock=self.clock, actor=self.actor, egress=self.egress, sealer=self.sealer
+        )
 
     async def close(self) -> None:
         await self.store.close()
@@ -121,8 +172,16 @@ class JobService:
         ``traceparent``: the creating request's, which each attempt's span links to;
         by default the caller's current span's, if any (docs/observability.md#traces)."""
         now = self.clock.now()
+        for spec in specs:
+            if isinstance(spec.get("action"), dict):
+                refuse_sealed(spec["action"])
+            for j, target in enumerate(spec.get("notify") or ()):
+                if isinstance(target, dict):
+                    refuse_sealed({"url": target.get("url")}, f"notify.{j}")
         jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
         self._check_urls(jobs)
+        await self._check_pipelines(jobs)
+        jobs = self._sealed(jobs)
         if traceparent is None:
             traceparent = tracing.current_headers().get("traceparent")
         if traceparent is not None:
@@ -165,11 +224,24 @@ class JobService:
         current = await self.get(job_id, tenant_id=tenant_id)
         expected = current.version if expected_version is None else expected_version
         now = self.clock.now()
+        if isinstance(changes.get("action"), dict):
+            refuse_sealed(changes["action"])
+            # A secret header sent back as read (***) keeps its stored value.
+            changes = {**changes, "action": keep_masked(changes["action"], current.action)}
+        if isinstance(changes.get("notify"), list):
+            for j, target in enumerate(changes["notify"]):
+                if isinstance(target, dict):
+                    refuse_sealed({"url": target.get("url")}, f"notify.{j}")
+            changes = {**changes, "notify": keep_masked_notify(changes["notify"], current.notify)}
+        # Checked below only if the schedule changes: editing the name of a job whose
+        # end_at has passed is fine, giving it a schedule that never fires is not.
         fresh = JobSpec.parse(spec_of(current) | changes).to_job(
-            tenant_id=tenant_id, now=now, job_id=job_id
+            tenant_id=tenant_id, now=now, job_id=job_id, must_fire=False
         )
-        if "action" in changes:
+        if "action" in changes or "notify" in changes:
             self._check_urls([fresh])
+            await self._check_pipelines([fresh])
+            [fresh] = self._sealed([fresh])
         updated = replace(
             fresh,
             created_at=current.created_at,
@@ -177,6 +249,8 @@ class JobService:
             last_fire_at=current.last_fire_at,
         )
         replan = fresh.schedule != current.schedule
+        if replan:
+            check_can_follow(fresh.schedule, now)
         if not replan:
             updated = replace(updated, next_fire_at=current.next_fire_at)
         unchanged = replace(
@@ -435,11 +509,17 @@ async def connect(
     url: str, *, clock: Clock | None = None, actor: str = "python", migrate: bool = True
 ) -> JobService:
     """Open the store at ``url`` (``sqlite:///file.db`` or ``postgresql://…``) and return
-    the service to drive it: ``async with await cronwheel.connect(url) as cw: ...``."""
+    the service to drive it: ``async with await cronwheel.connect(url) as cw: ...``.
+    Secret webhook headers are sealed with CRONWHEEL_SECRETS_KEY, or on an SQLite file
+    without it, with the key ``cronwheel dev`` keeps beside the file, if there is one."""
     store = await open_store(url)
     if migrate:
         await store.migrate()
-    return JobService(store, clock=clock, actor=actor)
+    sealer = Sealer.from_env()
+    path = getattr(store, "path", None)
+    if sealer is None and isinstance(path, str) and path != ":memory:":
+        sealer = file_sealer(path)
+    return JobService(store, clock=clock, actor=actor, sealer=sealer)
 
 
 def _immediate_run(job: Job, now: datetime) -> NewRun:

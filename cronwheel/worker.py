@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
     from cronwheel.actions.webhook import WebhookAction
+    from cronwheel.sealing import Sealer
 
 log = logging.getLogger("cronwheel.worker")
 
@@ -133,6 +134,7 @@ class Worker:
         clock: Clock | None = None,
         handlers: HandlerRegistry | None = None,
         webhook_secret: bytes | None = None,
+        sealer: Sealer | str | None = None,
         rng: random.Random | None = None,
         metrics: _metrics.Metrics | None = None,
     ) -> None:
@@ -148,6 +150,10 @@ class Worker:
         self.egress = EgressPolicy.from_env(*self.config.webhook_allow)
         """Where this worker's webhooks may go (docs/security.md)."""
         self._webhook_secret = secret or os.urandom(32)
+        self._sealer = sealer
+        """Opens secret webhook headers: a Sealer, or its keys' text (``KEY,OLDER``);
+        None: CRONWHEEL_SECRETS_KEY's, if set. Made with the first webhook run (a worker
+        of handlers never imports the cryptography package)."""
         self._webhooks: WebhookAction | None = None
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
@@ -220,9 +226,15 @@ class Worker:
         handlers never imports the HTTP stack (it starts sooner)."""
         if self._webhooks is None:
             from cronwheel.actions import webhook
+            from cronwheel.sealing import Sealer
 
             self._webhooks = webhook.WebhookAction(
-                self._webhook_secret, metrics=self.metrics, egress=self.egress
+                self._webhook_secret,
+                metrics=self.metrics,
+                egress=self.egress,
+                sealer=Sealer.from_text(self._sealer)
+                if isinstance(self._sealer, str)
+                else self._sealer or Sealer.from_env(),
             )
         return self._webhooks
 

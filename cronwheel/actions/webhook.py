@@ -31,7 +31,8 @@ from cronwheel.actions.context import RunContext
 from cronwheel.actions.egress import REFUSED, EgressPolicy, EgressRefused, is_tls_error
 from cronwheel.actions.transport import checked_transport
 from cronwheel.lifecycle import Outcome, OutcomeKind
-from cronwheel.redact import is_secret_header, mask_url, redact
+from cronwheel.redact import mask_url, redact, url_password
+from cronwheel.sealing import Sealer, SecretsKeyMissing, SecretUnreadable, open_action, secret_names
 
 RETRYABLE_STATUS = frozenset({408, 429})
 USER_AGENT = f"cronwheel/{installed_version()}"
@@ -168,8 +169,12 @@ def _without_secrets(outcome: Outcome, action: Mapping[str, Any]) -> Outcome:
     if outcome.error_message is None:
         return outcome
     headers = action.get("headers") or {}
-    sent = [str(v) for k, v in headers.items() if is_secret_header(str(k))]
+    names = secret_names(action)
+    sent = [str(v) for k, v in headers.items() if str(k).lower() in names]
     sent += [str(v).split(" ", 1)[1] for v in sent if " " in str(v)]  # "Bearer <token>"
+    password = url_password(str(action.get("url") or ""))
+    if password:
+        sent.append(password)
     return dataclasses.replace(outcome, error_message=redact(outcome.error_message, sent))
 
 
@@ -192,7 +197,8 @@ def retry_after(response: httpx.Response) -> float | None:
 class WebhookAction:
     """Sends webhook runs over one pooled client, to the targets ``egress`` allows
     (default: the public internet only), each tenant's signed with its own key derived
-    from the operator's ``secret``."""
+    from the operator's ``secret``. ``sealer`` opens the jobs' encrypted secret headers
+    (cronwheel.sealing), just before each request."""
 
     def __init__(
         self,
@@ -201,8 +207,10 @@ class WebhookAction:
         *,
         metrics: _metrics.Metrics | None = None,
         egress: EgressPolicy | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.secret = secret
+        self.sealer = sealer
         self.egress = egress or EgressPolicy()
         self.metrics = metrics or _metrics.default()
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
@@ -223,6 +231,13 @@ class WebhookAction:
         return key
 
     async def execute(self, action: Mapping[str, Any], ctx: RunContext, timeout: float) -> Outcome:
+        try:
+            action = open_action(action, ctx.tenant_id, self.sealer)
+        except SecretsKeyMissing as exc:
+            # Permanent: every retry would find the same worker configuration.
+            return Outcome(OutcomeKind.PERMANENT, "SecretsKeyMissing", str(exc))
+        except SecretUnreadable as exc:
+            return Outcome(OutcomeKind.PERMANENT, "SecretUnreadable", str(exc))
         body = request_body(action, ctx)
         method = str(action.get("method") or "POST").upper()
         url = mask_url(str(action["url"]))

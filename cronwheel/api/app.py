@@ -18,9 +18,10 @@ from cronwheel.api.auth import AuthConfig
 from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
 from cronwheel.api.notices import Notices
-from cronwheel.api.quotas import Quotas
+from cronwheel.api.quotas import Quotas, TenantDefaults
 from cronwheel.api.routes import (
     admin,
+    audit,
     health,
     jobs,
     metrics,
@@ -37,6 +38,7 @@ from cronwheel.api.state import ApiState
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.jobspec import MAX_PAYLOAD_BYTES
 from cronwheel.metrics import ApiMetrics, store_reader
+from cronwheel.sealing import Sealer
 from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.api")
@@ -60,11 +62,16 @@ def create_app(
     clock: Clock | None = None,
     metrics_tenant_labels: bool = False,
     egress: EgressPolicy | None = None,
+    tenant_defaults: TenantDefaults | None = None,
+    sealer: Sealer | None = None,
 ) -> FastAPI:
     """The API over ``store``, which the caller opened and migrated, and closes.
     ``metrics_tenant_labels``: ``/metrics`` counts dead runs per tenant. ``egress``: the
     webhook targets allowed beyond the public internet (default: env
-    ``CRONWHEEL_WEBHOOK_ALLOW``'s), refused at creation otherwise (docs/security.md)."""
+    ``CRONWHEEL_WEBHOOK_ALLOW``'s), refused at creation otherwise (docs/security.md).
+    ``tenant_defaults``: the limits of a tenant created without them (default: none).
+    ``sealer``: encrypts secret webhook headers (default: env ``CRONWHEEL_SECRETS_KEY``'s;
+    none: such headers are refused)."""
     app = FastAPI(
         title="cronwheel",
         version=installed_version(),
@@ -75,7 +82,17 @@ def create_app(
     )
     clock = clock or SystemClock()
     egress = egress or EgressPolicy.from_env()
-    app.state.api = ApiState(store, auth, clock, Quotas(store), Notices(store, clock), egress)
+    sealer = sealer or Sealer.from_env()
+    app.state.api = ApiState(
+        store,
+        auth,
+        clock,
+        Quotas(store, clock),
+        Notices(store, clock),
+        egress,
+        tenant_defaults or TenantDefaults(),
+        sealer,
+    )
     app.state.metrics = ApiMetrics(
         store_reader(store, clock=clock), tenant_labels=metrics_tenant_labels
     )
@@ -93,6 +110,7 @@ def create_app(
         workers,
         status,
         admin,
+        audit,
     )
     for module in modules:
         app.include_router(module.router)

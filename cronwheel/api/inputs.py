@@ -19,6 +19,7 @@ from cronwheel.jobspec import (
     HandlerSpec,
     MisfireSpec,
     Name,
+    PipelineActionSpec,
     PoolName,
     RetrySpec,
     WebhookSpec,
@@ -106,7 +107,10 @@ class JobPatch(BaseModel):
     model_config = _STRICT
     name: Name | None = None
     schedule: dict[str, Any] | None = None
-    action: Annotated[WebhookSpec | HandlerSpec, Field(discriminator="type")] | None = None
+    action: (
+        Annotated[WebhookSpec | HandlerSpec | PipelineActionSpec, Field(discriminator="type")]
+        | None
+    ) = None
     pool: PoolName | None = None
     payload: JSON = None
     priority: Literal["critical", "high", "normal", "low"] | None = None

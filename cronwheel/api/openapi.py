@@ -11,9 +11,9 @@ from fastapi.openapi.utils import get_openapi
 from cronwheel.api.problems import KINDS, PROBLEM_JSON
 from cronwheel.api.schemas import ProblemOut
 
-COMMON = (400, 401, 403, 413, 422, 503)
+COMMON = (400, 401, 403, 413, 415, 422, 503)
 """What any ``/v1`` operation may answer: a bad URL or body, no or a weak token, a body
-over the size limit, a bad parameter, the store down."""
+over the size limit or not in UTF-8, a bad parameter, the store down."""
 
 
 def problems(*statuses: int, common: bool = True) -> dict[int | str, dict[str, Any]]:

@@ -19,7 +19,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
+from cronwheel.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    OverLimit,
+    StaleVersion,
+    StoreUnavailable,
+)
 
 log = logging.getLogger("cronwheel.api")
 
@@ -36,6 +43,7 @@ KINDS: Mapping[int, tuple[str, str]] = {
     409: ("conflict", "Conflict"),
     412: ("stale-version", "Stale version"),
     413: ("too-large", "Too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
     422: ("invalid-input", "Invalid input"),
     428: ("precondition-required", "Precondition required"),
     429: ("quota", "Over quota"),
@@ -210,6 +218,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StaleVersion, _on_stale)  # type: ignore[arg-type]
     app.add_exception_handler(Conflict, _on_conflict)  # type: ignore[arg-type]
     app.add_exception_handler(StoreUnavailable, _on_unavailable)  # type: ignore[arg-type]
+    app.add_exception_handler(OverLimit, _on_over_limit)  # type: ignore[arg-type]
     app.add_exception_handler(ArithmeticError, _on_arithmetic)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _on_crash)
 
@@ -260,6 +269,17 @@ async def _on_conflict(request: Request, exc: Conflict) -> JSONResponse:
         f"{exc.field}: {exc.reason}",
         field=exc.field,
         errors=[FieldError(exc.field, exc.reason)],
+    )
+
+
+async def _on_over_limit(request: Request, exc: OverLimit) -> JSONResponse:
+    # The limit is the "field": a client (and the CLI) can tell which one it hit.
+    return problem_response(
+        429,
+        f"{exc.limit}: {exc.reason}",
+        field=exc.limit,
+        errors=[FieldError(exc.limit, exc.reason)],
+        headers={"Retry-After": str(exc.retry_after)},
     )
 
 

@@ -14,6 +14,7 @@ from cronwheel.model import (
     ApiKey,
     Attempt,
     AttemptOutcome,
+    AuditEntry,
     Backoff,
     ClaimedRun,
     Delivery,
@@ -33,6 +34,7 @@ from cronwheel.model import (
 from cronwheel.pipelines.definition import FailurePolicy
 from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineState, PipelineVersion
 from cronwheel.redact import mask_action, mask_url
+from cronwheel.sealing import Sealer, SecretsKeyMissing, SecretUnreadable, open_action
 
 Instant = Annotated[
     datetime,
@@ -340,11 +342,18 @@ class ClaimedOut(_Out):
     lease_expires_at: Instant | None
 
     @classmethod
-    def of(cls, claimed: ClaimedRun) -> ClaimedOut:
+    def of(cls, claimed: ClaimedRun, sealer: Sealer | None = None) -> ClaimedOut:
+        """``sealer``: opens the action's encrypted headers for the worker that sends the
+        request; one it cannot open is shown masked (the run then fails at the target,
+        as it would in a cronwheel worker without the key)."""
+        try:
+            action = dict(open_action(claimed.action, claimed.run.tenant_id, sealer))
+        except (SecretsKeyMissing, SecretUnreadable):
+            action = mask_action(claimed.action)
         return cls(
             run=RunOut.of(claimed.run),
             job_name=claimed.job_name,
-            action=dict(claimed.action),
+            action=action,
             payload=claimed.payload,
             timeout_seconds=claimed.timeout_seconds,
             lease_expires_at=claimed.run.lease_expires_at,
@@ -415,6 +424,24 @@ class TenantOut(_Out):
     @classmethod
     def of(cls, tenant: Tenant) -> TenantOut:
         return cls(**fields(tenant, cls))
+
+
+class AuditOut(_Out):
+    """One change: who (``actor``) did what (``action``) to which entity, when."""
+
+    id: int
+    tenant_id: str
+    entity: str
+    entity_id: str
+    action: str
+    actor: str
+    at: Instant
+    details: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, entry: AuditEntry) -> AuditOut:
+        details = None if entry.details is None else dict(entry.details)
+        return cls(**fields(entry, cls, "details"), details=details)
 
 
 class KeyOut(_Out):
@@ -508,13 +535,16 @@ class PipelineOut(_Out):
     tasks: dict[str, Any]
     edges: list[dict[str, Any]]
     failure_policy: FailurePolicy
+    notify: list[dict[str, Any]] = Field(
+        default_factory=list, description="Targets told how its runs end (url masked)."
+    )
     created_at: Instant
     updated_at: Instant
 
     @classmethod
     def of(cls, pipeline: Pipeline) -> PipelineOut:
         return cls(
-            **fields(pipeline, cls, "tasks", "edges", "failure_policy"),
+            **fields(pipeline, cls, "tasks", "edges", "failure_policy", "notify"),
             **_definition(pipeline.definition),
         )
 
@@ -529,11 +559,14 @@ class PipelineVersionOut(_Out):
     tasks: dict[str, Any]
     edges: list[dict[str, Any]]
     failure_policy: FailurePolicy
+    notify: list[dict[str, Any]] = Field(
+        default_factory=list, description="Targets told how its runs end (url masked)."
+    )
 
     @classmethod
     def of(cls, version: PipelineVersion) -> PipelineVersionOut:
         return cls(
-            **fields(version, cls, "tasks", "edges", "failure_policy"),
+            **fields(version, cls, "tasks", "edges", "failure_policy", "notify"),
             **_definition(version.definition),
         )
 
@@ -549,6 +582,7 @@ def _definition(definition: Mapping[str, Any]) -> dict[str, Any]:
         "tasks": tasks,
         "edges": definition["edges"],
         "failure_policy": definition["failure_policy"],
+        "notify": [{**t, "url": mask_url(str(t["url"]))} for t in definition.get("notify", [])],
     }
 
 

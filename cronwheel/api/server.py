@@ -13,6 +13,8 @@ import uvicorn
 from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api.app import create_app
 from cronwheel.api.auth import AuthConfig
+from cronwheel.logs import hide_query_values
+from cronwheel.sealing import Sealer
 from cronwheel.store.base import Store
 
 
@@ -39,12 +41,18 @@ class ApiService:
         access_log: bool = True,
         metrics_tenant_labels: bool = False,
         egress: EgressPolicy | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         # log_config=None: uvicorn's loggers keep the process's handler and format
         # (cronwheel.logs), rather than uvicorn's own.
         app = create_app(
-            store, auth=auth, metrics_tenant_labels=metrics_tenant_labels, egress=egress
+            store,
+            auth=auth,
+            metrics_tenant_labels=metrics_tenant_labels,
+            egress=egress,
+            sealer=sealer,
         )
+        hide_query_values()  # no query string's token in an access line
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=access_log)
         self.server = _QuietServer(config)
         self.sockets = None if sock is None else [sock]

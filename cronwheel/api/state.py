@@ -10,9 +10,10 @@ from fastapi import Request
 from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api.auth import AuthConfig, Principal
 from cronwheel.api.notices import Notices
-from cronwheel.api.quotas import Quotas
+from cronwheel.api.quotas import Quotas, TenantDefaults
 from cronwheel.clock import Clock
 from cronwheel.pipelines.service import PipelineService
+from cronwheel.sealing import Sealer
 from cronwheel.service import JobService
 from cronwheel.store.base import Store
 
@@ -26,15 +27,29 @@ class ApiState:
     notices: Notices
     egress: EgressPolicy = field(default_factory=EgressPolicy)
     """Webhook URLs refused at creation (docs/security.md)."""
+    tenant_defaults: TenantDefaults = field(default_factory=TenantDefaults)
+    """The limits of a new tenant whose creation does not name them."""
+    sealer: Sealer | None = None
+    """Seals secret webhook headers (docs/security.md#secrets-at-rest); None: refused."""
 
     def service(self, principal: Principal) -> JobService:
         """The application layer, acting as ``principal`` (cheap: one per request)."""
-        return JobService(self.store, clock=self.clock, actor=principal.actor, egress=self.egress)
+        return JobService(
+            self.store,
+            clock=self.clock,
+            actor=principal.actor,
+            egress=self.egress,
+            sealer=self.sealer,
+        )
 
     def pipelines(self, principal: Principal) -> PipelineService:
         """Pipeline definitions, acting as ``principal``."""
         return PipelineService(
-            self.store, clock=self.clock, actor=principal.actor, egress=self.egress
+            self.store,
+            clock=self.clock,
+            actor=principal.actor,
+            egress=self.egress,
+            sealer=self.sealer,
         )
 
 

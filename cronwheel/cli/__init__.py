@@ -30,6 +30,8 @@ COMMANDS = {
     "status": "cronwheel.cli.remote.status:status",
     "api": "cronwheel.cli.api:api",
     "webhook-key": "cronwheel.cli.webhook_key:webhook_key",
+    "secrets": "cronwheel.cli.secrets:secrets",
+    "audit": "cronwheel.cli.remote.audit:audit",
 }
 
 

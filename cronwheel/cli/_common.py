@@ -7,6 +7,7 @@ user or password refused, an SQLite folder that does not exist).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Coroutine
 from typing import IO, Any, TypeVar
 
@@ -97,6 +98,44 @@ def start_tracing() -> None:
         tracing.setup_from_env()
     except InvalidInput as exc:
         raise click.UsageError(redact(str(exc))) from None
+
+
+def _secrets_key(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The secrets keys, comma-separated, each checked (a Fernet key: URL-safe base64 of
+    32 bytes) without importing the cryptography package (a worker starts sooner);
+    never shown by this process."""
+    if not value or not value.strip():
+        return None
+    keys = [k.strip() for k in value.split(",") if k.strip()]
+    for i, key in enumerate(keys):
+        register_secret(key)
+        try:
+            good = len(base64.urlsafe_b64decode(key.encode())) == 32 and len(key) == 44
+        except ValueError:
+            good = False
+        if not good:
+            raise click.BadParameter(
+                f"key {i + 1} is not a Fernet key (44 characters of URL-safe base64;"
+                " `cronwheel secrets new-key` prints one)",
+                ctx=ctx,
+                param=param,
+            )
+    return ",".join(keys)
+
+
+secrets_key_option = click.option(
+    "--secrets-key",
+    "secrets_key",
+    envvar="CRONWHEEL_SECRETS_KEY",
+    default=None,
+    callback=_secrets_key,
+    metavar="KEY[,OLDER,...]",
+    help=(
+        "Encrypts secret webhook headers at rest (env CRONWHEEL_SECRETS_KEY): the first"
+        " key encrypts, every one decrypts. Give the API and every worker the same."
+        " docs/security.md#secrets-at-rest."
+    ),
+)
 
 
 def _webhook_allow(

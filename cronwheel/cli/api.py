@@ -12,9 +12,18 @@ import uvicorn
 
 from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.cli._common import db_option, run_async, secret, start_tracing, webhook_allow_option
+from cronwheel.api.quotas import TenantDefaults
+from cronwheel.cli._common import (
+    db_option,
+    run_async,
+    secret,
+    secrets_key_option,
+    start_tracing,
+    webhook_allow_option,
+)
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
+from cronwheel.logs import hide_query_values
 from cronwheel.redact import mask_url
 from cronwheel.sockets import listen_socket
 from cronwheel.store import open_store
@@ -50,6 +59,23 @@ def is_loopback(host: str) -> bool:
 @access_log_option(True)
 @tenant_labels_option
 @webhook_allow_option
+@click.option(
+    "--tenant-max-jobs",
+    envvar="CRONWHEEL_TENANT_MAX_JOBS",
+    type=click.IntRange(0, 2**31 - 1),
+    default=None,
+    help="max_jobs of a tenant created without one (env CRONWHEEL_TENANT_MAX_JOBS);"
+    " default: no limit.",
+)
+@click.option(
+    "--tenant-max-creates-per-second",
+    envvar="CRONWHEEL_TENANT_MAX_CREATES_PER_SECOND",
+    type=click.FloatRange(0, 1_000_000, min_open=True),
+    default=None,
+    help="max_creates_per_second of a tenant created without one (env"
+    " CRONWHEEL_TENANT_MAX_CREATES_PER_SECOND); default: no limit.",
+)
+@secrets_key_option
 def api(
     db_url: str,
     host: str,
@@ -59,8 +85,12 @@ def api(
     access_log: bool,
     metrics_tenant_labels: bool,
     webhook_allow: tuple[str, ...],
+    tenant_max_jobs: int | None,
+    tenant_max_creates_per_second: float | None,
+    secrets_key: str | None,
 ) -> None:
     """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
+    defaults = TenantDefaults(tenant_max_jobs, tenant_max_creates_per_second)
     egress = EgressPolicy.from_env(*webhook_allow)
     if no_auth and not is_loopback(host):
         raise click.UsageError(
@@ -81,16 +111,27 @@ def api(
             raise
         try:
             await store.migrate()
+            from cronwheel.cli.services import secrets_key_of
+            from cronwheel.sealing import Sealer
+
+            keys = secrets_key_of(db_url, secrets_key)
+            sealer = None if keys is None else Sealer.from_text(keys)
             # log_config=None: uvicorn logs through the process's handler (cronwheel.logs)
             config = uvicorn.Config(
                 create_app(
-                    store, auth=auth, metrics_tenant_labels=metrics_tenant_labels, egress=egress
+                    store,
+                    auth=auth,
+                    metrics_tenant_labels=metrics_tenant_labels,
+                    egress=egress,
+                    tenant_defaults=defaults,
+                    sealer=sealer,
                 ),
                 host=host,
                 port=port,
                 log_config=None,
                 access_log=access_log,
             )
+            hide_query_values()  # no query string's token in an access line
             server = uvicorn.Server(config)
             _stop_on_signals(server)
             bound_host, bound_port = sock.getsockname()[:2]
@@ -101,6 +142,11 @@ def api(
                 mask_url(db_url),
                 where,
             )
+            if sealer is None:
+                log.warning(
+                    "cronwheel api: no secrets key (CRONWHEEL_SECRETS_KEY): webhook jobs with"
+                    " secret headers (Authorization, X-Api-Key…) are refused"
+                )
             if no_auth:
                 log.warning("cronwheel api: NO AUTHENTICATION on %s:%s", host, port)
             await server.serve(sockets=[sock])

@@ -15,7 +15,14 @@ from cronwheel.actions.egress import LOOPBACK, EgressPolicy
 from cronwheel.api.auth import AuthConfig
 from cronwheel.api.server import ApiService
 from cronwheel.attempt_log import ATTEMPTS_LOGGER
-from cronwheel.cli._common import db_option, run_async, secret, start_tracing, webhook_allow_option
+from cronwheel.cli._common import (
+    db_option,
+    run_async,
+    secret,
+    secrets_key_option,
+    start_tracing,
+    webhook_allow_option,
+)
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
 from cronwheel.cli.api import is_loopback
@@ -37,6 +44,7 @@ from cronwheel.notifier import Notifier
 from cronwheel.redact import mask_url
 from cronwheel.runtime import Service, serve, tune_process
 from cronwheel.scheduler import Scheduler
+from cronwheel.sealing import Sealer, dev_sealer
 from cronwheel.service import JobService
 from cronwheel.sockets import listen_socket
 from cronwheel.store.base import Store
@@ -54,6 +62,18 @@ def _own_file(store: Store) -> OwnerLock | None:
         return take_owner_lock(store.path)
     except FileInUse as exc:
         raise _FileInUseError(str(exc)) from None
+
+
+def _sealer(store: Store, secrets_key: str | None) -> tuple[Sealer | None, str]:
+    """dev's sealer and where its key comes from (decision 0026): the configured key;
+    else, on an SQLite file, a key kept beside it (made on the first start, mode 0600:
+    the file's secrets are then safe in a copy of the file alone, as in a backup); an
+    in-memory store gets a key of the process; PostgreSQL without a key: none."""
+    configured = Sealer.from_text(secrets_key) if secrets_key else None
+    if configured is None and not isinstance(store, SqliteStore):
+        return None, ""
+    path = store.path if isinstance(store, SqliteStore) else ":memory:"
+    return dev_sealer(str(path), configured)
 
 
 class _FileInUseError(click.ClickException):
@@ -103,6 +123,7 @@ def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
 @duration_option
 @tenant_labels_option
 @webhook_allow_option
+@secrets_key_option
 def dev(
     db_url: str,
     app: str | None,
@@ -116,6 +137,7 @@ def dev(
     duration: float | None,
     metrics_tenant_labels: bool,
     webhook_allow: tuple[str, ...],
+    secrets_key: str | None,
 ) -> None:
     """Everything in one process on one store file: API, scheduler, worker, maintenance."""
     if not is_loopback(host) and admin_token is None:
@@ -150,12 +172,20 @@ def dev(
     async def _dev(store: Store, owner: OwnerLock | None, sock: socket.socket, bound: int) -> None:
         stop = asyncio.Event()
         stop_after(duration, stop)
-        worker = Worker(store, config, handlers=registry)
+        sealer, key_source = _sealer(store, secrets_key)
+        worker = Worker(store, config, handlers=registry, sealer=sealer)
         maintenance = Maintenance(store)
         output = Output()
         output.line(
             f"cronwheel dev on {mask_url(db_url)} (pid {os.getpid()}), pools {dict(config.pools)}"
         )
+        if sealer is None:
+            output.line(
+                "no secrets key (CRONWHEEL_SECRETS_KEY): webhook jobs with secret headers"
+                " are refused"
+            )
+        else:
+            output.line(f"secret webhook headers are stored encrypted; key: {key_source}")
         if owner is not None:
             # The lock was free: the dev before us is dead, and so are its workers.
             rescued = await maintenance.rescue_dead_owners(owner.previous)
@@ -172,11 +202,12 @@ def dev(
                 access_log=access_log,
                 metrics_tenant_labels=metrics_tenant_labels,
                 egress=egress,
+                sealer=sealer,
             ),
             Scheduler(store),
             worker,
             maintenance,
-            Notifier(store, hooks=registry, egress=egress),
+            Notifier(store, hooks=registry, egress=egress, sealer=sealer),
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
         output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")
@@ -185,7 +216,9 @@ def dev(
             output.line("webhooks may reach this machine (loopback): fine for dev, not a cluster")
         with echo_server() as echo_url:
             if demo:
-                created = await create_demo_jobs(JobService(store, actor="demo"), echo_url)
+                created = await create_demo_jobs(
+                    JobService(store, actor="demo", sealer=sealer), echo_url
+                )
                 output.line(f"demo: {created} example jobs created; watch them fire")
             tune_process()
 

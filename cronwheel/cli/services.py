@@ -13,7 +13,13 @@ from collections.abc import AsyncIterator
 import click
 
 from cronwheel.actions.handler import HandlerRegistry
-from cronwheel.cli._common import db_option, run_async, start_tracing, webhook_allow_option
+from cronwheel.cli._common import (
+    db_option,
+    run_async,
+    secrets_key_option,
+    start_tracing,
+    webhook_allow_option,
+)
 from cronwheel.cli._logs import log_options
 from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options
 from cronwheel.maintenance import Maintenance
@@ -68,6 +74,23 @@ def webhook_secret() -> None:
     register_secret(os.environ.get("CRONWHEEL_WEBHOOK_SECRET"))
 
 
+def secrets_key_of(db_url: str, configured: str | None) -> str | None:
+    """The secrets keys a process uses: ``--secrets-key`` (or CRONWHEEL_SECRETS_KEY); for
+    an SQLite store without one, the key ``cronwheel dev`` keeps beside its file, if it
+    made one (so a worker or an API on that file opens what dev sealed)."""
+    if configured or not db_url.startswith("sqlite:"):
+        return configured
+    from cronwheel.store import sqlite_path
+
+    path = sqlite_path(db_url)
+    key_file = path.with_name(path.name + ".secrets-key")  # cronwheel.sealing.key_file
+    if str(path) == ":memory:" or not key_file.is_file():
+        return None
+    keys = key_file.read_text().strip()
+    register_secret(keys)
+    return keys or None
+
+
 def stop_after(seconds: float | None, stop: asyncio.Event) -> None:
     """``--duration``: set ``stop`` after so many seconds (None: never)."""
     if seconds is not None:
@@ -107,6 +130,7 @@ duration_option = click.option(
 @duration_option
 @metrics_port_options
 @webhook_allow_option
+@secrets_key_option
 def worker(
     db_url: str,
     app: str | None,
@@ -118,6 +142,7 @@ def worker(
     metrics_port: int | None,
     metrics_host: str,
     webhook_allow: tuple[str, ...],
+    secrets_key: str | None,
 ) -> None:
     """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
     registry = registry_of(app)
@@ -136,15 +161,21 @@ def worker(
         async with store_of(db_url) as store:
             stop = asyncio.Event()
             stop_after(duration, stop)
-            w = Worker(store, config, handlers=registry)
+            keys = secrets_key_of(db_url, secrets_key)
+            w = Worker(store, config, handlers=registry, sealer=keys)
             shown = mask_url(db_url)
             log.info("worker %s serving %s on %s", w.id, dict(config.pools), shown)
             log.info("webhooks may reach public addresses and %s", w.egress.describe())
+            if keys is None:
+                log.info(
+                    "no secrets key (CRONWHEEL_SECRETS_KEY): a webhook with an encrypted"
+                    " header fails, naming the missing key"
+                )
             tune_process()
             with metrics_endpoint(metrics_port, metrics_host):
                 # The notifier delivers the outbox the worker's completions write: every
                 # worker process runs one (they share the rows, each claimed by one).
-                notifier = Notifier(store, hooks=registry, egress=w.egress)
+                notifier = Notifier(store, hooks=registry, egress=w.egress, sealer=keys)
                 await serve([w, Maintenance(store), notifier], stop=stop)
 
     run_async(main)

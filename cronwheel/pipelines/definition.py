@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cronwheel.errors import InvalidInput
 from cronwheel.jobspec import (
@@ -31,9 +31,10 @@ from cronwheel.jobspec import (
     PoolName,
     RetrySpec,
     WebhookSpec,
+    _check_http_url,
     invalid_input,
 )
-from cronwheel.model import DEFAULT_POOL
+from cronwheel.model import DEFAULT_POOL, MAX_NOTIFY_TARGETS
 
 MAX_TASKS = 100
 """The most tasks one pipeline may have: a larger graph is refused at creation."""
@@ -88,6 +89,30 @@ class EdgeSpec(BaseModel):
     on: EdgeCondition = EdgeCondition.ON_SUCCESS
 
 
+PipelineEvent = Literal["succeeded", "failed", "cancelled"]
+
+
+class PipelineNotifySpec(BaseModel):
+    """A pipeline's notification target: which endings of its runs to POST, and where
+    (events ``pipeline_succeeded``, ``pipeline_failed``, ``pipeline_cancelled``)."""
+
+    model_config = _STRICT
+    on: Annotated[list[PipelineEvent], Field(min_length=1, max_length=3)]
+    url: Annotated[str, Field(max_length=2048)]
+
+    @field_validator("on")
+    @classmethod
+    def _distinct(cls, events: list[str]) -> list[str]:
+        if len(set(events)) != len(events):
+            raise ValueError("names an event twice")
+        return events
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        return _check_http_url(url)
+
+
 class PipelineSpec(BaseModel):
     """A pipeline as a user describes it."""
 
@@ -95,6 +120,7 @@ class PipelineSpec(BaseModel):
     tasks: dict[TaskName, TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
     edges: list[EdgeSpec] = Field(default_factory=list, max_length=MAX_EDGES)
     failure_policy: FailurePolicy = FailurePolicy.STOP
+    notify: list[PipelineNotifySpec] = Field(default_factory=list, max_length=MAX_NOTIFY_TARGETS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +144,12 @@ class Definition:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
-        """The definition as stored and as the API returns it."""
+        """The definition as stored and as the API returns it. No targets: no
+        ``notify`` key, so a definition stored before targets existed keeps its
+        fingerprint."""
         out: dict[str, Any] = self.spec.model_dump(mode="json", by_alias=True)
+        if not out["notify"]:
+            del out["notify"]
         return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -92,6 +93,8 @@ class Plan:
     skip: list[SkipTask] = field(default_factory=list)
     ending: PipelineRunState | None = None
     """The pipeline run's final state once every task has finished; None: it goes on."""
+    failed: list[str] = field(default_factory=list)
+    """With a ``failed`` ending: the tasks whose failure nothing handled (``tasks.b``)."""
 
 
 Rows = Mapping[tuple[str, int], TaskRow]
@@ -226,6 +229,13 @@ def plan(definition: Definition, rows: Rows, *, cancelled: bool = False) -> Plan
             out.ending = PipelineRunState.CANCELLED
         elif unhandled_failure(definition, known):
             out.ending = PipelineRunState.FAILED
+            out.failed = sorted(
+                {
+                    f"tasks.{name}"
+                    for (name, _), row in known.items()
+                    if row.state in FAILED and not _handled(definition, name)
+                }
+            )
         else:
             out.ending = PipelineRunState.SUCCEEDED
     return out
@@ -255,6 +265,21 @@ RUN_ENDINGS = {
     "skipped": TaskState.SKIPPED,
 }
 """A task's state once its run ended in each of the run's final states."""
+
+
+def ending_targets(definition: Definition, ending: PipelineRunState) -> list[tuple[int, str]]:
+    """The pipeline's notification targets (index, url) that asked for ``ending``."""
+    return [
+        (i, target.url)
+        for i, target in enumerate(definition.spec.notify)
+        if ending.value in target.on
+    ]
+
+
+def ending_event_id(pipeline_run_id: str, state: str, at: datetime) -> str:
+    """The event id of a pipeline run's ending: a retried task can end the same pipeline
+    run again later, a new event with an id of its own."""
+    return f"pipeline:{pipeline_run_id}:{state}:{at.isoformat()}"
 
 
 def downstream(definition: Definition, task: str) -> set[str]:

@@ -24,6 +24,7 @@ from cronwheel.pipelines.model import (
     PipelineState,
     PipelineVersion,
 )
+from cronwheel.sealing import Sealer, refuse_sealed, seal_action
 from cronwheel.store.base import Store
 
 if TYPE_CHECKING:  # the policy's module imports httpcore
@@ -55,6 +56,7 @@ class PipelineService:
         clock: Clock | None = None,
         actor: str = "python",
         egress: EgressPolicy | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -62,6 +64,19 @@ class PipelineService:
         self.egress = egress
         """Webhook URLs refused at creation (the HTTP API passes its policy); None: no
         check here."""
+        self.sealer = sealer if sealer is not None else Sealer.from_env()
+        """Seals the tasks' secret webhook headers (cronwheel.sealing), as for jobs."""
+
+    def _stored(self, parsed: Definition, tenant_id: str) -> dict[str, Any]:
+        """The definition as stored: each task's secret headers sealed. (The
+        fingerprint is of the plain definition: sealing is randomised.)"""
+        stored = parsed.to_dict()
+        for name, task in stored.get("tasks", {}).items():
+            if isinstance(task, dict) and isinstance(task.get("action"), dict):
+                field = f"tasks.{name}.action"
+                refuse_sealed(task["action"], field)
+                task["action"] = dict(seal_action(task["action"], tenant_id, self.sealer, field))
+        return stored
 
     def _parse(self, definition: Mapping[str, Any]) -> Definition:
         """The validated definition, or InvalidInput naming the field (``tasks.c``,
@@ -74,6 +89,10 @@ class PipelineService:
                     why = self.egress.url_refusal(task.action.url)
                     if why is not None:
                         raise InvalidInput(f"tasks.{name}.action.url", why)
+            for i, target in enumerate(parsed.spec.notify):
+                why = self.egress.url_refusal(target.url)
+                if why is not None:
+                    raise InvalidInput(f"notify.{i}.url", why)
         return parsed
 
     async def create(
@@ -88,7 +107,7 @@ class PipelineService:
             tenant_id=tenant_id,
             name=check_name(name),
             version=1,
-            definition=parsed.to_dict(),
+            definition=self._stored(parsed, tenant_id),
             fingerprint=parsed.fingerprint(),
             created_at=now,
             updated_at=now,
@@ -136,7 +155,7 @@ class PipelineService:
         return await self.store.update_pipeline(
             tenant_id,
             pipeline_id,
-            definition=parsed.to_dict(),
+            definition=self._stored(parsed, tenant_id),
             fingerprint=parsed.fingerprint(),
             expected_version=expected_version,
             now=self.clock.now(),

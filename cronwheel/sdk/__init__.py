@@ -4,6 +4,7 @@ from cronwheel.sdk import errors
 from cronwheel.sdk.client import AsyncClient, Client
 from cronwheel.sdk.models import (
     AttemptInfo,
+    AuditInfo,
     BackfillInfo,
     CheckpointInfo,
     JobInfo,
@@ -24,6 +25,7 @@ from cronwheel.sdk.models import (
 __all__ = [
     "AsyncClient",
     "AttemptInfo",
+    "AuditInfo",
     "BackfillInfo",
     "CheckpointInfo",
     "Client",

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from cronwheel import tracing
 from cronwheel.sdk.models import (
+    AuditInfo,
     BackfillInfo,
     JobInfo,
     KeyInfo,
@@ -160,6 +161,11 @@ def create_tenant(tenant_id: str, name: str, **quotas: Any) -> Call[TenantInfo]:
     return Call("POST", "/v1/tenants", TenantInfo.model_validate, json=body)
 
 
+def update_tenant(tenant_id: str, changes: dict[str, Any]) -> Call[TenantInfo]:
+    # Sent as given: None is JSON null, which removes a limit.
+    return Call("PATCH", f"/v1/tenants/{tenant_id}", TenantInfo.model_validate, json=changes)
+
+
 def list_tenants() -> Call[list[TenantInfo]]:
     return Call("GET", "/v1/tenants", lambda b: [TenantInfo.model_validate(t) for t in b["items"]])
 
@@ -172,6 +178,11 @@ def create_key(role: str, name: str | None, tenant_id: str | None) -> Call[KeyIn
 def list_keys(tenant_id: str | None) -> Call[list[KeyInfo]]:
     parse = lambda b: [KeyInfo.model_validate(k) for k in b["items"]]  # noqa: E731
     return Call("GET", "/v1/keys", parse, params=_params(tenant_id=tenant_id))
+
+
+def audit(**filters: Any) -> Call[Page[AuditInfo]]:
+    params = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()}
+    return Call("GET", "/v1/audit", _page(AuditInfo), params=_params(**params))
 
 
 def revoke_key(key_id: str) -> Call[None]:

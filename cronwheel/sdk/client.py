@@ -19,6 +19,7 @@ import httpx
 from cronwheel.sdk import _calls as calls
 from cronwheel.sdk.errors import error_for
 from cronwheel.sdk.models import (
+    AuditInfo,
     BackfillInfo,
     JobInfo,
     KeyInfo,
@@ -176,6 +177,11 @@ class Client:
     def list_tenants(self) -> list[TenantInfo]:
         return self._send(calls.list_tenants())
 
+    def update_tenant(self, tenant_id: str, **changes: Any) -> TenantInfo:
+        """Change a tenant's name or limits (system admins); a limit given as None is
+        removed, one not given is kept."""
+        return self._send(calls.update_tenant(tenant_id, changes))
+
     def create_key(
         self, role: str, *, name: str | None = None, tenant_id: str | None = None
     ) -> KeyInfo:
@@ -183,6 +189,13 @@ class Client:
 
     def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
         return self._send(calls.list_keys(tenant_id))
+
+    def audit(self, **filters: Any) -> Page[AuditInfo]:
+        """A page of the audit log, newest first (admins). ``filters``: ``tenant``,
+        ``actor``, ``entity`` (job, run, pipeline, tenant, key), ``since`` and ``until``
+        (datetimes or ISO 8601), ``cursor`` (the previous page's ``next_cursor``) and
+        ``limit``."""
+        return self._send(calls.audit(**filters))
 
     def status(self, *, window: int | None = None) -> dict[str, Any]:
         """Is it healthy? ``GET /v1/status`` as JSON (see docs/api.md); ``window``:
@@ -387,6 +400,11 @@ class AsyncClient:
     async def list_tenants(self) -> list[TenantInfo]:
         return await self._send(calls.list_tenants())
 
+    async def update_tenant(self, tenant_id: str, **changes: Any) -> TenantInfo:
+        """Change a tenant's name or limits (system admins); a limit given as None is
+        removed, one not given is kept."""
+        return await self._send(calls.update_tenant(tenant_id, changes))
+
     async def create_key(
         self, role: str, *, name: str | None = None, tenant_id: str | None = None
     ) -> KeyInfo:
@@ -394,6 +412,10 @@ class AsyncClient:
 
     async def list_keys(self, *, tenant_id: str | None = None) -> list[KeyInfo]:
         return await self._send(calls.list_keys(tenant_id))
+
+    async def audit(self, **filters: Any) -> Page[AuditInfo]:
+        """See :meth:`Client.audit`."""
+        return await self._send(calls.audit(**filters))
 
     async def status(self, *, window: int | None = None) -> dict[str, Any]:
         """See :meth:`Client.status`."""

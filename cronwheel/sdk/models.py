@@ -165,6 +165,19 @@ class KeyInfo(_Wire):
     """Only in the answer to a create: the secret is shown once."""
 
 
+class AuditInfo(_Wire):
+    """One audit log entry: who (``actor``) did what (``action``) to which entity, when."""
+
+    id: int
+    tenant_id: str
+    entity: str
+    entity_id: str
+    action: str
+    actor: str
+    at: datetime
+    details: dict[str, Any] | None = None
+
+
 class TenantInfo(_Wire):
     id: str
     name: str

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from cronwheel.errors import Conflict, StaleVersion
+from cronwheel.errors import Conflict, OverLimit, StaleVersion
 from cronwheel.model import (
     JSON,
     ApiKey,
@@ -77,6 +77,51 @@ class Capabilities:
     """A :meth:`Store.notify` reaches waiters in other processes (LISTEN/NOTIFY)."""
     skip_locked: bool
     """Concurrent claimers skip each other's rows instead of queueing behind a write lock."""
+
+
+FULL_RETRY_AFTER = 60
+"""Retry-After (seconds) of a create refused by ``max_jobs``: jobs end on their own
+schedule, so a client is told to come back in a while rather than hammer."""
+
+
+def bucket_capacity(rate: float) -> float:
+    """Tokens a tenant's create bucket holds when full: one second of creates (at least
+    one, so a rate under 1/s still lets a single create through now and then)."""
+    return max(rate, 1.0)
+
+
+def max_jobs_refusal(live: int, adding: int, limit: int) -> OverLimit:
+    """What a store raises when ``adding`` jobs would take a tenant past ``max_jobs``."""
+    what = "a job" if adding == 1 else f"{adding} jobs"
+    return OverLimit(
+        "max_jobs",
+        f"the tenant has {live} live jobs and may have {limit}: {what} more would be over"
+        " (cancel jobs it no longer needs, or ask an admin to raise max_jobs)",
+        FULL_RETRY_AFTER,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTake:
+    """The answer of :meth:`Store.take_create_tokens`."""
+
+    granted: bool
+    rate: float | None
+    """The tenant's ``max_creates_per_second``; None: no limit (always granted)."""
+    retry_after: float = 0.0
+    """When refused: seconds until the bucket holds what was asked for."""
+
+    @classmethod
+    def of(cls, rate: float | None, tokens: float | None, granted: bool, count: int) -> TokenTake:
+        """From what a store read: the rate, the bucket's content before the take (when
+        refused) and whether it took."""
+        if rate is None or granted:
+            return cls(True, rate)
+        needed = min(float(count), bucket_capacity(rate))
+        # A concurrent take may have emptied the bucket after ``tokens`` was read (the
+        # PostgreSQL store reads it from the statement's snapshot): the deficit is then
+        # unknown, and the caller's Retry-After floor (a second) stands in for it.
+        return cls(False, rate, max(needed - (tokens or 0.0), 0.0) / rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +287,17 @@ class Activity:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSecrets:
+    """A job's action and notification targets, to store again at the version they were
+    read (:meth:`Store.replace_job_actions`)."""
+
+    job_id: str
+    version: int
+    action: Mapping[str, JSON]
+    notify: Sequence[Mapping[str, JSON]] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PoolStatus:
     """How one pool is doing, for ``cronwheel status``: counts now, and what the attempts
     that finished in the window (``since`` to ``now``) say."""
@@ -362,8 +418,9 @@ class Store(abc.ABC):
         """Create the tenant if it does not exist (the ``default`` tenant always does)."""
 
     @abc.abstractmethod
-    async def create_tenant(self, tenant: Tenant) -> None:
-        """Insert a tenant; Conflict naming ``id`` if it exists."""
+    async def create_tenant(self, tenant: Tenant, *, actor: str | None = None) -> None:
+        """Insert a tenant; Conflict naming ``id`` if it exists. With ``actor``, audited
+        (``tenant`` ``created``) in the same transaction."""
 
     @abc.abstractmethod
     async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
@@ -372,17 +429,33 @@ class Store(abc.ABC):
     async def list_tenants(self) -> list[Tenant]: ...
 
     @abc.abstractmethod
-    async def update_tenant(self, tenant: Tenant) -> Tenant:
-        """Replace a tenant's name and quotas; NotFound if it does not exist."""
+    async def update_tenant(
+        self, tenant: Tenant, *, actor: str | None = None, now: datetime | None = None
+    ) -> Tenant:
+        """Replace a tenant's name and quotas; NotFound if it does not exist. With
+        ``actor`` and ``now``, audited (``tenant`` ``updated``, the new values)."""
 
     @abc.abstractmethod
     async def count_live_jobs(self, tenant_id: str) -> int:
         """Jobs of the tenant that are neither cancelled nor completed (the quota)."""
 
+    @abc.abstractmethod
+    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
+        """Take ``count`` tokens from the tenant's create bucket, atomically, in one
+        statement, for every process on the store at once (decision 0027).
+
+        The bucket refills at ``max_creates_per_second`` from its stored time to ``now``
+        (never backwards: a caller whose clock is behind refills nothing) and holds
+        :func:`bucket_capacity` tokens. It grants when it holds ``min(count, capacity)``
+        tokens and then takes all ``count``: a batch larger than a second's worth is let
+        through a full bucket and leaves it in debt, so the average rate holds. A refusal
+        takes nothing. A tenant without the limit, or unknown, is always granted."""
+
     # -- API keys ----------------------------------------------------------------------
     @abc.abstractmethod
-    async def create_api_key(self, key: ApiKey) -> None:
-        """Insert a key record; the tenant must exist (NotFound naming ``tenant``)."""
+    async def create_api_key(self, key: ApiKey, *, actor: str | None = None) -> None:
+        """Insert a key record; the tenant must exist (NotFound naming ``tenant``). With
+        ``actor``, audited (``key`` ``created``, its role and name; never its hash)."""
 
     @abc.abstractmethod
     async def find_api_key(self, key_hash: str) -> ApiKey | None:
@@ -392,8 +465,11 @@ class Store(abc.ABC):
     async def list_api_keys(self, tenant_id: str) -> list[ApiKey]: ...
 
     @abc.abstractmethod
-    async def revoke_api_key(self, tenant_id: str, key_id: str, *, now: datetime) -> ApiKey:
-        """Mark a key revoked (idempotent); NotFound if not this tenant's."""
+    async def revoke_api_key(
+        self, tenant_id: str, key_id: str, *, now: datetime, actor: str | None = None
+    ) -> ApiKey:
+        """Mark a key revoked (idempotent); NotFound if not this tenant's. With
+        ``actor``, the first revocation is audited (``key`` ``revoked``)."""
 
     # -- API idempotency -----------------------------------------------------------------
     @abc.abstractmethod
@@ -435,7 +511,11 @@ class Store(abc.ABC):
     ) -> None:
         """Insert jobs (and runs that must exist with them, e.g. an immediate job's run)
         atomically: all or nothing. A name already used by a live job of the same tenant
-        raises :class:`~cronwheel.errors.Conflict` naming ``name``."""
+        raises :class:`~cronwheel.errors.Conflict` naming ``name``. A tenant whose live
+        jobs plus these would exceed its ``max_jobs`` raises
+        :class:`~cronwheel.errors.OverLimit` naming ``max_jobs``; the check holds across
+        concurrent creates in any process (the tenant's row is locked while its live
+        jobs are counted and the new ones inserted)."""
 
     @abc.abstractmethod
     async def get_job(self, tenant_id: str, job_id: str) -> Job | None: ...
@@ -913,6 +993,38 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]: ...
+
+    @abc.abstractmethod
+    async def list_audit_entries(
+        self,
+        *,
+        tenant_id: str | None = None,
+        actor: str | None = None,
+        entity: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        """The audit log newest first (by id), every filter optional: one tenant's (None:
+        every tenant's), one actor's, one kind of entity, ``since <= at < until``, ids
+        below ``before`` (the keyset cursor). One tenant's entries are read through
+        ``(tenant_id, id)``, all tenants' through the primary key."""
+
+    @abc.abstractmethod
+    async def replace_job_actions(
+        self,
+        tenant_id: str,
+        changes: Sequence[JobSecrets],
+        *,
+        actor: str,
+        now: datetime,
+    ) -> int:
+        """Store each job's new ``action`` and ``notify`` targets, if the job is still at
+        ``version`` (a job changed meanwhile is left, to be read again). No version bump:
+        what the job does is unchanged (its secrets sealed again with a new key,
+        cronwheel.sealing). One audit entry for the tenant (``tenant``
+        ``secrets_resealed``, with the count) if any changed. Returns how many changed."""
 
     # -- status (read only, cheap) -------------------------------------------------------
     @abc.abstractmethod

@@ -11,6 +11,11 @@ export CRONWHEEL_DB="${CRONWHEEL_DB:-postgresql://postgres@127.0.0.1:5432/cronwh
 # The bootstrap system-admin token of the API processes (at least 16 characters). They
 # listen on 127.0.0.1 only; change it before you let anything else reach them.
 export CRONWHEEL_ADMIN_TOKEN="${CRONWHEEL_ADMIN_TOKEN:-local-cluster-admin-token-change-me}"
+# The key that encrypts webhooks' secret headers (Authorization, X-Api-Key…) at rest:
+# every API and worker needs the same one (`cronwheel secrets new-key` makes one; a list
+# NEW,OLD rotates it: docs/security.md#secrets-at-rest). This one is for this example
+# only: make your own.
+export CRONWHEEL_SECRETS_KEY="${CRONWHEEL_SECRETS_KEY:-3O-FTHqnfsDPNuGfL1d8cMKn41fSn2TQJWiIDNhnVIE=}"
 # Where the two API processes listen.
 export CRONWHEEL_API1_PORT="${CRONWHEEL_API1_PORT:-8081}"
 export CRONWHEEL_API2_PORT="${CRONWHEEL_API2_PORT:-8082}"

@@ -10,13 +10,16 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
+from cronwheel.sealing import Sealer
 from cronwheel.store.base import Store
-from tests.api.helpers import ADMIN_TOKEN
+from tests.api.helpers import ADMIN_TOKEN, SECRETS_KEY
 
 
 @pytest.fixture
 def app(store: Store) -> FastAPI:
-    return create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    """The API with a secrets key, as an operator runs it (docs/security.md)."""
+    sealer = Sealer([SECRETS_KEY])
+    return create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN), sealer=sealer)
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
+SECRETS_KEY = "Zq5tD3cJ0l3sYdQ0m3l7Yx0c4b2Gm5Q2w9d8Kf6hT1E="
+"""A fixed Fernet key the API tests seal secret headers with."""
 _names = itertools.count()
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
+from cronwheel.sealing import Sealer, open_url
 from cronwheel.store.base import NotificationResult, Store
-from tests.api.helpers import problem, spec
+from tests.api.helpers import SECRETS_KEY, problem, spec
 from tests.api.test_workers import claim, immediate, worker_client
 
 TARGET = {"on": ["dead"], "url": "https://example.com/events"}
@@ -32,7 +33,10 @@ async def test_a_password_in_a_target_url_is_shown_masked(
     patched = await client.patch(f"/v1/jobs/{created['id']}", json={"payload": 1}, headers=headers)
     assert patched.status_code == 200, patched.text
     job = await store.get_job("default", created["id"])
-    assert job is not None and job.notify == ({**target},)
+    assert job is not None and "hunter2-secret" not in repr(job.notify)  # sealed at rest
+    [stored] = job.notify
+    opened = open_url(str(stored["url"]), "default", Sealer([SECRETS_KEY]))
+    assert opened == target["url"]  # what the notifier sends
 
 
 async def test_bad_targets_are_422_naming_the_field(client: httpx.AsyncClient) -> None:

@@ -91,3 +91,19 @@ async def test_another_tenant_cannot_read_or_cancel_a_pipeline_run(
         problem(await other.post(f"/v1/pipeline-runs/{run['id']}/cancel"), 404)
         assert (await other.get("/v1/pipeline-runs")).json()["items"] == []
     assert (await client.get(f"/v1/pipeline-runs/{run['id']}")).json()["state"] == "running"
+
+
+async def test_starting_a_pipeline_counts_against_the_create_rate(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    await new_tenant(client, "metered", max_creates_per_second=1)
+    key = await new_key(client, "write", "metered")
+    async with connect(app, key["token"]) as writer:
+        created = (await writer.post("/v1/pipelines", json=pipeline())).json()
+        url = f"/v1/pipelines/{created['id']}/runs"
+        assert (await writer.post(url)).status_code == 201
+        # Three tasks took three tokens of a one-per-second bucket: the next waits.
+        response = await writer.post(url)
+        problem(response, 429, "max_creates_per_second")
+        assert int(response.headers["retry-after"]) >= 1
+        assert len((await writer.get(url)).json()["items"]) == 1

@@ -6,10 +6,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from cronwheel.api import AuthConfig, create_app
+from cronwheel.api.quotas import TenantDefaults
 from cronwheel.errors import StoreUnavailable
 from cronwheel.store.base import Store
 from tests.api.conftest import connect
-from tests.api.helpers import new_key, new_tenant, problem, spec
+from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec
 
 
 async def writer_of(app: FastAPI, admin: httpx.AsyncClient, tenant: str, **quotas: float) -> str:
@@ -23,7 +25,7 @@ async def test_max_jobs(app: FastAPI, client: httpx.AsyncClient) -> None:
     async with connect(app, token) as writer:
         first = (await writer.post("/v1/jobs", json=spec())).json()
         assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
-        full = problem(await writer.post("/v1/jobs", json=spec()), 429)
+        full = problem(await writer.post("/v1/jobs", json=spec()), 429, "max_jobs")
         assert "quota" in full["type"]
         response = await writer.post("/v1/jobs/batch", json={"jobs": [spec()]})
         problem(response, 429)
@@ -41,7 +43,7 @@ async def test_max_creates_per_second(app: FastAPI, client: httpx.AsyncClient) -
     async with connect(app, token) as writer:
         assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
         response = await writer.post("/v1/jobs", json=spec())
-        problem(response, 429)
+        problem(response, 429, "max_creates_per_second")
         assert int(response.headers["retry-after"]) >= 1
     # another tenant has its own budget
     assert (await client.post("/v1/jobs", json=spec())).status_code == 201
@@ -83,3 +85,40 @@ async def test_trigger_and_replay_count_against_the_create_rate(
         assert (await writer.get(f"/v1/jobs/{job['id']}/runs")).json()["items"] == []
         problem(await writer.post("/v1/runs/1/replay"), 429)
         problem(await writer.post("/v1/dead-letter/replay", json={"run_ids": [1, 2]}), 429)
+
+
+async def test_the_rate_holds_across_two_apps_on_one_store(
+    app: FastAPI, client: httpx.AsyncClient, store2: Store
+) -> None:
+    # Issue 17, defect 6: each API process kept its own bucket, so two allowed twice the
+    # rate. A second app on its own connection to the same database is another process.
+    token = await writer_of(app, client, "shared", max_creates_per_second=0.01)
+    other = create_app(store2, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    async with connect(app, token) as first, connect(other, token) as second:
+        assert (await first.post("/v1/jobs", json=spec())).status_code == 201
+        problem(await second.post("/v1/jobs", json=spec()), 429, "max_creates_per_second")
+        response = await second.post("/v1/jobs/batch", json={"jobs": [spec()]})
+        problem(response, 429, "max_creates_per_second")
+
+
+async def test_a_refused_batch_writes_nothing(app: FastAPI, client: httpx.AsyncClient) -> None:
+    token = await writer_of(app, client, "tight", max_jobs=3)
+    async with connect(app, token) as writer:
+        assert (await writer.post("/v1/jobs", json=spec())).status_code == 201
+        batch = {"jobs": [spec() for _ in range(3)]}
+        problem(await writer.post("/v1/jobs/batch", json=batch), 429, "max_jobs")
+        assert len((await writer.get("/v1/jobs")).json()["items"]) == 1
+
+
+async def test_a_new_tenant_takes_the_operators_defaults_unless_it_names_its_limits(
+    store: Store,
+) -> None:
+    defaults = TenantDefaults(max_jobs=5, max_creates_per_second=2.5)
+    app = create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN), tenant_defaults=defaults)
+    async with connect(app, ADMIN_TOKEN) as admin:
+        await new_tenant(admin, "plain")
+        await new_tenant(admin, "own", max_jobs=7, max_creates_per_second=None)
+        plain = (await admin.get("/v1/tenants/plain")).json()
+        own = (await admin.get("/v1/tenants/own")).json()
+    assert (plain["max_jobs"], plain["max_creates_per_second"]) == (5, 2.5)
+    assert (own["max_jobs"], own["max_creates_per_second"]) == (7, None)

@@ -118,6 +118,8 @@ def _start(store_url: str, folder: Path, *, auth: bool) -> Iterator[Dashboard]:
     if auth:
         args += ["--admin-token", ADMIN_TOKEN]
     env = {**os.environ, "PYTHONPATH": str(REPO), "CRONWHEEL_LOG_LEVEL": "warning"}
+    # Secret webhook headers need a key on PostgreSQL (dev on SQLite makes its own).
+    env["CRONWHEEL_SECRETS_KEY"] = "t3QxM0VYbZ8p2m5Jc7uF1dR9sW4yK6hL0aN8eG2vB5o="
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cronwheel", *args],

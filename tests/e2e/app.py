@@ -84,3 +84,35 @@ def resumable(ctx: RunContext) -> None:
             steps.write(f"{step}\n")
         ctx.progress((step + 1) / RESUMABLE_STEPS, f"step {step + 1} of {RESUMABLE_STEPS}")
         ctx.checkpoint({"step": step + 1})
+
+
+FAN_OUT = 40
+
+
+@worker.handler("fan-list")
+def fan_list(ctx: RunContext) -> list[int]:
+    """A pipeline's root: the list its next task fans out over."""
+    return list(range(FAN_OUT))
+
+
+@worker.handler("fan-piece")
+def fan_piece(ctx: RunContext) -> int:
+    """One instance of the fan-out: marks its start, works a little (long enough for a
+    SIGKILL to land mid-piece), marks its end, returns its item."""
+    _mark(ctx, "piece-started")
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:
+        ctx.heartbeat()
+        time.sleep(0.05)
+    _mark(ctx, "piece-done")
+    return int(ctx.payload)  # type: ignore[arg-type]
+
+
+@worker.handler("fan-gather")
+def fan_gather(ctx: RunContext) -> int:
+    """The fan-in: appends what it got to ``gather.log`` (one line per execution)."""
+    MARKS.mkdir(parents=True, exist_ok=True)
+    assert ctx.inputs is not None
+    with open(MARKS / "gather.log", "a") as log:
+        log.write(json.dumps({"run": ctx.run_id, "inputs": ctx.inputs["piece"]}) + "\n")
+    return sum(ctx.inputs["piece"])

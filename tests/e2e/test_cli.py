@@ -17,12 +17,15 @@ from tests.e2e.procs import REPO, free_port
 from tests.e2e.procs import cronwheel as cronwheel_proc
 
 TOKEN = "admin-token-for-the-cli-tests"
+SECRETS_KEY = "t3QxM0VYbZ8p2m5Jc7uF1dR9sW4yK6hL0aN8eG2vB5o="
+"""The API's key for secret webhook headers (docs/security.md#secrets-at-rest)."""
 
 
 @pytest.fixture
 def api_url(store_url: str, tmp_path: Path) -> Iterator[str]:
     port = free_port()
     args = ["api", "--db", store_url, "--port", str(port), "--admin-token", TOKEN]
+    args += ["--secrets-key", SECRETS_KEY]
     with cronwheel_proc(*args, log=tmp_path / "api.log"):
         url = f"http://127.0.0.1:{port}"
         for _ in range(600):  # up to a minute for the process to listen
@@ -151,6 +154,39 @@ def test_tenants_and_keys_from_the_terminal(api_url: str) -> None:
     assert [k["id"] for k in listed] == [key["id"]] and listed[0].get("token") is None
     assert cli(api_url, "keys", "revoke", key["id"]).returncode == 0
     assert cli(api_url, "jobs", "list", token=key["token"]).returncode == 5
+
+
+def test_tenant_limits_from_the_terminal(api_url: str) -> None:
+    assert cli(api_url, "tenants", "create", "limited").returncode == 0
+    set_ = cli(
+        api_url, "tenants", "update", "limited", "--max-jobs", "1",
+        "--max-creates-per-second", "0.01", "--json",
+    )  # fmt: skip
+    updated = json.loads(set_.stdout)
+    assert (updated["max_jobs"], updated["max_creates_per_second"]) == (1, 0.01)
+    writer = json.loads(
+        cli(api_url, "keys", "create", "--role", "write", "--tenant", "limited", "--json").stdout
+    )["token"]
+
+    def create(name: str) -> subprocess.CompletedProcess[str]:
+        return cli(api_url, "jobs", "create", "--name", name, "--cron", "* * * * *",
+                   "--handler", "h", token=writer)  # fmt: skip
+
+    assert create("first").returncode == 0
+    over = create("second")
+    assert over.returncode == 7 and "max_creates_per_second" in over.stderr, over.stderr
+    # "none" removes a limit; the one not named is kept.
+    removed = json.loads(
+        cli(
+            api_url, "tenants", "update", "limited", "--max-creates-per-second", "none", "--json"
+        ).stdout
+    )
+    assert (removed["max_jobs"], removed["max_creates_per_second"]) == (1, None)
+    full = create("third")
+    assert full.returncode == 7 and "max_jobs" in full.stderr, full.stderr
+    bad = cli(api_url, "tenants", "update", "limited", "--max-jobs", "lots")
+    assert bad.returncode == 2 and "'none'" in bad.stderr
+    assert cli(api_url, "tenants", "update", "limited").returncode == 2
 
 
 def test_the_sync_sdk_against_a_real_server(api_url: str) -> None:

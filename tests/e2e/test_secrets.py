@@ -7,6 +7,8 @@ are searched for every secret given."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import asyncpg
 import httpx
 import pytest
 
@@ -34,8 +37,11 @@ BEARER = "bearer-" + uuid.uuid4().hex
 COOKIE = "session=" + uuid.uuid4().hex
 API_KEY = "key-" + uuid.uuid4().hex
 URL_PASSWORD = "urlpw-" + uuid.uuid4().hex
+SECRETS_KEY = base64.urlsafe_b64encode(os.urandom(32)).decode()
 BAD_TOKEN = "cw_nokey_" + uuid.uuid4().hex
 SECRETS = [DB_PASSWORD, ADMIN_TOKEN, WEBHOOK_SECRET, BEARER, COOKIE, API_KEY, URL_PASSWORD]
+QUERY_TOKEN = "qtok-" + uuid.uuid4().hex
+SECRETS += [SECRETS_KEY, QUERY_TOKEN]
 SECRETS += [BAD_TOKEN, COOKIE.split("=", 1)[1]]
 
 
@@ -84,6 +90,16 @@ def secret_db(pg_dsn: str) -> Iterator[str]:
         pg.drop_database(name)
 
 
+async def _stored_rows(dsn: str) -> list[str]:
+    """Every row of the tables that keep jobs, answers and history, read directly."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        tables = ("jobs", "runs", "attempts", "idempotency_keys", "audit_log", "notifications")
+        return [repr(tuple(r)) for t in tables for r in await conn.fetch(f"SELECT * FROM {t}")]
+    finally:
+        await conn.close()
+
+
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_no_secret_in_any_log_line_error_or_answer(
@@ -94,6 +110,7 @@ def test_no_secret_in_any_log_line_error_or_answer(
     env = {
         "CRONWHEEL_DB": secret_db,
         "CRONWHEEL_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "CRONWHEEL_SECRETS_KEY": SECRETS_KEY,
         "CRONWHEEL_LOG_FORMAT": log_format,
         # The webhook targets listen on this machine: the API and worker must allow it.
         "CRONWHEEL_WEBHOOK_ALLOW": "127.0.0.1",
@@ -126,6 +143,9 @@ def test_no_secret_in_any_log_line_error_or_answer(
         )
         client = httpx.Client(base_url=api, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         wait_until("the API answers", lambda: client.get("/readyz").is_success, 60, logs)
+
+        # A token in a query string: the access log shows no query value.
+        answers.append(client.get("/v1/jobs", params={"token": QUERY_TOKEN, "limit": 5}).text)
 
         # A bad token: refused, and the refusal does not quote it.
         refused = httpx.get(f"{api}/v1/jobs", headers={"Authorization": f"Bearer {BAD_TOKEN}"})
@@ -225,5 +245,6 @@ def test_no_secret_in_any_log_line_error_or_answer(
         assert len(failures) == 4 and all(line["error"] for line in failures), failures
     everything = [*(f"{n}: {line}" for n, t in printed.items() for line in t.splitlines())]
     everything += [f"answer: {a}" for a in answers]
+    everything += [f"stored: {row}" for row in asyncio.run(_stored_rows(secret_db))]
     leaks = [(secret, line) for line in everything for secret in SECRETS if secret in line]
     assert not leaks, leaks

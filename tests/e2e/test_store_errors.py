@@ -27,6 +27,12 @@ STORE_COMMANDS = {
     "scheduler": ["scheduler", "--duration", "5"],
     "api": ["api", "--port", "0"],
     "dev": ["dev", "--port", "0", "--duration", "5"],
+    "secrets rotate": [
+        "secrets",
+        "rotate",
+        "--secrets-key",
+        "3O-FTHqnfsDPNuGfL1d8cMKn41fSn2TQJWiIDNhnVIE=",
+    ],
 }
 
 

@@ -15,7 +15,7 @@ import pytest
 from cronwheel.actions import RunContext, verify
 from cronwheel.actions.egress import LOOPBACK, REFUSED, EgressPolicy
 from cronwheel.actions.signing import tenant_key
-from cronwheel.model import NotificationState, NotifyEvent, RetryPolicy, RunState
+from cronwheel.model import RUN_EVENTS, NotificationState, RetryPolicy, RunState
 from cronwheel.notifier import Notifier, NotifierConfig
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker
@@ -249,4 +249,4 @@ def test_the_backoff_doubles_and_is_bounded() -> None:
     notifier = Notifier.__new__(Notifier)
     notifier.config = NotifierConfig(initial_delay=1.0, max_delay=30.0)
     assert [notifier.retry_delay(t) for t in (1, 2, 3, 5, 6, 100_000)] == [1, 2, 4, 16, 30, 30]
-    assert {e.value for e in NotifyEvent} == set(EVERY)
+    assert {e.value for e in RUN_EVENTS} == set(EVERY)

@@ -325,3 +325,260 @@ async def test_maintenance_moves_on_a_pipeline_whose_task_was_cancelled_directly
     assert done.state == "failed"
     assert states(done) == {"a.0": ("cancelled", None), "b.0": ("skipped", "upstream_failed")}
     assert await store.advance_pipelines(now=datetime.now(UTC)) == 0
+
+
+async def test_a_job_whose_action_is_a_pipeline_starts_one_pipeline_run_per_run(
+    store: Store,
+) -> None:
+    """Triggers are jobs: the job's run starts a pipeline run, keyed by that run, so a
+    retried trigger finds the pipeline run it started instead of starting another."""
+    from cronwheel.errors import InvalidInput
+    from cronwheel.model import new_id
+    from cronwheel.pipelines.model import PipelineRunStart
+    from cronwheel.service import JobService
+
+    service, jobs = PipelineService(store), JobService(store)
+    worker = Worker(store, CONFIG)
+    ran: list[str] = []
+    worker.handler("a")(lambda ctx: ran.append("a"))
+    pipeline = await service.create("triggered", {"tasks": {"a": handler("a")}, "edges": []})
+    try:
+        await jobs.create(
+            name="bad-trigger",
+            schedule={"kind": "immediate"},
+            action={"type": "pipeline", "pipeline_id": new_id()},
+        )
+    except InvalidInput as exc:
+        assert exc.field == "action.pipeline_id"
+    else:
+        raise AssertionError("a trigger of an unknown pipeline was accepted")
+    job = await jobs.create(
+        name="nightly-etl",
+        schedule={"kind": "immediate"},
+        action={"type": "pipeline", "pipeline_id": pipeline.id},
+    )
+    async with running(worker):
+        [trigger] = await eventually(lambda: _finished_runs(store, job.id))
+        [started] = await eventually(lambda: service.list_runs(pipeline_id=pipeline.id))
+        done = await eventually(lambda: finished(service, started.id))
+    assert (done.state, done.trigger_run_id, done.job_id, ran) == (
+        "succeeded",
+        trigger.id,
+        job.id,
+        ["a"],
+    )
+    assert trigger.result == {"pipeline_run_id": started.id}
+    # The same trigger run again (its worker died before completing it): the same one.
+    again = await store.start_pipeline_run(
+        PipelineRunStart(
+            id=new_id(),
+            tenant_id=DEFAULT_TENANT,
+            pipeline_id=pipeline.id,
+            version=1,
+            definition=pipeline.definition,
+            job_id=job.id,
+            job_version=job.version,
+            actor="test",
+            now=done.created_at,
+            trigger_run_id=trigger.id,
+        )
+    )
+    assert again.id == started.id
+    assert len(await service.list_runs(pipeline_id=pipeline.id)) == 1
+
+
+async def _finished_runs(store: Store, job_id: str) -> list[Any]:
+    runs = await store.list_runs(DEFAULT_TENANT, job_id=job_id)
+    trigger = [r for r in runs if r.task is None]
+    return trigger if trigger and all(r.state.finished for r in trigger) else []
+
+
+async def test_a_pipelines_targets_hear_how_its_runs_end_and_its_hooks_too(
+    store: Store,
+) -> None:
+    """A pipeline's own notify targets get ``pipeline_succeeded`` / ``pipeline_failed``
+    (naming the tasks that failed), written with the ending, signed, once per event id;
+    in-process hooks see the same envelopes."""
+    import json
+
+    from cronwheel.actions import verify
+    from cronwheel.actions.egress import LOOPBACK, EgressPolicy
+    from cronwheel.actions.signing import tenant_key
+    from cronwheel.notifier import Notifier, NotifierConfig
+    from tests.engine.test_notifications import notifying
+    from tests.engine.webhook_target import webhook_target
+
+    secret = b"pipes"
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    worker.handler("a")(lambda ctx: None)
+
+    @worker.handler("b")
+    def b(ctx: RunContext) -> None:
+        raise PermanentError("no")
+
+    with webhook_target() as target:
+        target.answers["/done"] = [(200, {})]
+        notify = [{"on": ["succeeded", "failed"], "url": f"{target.url}/done"}]
+        ok = await service.create(
+            "tells-ok", {"tasks": {"a": handler("a")}, "edges": [], "notify": notify}
+        )
+        bad = await service.create(
+            "tells-bad",
+            {
+                "tasks": {"a": handler("a"), "b": handler("b")},
+                "edges": [{"from": "a", "to": "b"}],
+                "notify": notify,
+            },
+        )
+        assert ok.definition["notify"] == [{"on": ["succeeded", "failed"], "url": notify[0]["url"]}]
+        notifier = Notifier(
+            store,
+            config=NotifierConfig(interval_seconds=0.05),
+            secret=secret,
+            egress=EgressPolicy.parse(LOOPBACK),
+        )
+        hooked: list[str] = []
+
+        @notifier.on("pipeline_succeeded", "pipeline_failed")
+        def hook(envelope: dict[str, Any]) -> None:
+            hooked.append(envelope["type"])
+
+        first, second = await service.start(ok.id), await service.start(bad.id)
+        async with running(worker), notifying(notifier):
+            await eventually(lambda: finished(service, first.id))
+            await eventually(lambda: finished(service, second.id))
+            await eventually(lambda: _delivered(target, 2))
+    bodies = {}
+    for request in target.received:
+        assert verify(tenant_key(secret, DEFAULT_TENANT), request.headers, request.body)
+        body = json.loads(request.body)
+        bodies[body["pipeline_run"]["id"]] = body
+    assert bodies[first.id]["type"] == "pipeline_succeeded"
+    assert bodies[first.id]["pipeline_run"]["state"] == "succeeded"
+    assert bodies[first.id]["error"] is None
+    assert bodies[second.id]["type"] == "pipeline_failed"
+    assert bodies[second.id]["error"] == "tasks.b failed"
+    assert bodies[second.id]["job"]["name"] == "pipeline:tells-bad"
+    assert sorted(hooked) == ["pipeline_failed", "pipeline_succeeded"]
+
+
+async def _delivered(target: Any, n: int) -> bool:
+    return len({r.body for r in target.received}) >= n
+
+
+async def test_a_job_cannot_ask_for_pipeline_events_and_targets_are_checked(
+    store: Store,
+) -> None:
+    from cronwheel.errors import InvalidInput
+    from cronwheel.service import JobService
+
+    try:
+        await JobService(store).create(
+            name="confused",
+            schedule={"kind": "manual"},
+            action={"type": "handler", "name": "a"},
+            notify=[{"on": ["pipeline_failed"], "url": "https://example.com/x"}],
+        )
+    except InvalidInput as exc:
+        assert exc.field == "notify.0.on" and "pipeline's event" in exc.reason
+    else:
+        raise AssertionError("a job's target asked for a pipeline event")
+    try:
+        await PipelineService(store).create(
+            "bad-target",
+            {"tasks": {"a": handler("a")}, "notify": [{"on": ["dead"], "url": "https://x.y"}]},
+        )
+    except InvalidInput as exc:
+        assert exc.field.startswith("notify.0.on")
+    else:
+        raise AssertionError("a pipeline target asked for a run event")
+
+
+async def test_a_pipeline_run_that_cannot_be_planned_never_refuses_the_completion(
+    store: Store,
+) -> None:
+    """A defect that makes planning fail (here: a stored definition broken behind the
+    store's back) must not make the store refuse the worker's completion, which would be
+    sent again forever: the completion is written, the pipeline run waits, and
+    maintenance moves it on once planning works again."""
+    import random
+    from datetime import UTC, datetime, timedelta
+
+    from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+    from tests.store.test_migrations import _ddl
+
+    service = PipelineService(store)
+    chain = {"tasks": {"a": handler("a"), "b": handler("b")}, "edges": [{"from": "a", "to": "b"}]}
+    pipeline = await service.create("breaks", chain)
+    started = await service.start(pipeline.id)
+    stored = pipeline.definition
+    await _ddl(
+        store,
+        "UPDATE pipeline_versions SET definition = '{\"tasks\": {}}'"
+        f" WHERE pipeline_id = '{pipeline.id}'",
+    )
+    now = datetime.now(UTC)
+    [claimed] = await store.claim_runs(
+        "w1", ["default"], limit=10, now=now, prefetch_until=now, lease_seconds=30
+    )
+    done = completion_for(
+        claimed,
+        Outcome(OutcomeKind.SUCCEEDED),
+        worker_id="w1",
+        started_at=now,
+        finished_at=now + timedelta(milliseconds=5),
+        rng=random.Random(1),
+    )
+    assert await store.complete_runs([done]) == [claimed.run.id]
+    a_run = await store.get_run(DEFAULT_TENANT, claimed.run.id)
+    assert a_run is not None and a_run.state is RunState.SUCCEEDED
+    assert await store.advance_pipelines(now=now) == 1  # tried, logged, still stuck
+    import json
+
+    text = json.dumps(stored).replace("'", "''")
+    await _ddl(
+        store,
+        f"UPDATE pipeline_versions SET definition = '{text}' WHERE pipeline_id = '{pipeline.id}'",
+    )
+    assert await store.advance_pipelines(now=now) == 1
+    moved = await service.get_run(started.id)
+    assert [(t.task, t.state) for t in moved.tasks] == [("a", "succeeded"), ("b", "started")]
+
+
+async def test_a_trigger_jobs_overlap_policy_applies_to_its_pipeline_runs(store: Store) -> None:
+    """overlap: skip on the trigger job: while a pipeline run's task is running, the
+    next trigger is skipped (reason overlap) instead of starting a second pipeline run."""
+    from cronwheel.service import JobService
+
+    service, jobs = PipelineService(store), JobService(store)
+    worker = Worker(store, CONFIG)
+    release = threading.Event()
+    worker.handler("slow")(lambda ctx: release.wait(30))
+    pipeline = await service.create("one-at-a-time", {"tasks": {"slow": handler("slow")}})
+    job = await jobs.create(
+        name="one-at-a-time-trigger",
+        schedule={"kind": "manual"},
+        action={"type": "pipeline", "pipeline_id": pipeline.id},
+        overlap="skip",
+    )
+    async with running(worker):
+        await jobs.trigger(job.id)
+        [first] = await eventually(lambda: service.list_runs(pipeline_id=pipeline.id))
+
+        async def slow_running() -> bool:
+            got = await service.get_run(first.id)
+            return bool(got.tasks) and got.tasks[0].run_state == "running"
+
+        await eventually(slow_running)
+        second = await jobs.trigger(job.id)
+
+        async def skipped() -> Any:
+            run = await store.get_run(DEFAULT_TENANT, second.id)
+            return run if run is not None and run.state.finished else None
+
+        run = await eventually(skipped)
+        assert run.state is RunState.SKIPPED and run.reason.startswith("overlap")
+        release.set()
+        await eventually(lambda: finished(service, first.id))
+    assert len(await service.list_runs(pipeline_id=pipeline.id)) == 1

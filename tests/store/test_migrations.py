@@ -180,7 +180,6 @@ async def _lend_run_report_columns(store: Store) -> None:
     names = ("progress", "progress_message", "progress_at", "checkpoint", "checkpoint_at")
     for name, kind in zip(names, types, strict=True):
         await _ddl(store, f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-    await _lend_step(store, 13)  # the pipeline task columns, read with every run
 
 
 async def _lend_step(store: Store, version: int) -> None:
@@ -222,6 +221,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")
     await _lend_run_report_columns(store)
     await _lend_notifications(store)
+    await _lend_step(store, 13)  # the pipeline task columns, read with every run
     job = make_job()
     await store.create_jobs([job])
     await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])

@@ -46,15 +46,23 @@ async def _tenant(state: ApiState, tenant_id: str) -> Tenant:
     summary="Create a tenant",
 )
 async def create_tenant(body: TenantIn, request: Request, principal: SystemAdmin) -> Any:
+    """A limit left out takes the operator's default for new tenants (none unless
+    ``cronwheel api --tenant-max-jobs/--tenant-max-creates-per-second`` set one); a
+    limit sent as ``null``: no limit."""
     state = api_state(request)
+    sent, defaults = body.model_fields_set, state.tenant_defaults
     tenant = Tenant(
         id=body.id,
         name=body.name,
         created_at=state.clock.now(),
-        max_jobs=body.max_jobs,
-        max_creates_per_second=body.max_creates_per_second,
+        max_jobs=body.max_jobs if "max_jobs" in sent else defaults.max_jobs,
+        max_creates_per_second=(
+            body.max_creates_per_second
+            if "max_creates_per_second" in sent
+            else defaults.max_creates_per_second
+        ),
     )
-    await state.store.create_tenant(tenant)
+    await state.store.create_tenant(tenant, actor=principal.actor)
     headers = {"Location": f"/v1/tenants/{tenant.id}"}
     return JSONResponse(dump(TenantOut.of(tenant)), status_code=201, headers=headers)
 
@@ -89,7 +97,9 @@ async def update_tenant(
     """Fields sent replace the tenant's; ``null`` removes a quota."""
     state = api_state(request)
     current = await _tenant(state, tenant_id)
-    updated = await state.store.update_tenant(replace(current, **body.changes()))
+    updated = await state.store.update_tenant(
+        replace(current, **body.changes()), actor=principal.actor, now=state.clock.now()
+    )
     state.quotas.forget(tenant_id)
     return dump(TenantOut.of(updated))
 
@@ -125,7 +135,7 @@ async def create_key(body: KeyIn, request: Request, principal: Admin) -> Any:
         created_at=state.clock.now(),
         name=body.name,
     )
-    await state.store.create_api_key(key)
+    await state.store.create_api_key(key, actor=principal.actor)
     out = NewKeyOut(
         id=key.id,
         token=token,
@@ -159,7 +169,9 @@ async def revoke_key(key_id: KeyPath, request: Request, principal: Admin) -> Res
         raise NotFound("key", key_id)
     for tenant_id in await _key_scopes(state, principal):
         try:
-            await state.store.revoke_api_key(tenant_id, key_id, now=state.clock.now())
+            await state.store.revoke_api_key(
+                tenant_id, key_id, now=state.clock.now(), actor=principal.actor
+            )
         except NotFound:
             continue
         return Response(status_code=204)

@@ -124,9 +124,9 @@ async def retry_pipeline_task(
 ) -> Any:
     """The task's dead runs are replayed; the tasks skipped because it failed wait for it
     again, and the pipeline run is running again. A task that is not dead: 409."""
-    run = (
-        await api_state(request)
-        .pipelines(principal)
-        .retry_task(checked(pipeline_run_id), task, tenant_id=principal.tenant_id)
+    state = api_state(request)
+    await state.quotas.admit_runs(principal.tenant_id, 1)  # a replay counts as a creation
+    run = await state.pipelines(principal).retry_task(
+        checked(pipeline_run_id), task, tenant_id=principal.tenant_id
     )
     return body_of(run)

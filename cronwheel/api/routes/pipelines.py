@@ -60,7 +60,9 @@ def pipeline_response(body: Any, status: int = 200) -> JSONResponse:
 
 
 def _definition(spec: PipelineSpec) -> dict[str, Any]:
-    return spec.model_dump(mode="json", by_alias=True, include={"tasks", "edges", "failure_policy"})
+    return spec.model_dump(
+        mode="json", by_alias=True, include={"tasks", "edges", "failure_policy", "notify"}
+    )
 
 
 @router.post(
@@ -216,14 +218,20 @@ async def start_pipeline_run(
     idempotency_key: IdempotencyKey = None,
 ) -> JSONResponse:
     """A run of the pipeline's latest version: its root tasks' runs are created with it.
-    With ``Idempotency-Key``, a repeated request answers the first one's run."""
+    With ``Idempotency-Key``, a repeated request answers the first one's run. It counts
+    against the tenant's create rate as one creation per task (429 above it)."""
     state = api_state(request)
     idempotency = await Idempotency.begin(request, state, principal.tenant_id, idempotency_key)
     replay = await idempotency.replay()
     if replay is None:
-        run = await state.pipelines(principal).start(
+        service = state.pipelines(principal)
+        pipeline = await service.get(
             checked_pipeline_id(pipeline_id), tenant_id=principal.tenant_id
         )
+        # A pipeline run creates a run per task (more with fan-outs): it counts against
+        # the tenant's create rate as that many creations, before anything is written.
+        await state.quotas.admit_runs(principal.tenant_id, len(pipeline.definition["tasks"]))
+        run = await service.start(pipeline.id, tenant_id=principal.tenant_id)
         replay = await idempotency.remember(201, pipeline_runs.body_of(run))
     headers = {"Location": f"/v1/pipeline-runs/{replay.body['id']}"}
     return JSONResponse(replay.body, status_code=replay.status, headers=headers)

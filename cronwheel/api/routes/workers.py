@@ -98,7 +98,7 @@ async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
         last_seen_at=now,
     )
     await state.store.register_worker(worker)
-    return dump(ClaimOut(runs=[ClaimedOut.of(c) for c in claimed]))
+    return dump(ClaimOut(runs=[ClaimedOut.of(c, state.sealer) for c in claimed]))
 
 
 @router.post(

@@ -44,6 +44,54 @@ def tenants_create(
         )
 
 
+_REMOVE = object()
+"""A limit set to ``none``: sent as null (an option not given is not sent at all)."""
+
+
+def _limit(kind: type[int] | type[float]) -> Any:
+    """An option callback: a limit's new value, or ``none`` to remove it."""
+
+    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        if value is None:
+            return None
+        if value.strip().lower() == "none":
+            return _REMOVE
+        try:
+            number = kind(value)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise click.BadParameter(
+                f"expected {what} or 'none' (no limit), got {value!r}"
+            ) from None
+        return number  # its range is the server's to check (a 422 naming the field)
+
+    return convert
+
+
+@tenants.command("update")
+@remote_options
+@click.argument("tenant_id")
+@click.option("--name", default=None)
+@click.option(
+    "--max-jobs", metavar="N|none", callback=_limit(int), help="Live jobs; 'none': no limit."
+)
+@click.option(
+    "--max-creates-per-second",
+    metavar="R|none",
+    callback=_limit(float),
+    help="Jobs and runs created per second, whole cluster; 'none': no limit.",
+)
+def tenants_update(
+    url: str, token: str | None, as_json: bool, tenant_id: str, **changes: Any
+) -> None:
+    """Change a tenant's name or limits; options not given are kept."""
+    sent = {k: (None if v is _REMOVE else v) for k, v in changes.items() if v is not None}
+    if not sent:
+        raise click.UsageError("give --name, --max-jobs or --max-creates-per-second")
+    with client(url, token) as cw:
+        show(cw.update_tenant(tenant_id, **sent), as_json, TENANT_COLUMNS)
+
+
 @tenants.command("list")
 @remote_options
 def tenants_list(url: str, token: str | None, as_json: bool) -> None:

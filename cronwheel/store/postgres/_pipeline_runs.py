@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeAlias
@@ -26,6 +27,8 @@ from cronwheel.pipelines.engine import (
     TaskRow,
     TaskState,
     downstream,
+    ending_event_id,
+    ending_targets,
     needed_results,
     plan,
 )
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
     Connection: TypeAlias = asyncpg.Connection[Record] | PoolConnectionProxy[Record]
+
+log = logging.getLogger("cronwheel.pipelines")
 
 _CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) END"
 
@@ -110,6 +115,20 @@ FROM unnest($3::text[], $4::int[], $5::text[], $6::bigint[], $7::text[], $8::tex
     AS x(task, instance, state, run_id, reason, message)"""
 
 _END = "UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1"
+
+# The ending's outbox rows, one per target that asked for it ($4 urls, $5 their indexes
+# in the pipeline's notify); run_id is the pipeline run's last task run.
+_NOTIFY = """
+INSERT INTO notifications (tenant_id, event_id, event, job_id, job_name, run_id,
+                           scheduled_for, attempt, error, occurred_at, target, url, next_at,
+                           pipeline_run_id)
+SELECT pr.tenant_id, $2, 'pipeline_' || pr.state, pr.job_id, j.name,
+       (SELECT max(run_id) FROM pipeline_tasks WHERE pipeline_run_id = pr.id),
+       pr.created_at, 0, $3, pr.finished_at, t.target, t.url, pr.finished_at, pr.id
+FROM pipeline_runs AS pr
+JOIN jobs AS j ON j.id = pr.job_id
+CROSS JOIN unnest($4::text[], $5::int[]) AS t(url, target)
+WHERE pr.id = $1"""
 
 
 @functools.lru_cache(maxsize=256)
@@ -214,14 +233,32 @@ async def advance(
         )
     if decided.ending is not None:
         await conn.execute(_END, pipeline_run_id, decided.ending.value, now)
+        targets = ending_targets(definition, decided.ending)
+        if targets:
+            event_id = ending_event_id(pipeline_run_id, decided.ending.value, now)
+            error = ", ".join(decided.failed) + " failed" if decided.failed else None
+            urls, indexes = [url for _, url in targets], [i for i, _ in targets]
+            await conn.execute(_NOTIFY, pipeline_run_id, event_id, error, urls, indexes)
 
 
 async def advance_ended(
     conn: Connection, pipeline_run_ids: Sequence[str], *, now: datetime
 ) -> None:
-    """Advance each pipeline run, in id order (the order their rows are locked in)."""
+    """Advance each pipeline run, in id order (the order their rows are locked in), each
+    under a savepoint: a pipeline run that cannot be planned (a defect of ours) must not
+    refuse the completions it rides with, a worker's whole batch, which would be sent
+    again forever. Its task rows stay ``started``, so maintenance tries it again and logs
+    why it fails."""
     for pipeline_run_id in sorted(set(pipeline_run_ids)):
-        await advance(conn, pipeline_run_id, now=now)
+        try:
+            async with conn.transaction():
+                await advance(conn, pipeline_run_id, now=now)
+        except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError):
+            raise
+        except Exception:
+            log.exception(
+                "pipeline run %s could not move on; maintenance retries it", pipeline_run_id
+            )
 
 
 # The pipeline runs with a task whose run ended by a path that did not advance them (a

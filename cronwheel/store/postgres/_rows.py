@@ -269,6 +269,7 @@ def notification(row: Record) -> Notification:
         next_at=row["next_at"],
         last_error=row["last_error"],
         finished_at=row["finished_at"],
+        pipeline_run_id=row["pipeline_run_id"],
     )
 
 

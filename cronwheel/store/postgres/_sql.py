@@ -60,6 +60,43 @@ COUNT_LIVE_JOBS = (
     "SELECT count(*) FROM jobs WHERE tenant_id = $1 AND state NOT IN ('cancelled', 'completed')"
 )
 
+# A tenant with max_jobs, its row locked until the create's transaction ends: concurrent
+# creates of the tenant, in any process, count its live jobs one after the other (the
+# count is a separate statement, so it sees what the one before committed). A tenant
+# without the limit is not locked. NO KEY: API keys' foreign key is not blocked.
+LOCK_MAX_JOBS = (
+    "SELECT max_jobs FROM tenants WHERE id = $1 AND max_jobs IS NOT NULL FOR NO KEY UPDATE"
+)
+
+# The create bucket's content at $3 (decision 0027): what it held, refilled at the
+# tenant's rate since its time (never backwards), capped at one second's worth
+# (cronwheel.store.base.bucket_capacity); NULL, a bucket never used: full.
+_BUCKET = (
+    "LEAST(GREATEST(max_creates_per_second, 1.0), COALESCE(create_tokens"
+    " + max_creates_per_second * GREATEST(EXTRACT(EPOCH FROM $3::timestamptz"
+    " - create_tokens_at)::float8, 0.0), GREATEST(max_creates_per_second, 1.0)))"
+)
+
+# Take $2 tokens if the bucket holds min($2, capacity), in one statement. The UPDATE's
+# condition and values are evaluated on the row as it is when the UPDATE gets it (after
+# waiting for a concurrent taker, PostgreSQL re-reads the row and re-checks), so two
+# processes never spend the same tokens. The outer SELECT reads the statement's snapshot:
+# only the Retry-After of a refusal comes from it, and a stale figure there costs a
+# second at most.
+TAKE_CREATE_TOKENS = f"""
+WITH taken AS (
+    UPDATE tenants
+    SET create_tokens = {_BUCKET} - $2::int,
+        create_tokens_at = GREATEST(create_tokens_at, $3::timestamptz)
+    WHERE id = $1 AND max_creates_per_second IS NOT NULL
+      AND {_BUCKET} >= LEAST($2::int, GREATEST(max_creates_per_second, 1.0))
+    RETURNING id
+)
+SELECT max_creates_per_second AS rate, {_BUCKET} AS tokens,
+       EXISTS (SELECT FROM taken) AS granted
+FROM tenants WHERE id = $1
+"""
+
 # -- API keys ------------------------------------------------------------------------
 
 CREATE_API_KEY = (

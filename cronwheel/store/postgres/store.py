@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import asyncpg
 
-from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion, StoreUnavailable
+from cronwheel.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    StaleVersion,
+    StoreUnavailable,
+)
 from cronwheel.model import (
     JSON,
     REASON_AT_MOST_ONCE_LOST,
@@ -49,6 +55,7 @@ from cronwheel.model import (
 )
 from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
 from cronwheel.redact import redact
+from cronwheel.store import _auditing
 from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
@@ -62,6 +69,7 @@ from cronwheel.store.base import (
     GaugeReading,
     HeartbeatResult,
     JobAdvance,
+    JobSecrets,
     MaterializeResult,
     NotificationResult,
     PoolStatus,
@@ -70,8 +78,11 @@ from cronwheel.store.base import (
     RescueResult,
     RunReport,
     Store,
+    TokenTake,
     check_enqueue_target,
+    max_jobs_refusal,
 )
+from cronwheel.store.postgres import _audit as audit
 from cronwheel.store.postgres import _gauges, _shards, _status
 from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
 from cronwheel.store.postgres import _pipelines as pipelines
@@ -282,10 +293,15 @@ class PostgresStore(Store):
         async with self._connection() as conn:
             await conn.execute(sql.ENSURE_TENANT, tenant_id, name, now)
 
-    async def create_tenant(self, tenant: Tenant) -> None:
+    async def create_tenant(self, tenant: Tenant, *, actor: str | None = None) -> None:
         args = (tenant.name, tenant.max_jobs, tenant.max_creates_per_second, tenant.created_at)
         try:
-            await self._execute(sql.CREATE_TENANT, tenant.id, *args)
+            async with self._connection() as conn, conn.transaction():
+                await conn.execute(sql.CREATE_TENANT, tenant.id, *args)
+                if actor is not None:
+                    entry = ("tenant", tenant.id, "created", actor, tenant.created_at)
+                    details = _auditing.tenant_details(tenant)
+                    await conn.execute(audit.INSERT, tenant.id, *entry, details)
         except asyncpg.UniqueViolationError as exc:  # tenants_pkey, its only unique rule
             raise Conflict("id", f"tenant '{tenant.id}' already exists") from exc
 
@@ -296,23 +312,42 @@ class PostgresStore(Store):
     async def list_tenants(self) -> list[Tenant]:
         return [rows.tenant(r) for r in await self._fetch(sql.LIST_TENANTS)]
 
-    async def update_tenant(self, tenant: Tenant) -> Tenant:
+    async def update_tenant(
+        self, tenant: Tenant, *, actor: str | None = None, now: datetime | None = None
+    ) -> Tenant:
         args = (tenant.name, tenant.max_jobs, tenant.max_creates_per_second)
-        row = await self._fetchrow(sql.UPDATE_TENANT, tenant.id, *args)
-        if row is None:
-            raise NotFound("tenant", tenant.id)
-        return rows.tenant(row)
+        async with self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(sql.UPDATE_TENANT, tenant.id, *args)
+            if row is None:
+                raise NotFound("tenant", tenant.id)
+            updated = rows.tenant(row)
+            if actor is not None and now is not None:
+                details = _auditing.tenant_details(updated)
+                entry = ("tenant", tenant.id, "updated", actor, now, details)
+                await conn.execute(audit.INSERT, tenant.id, *entry)
+        return updated
 
     async def count_live_jobs(self, tenant_id: str) -> int:
         async with self._connection() as conn:
             count: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id)
         return count
 
+    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
+        row = await self._fetchrow(sql.TAKE_CREATE_TOKENS, tenant_id, count, now)
+        if row is None:  # no such tenant: nothing to limit (its create fails on its own)
+            return TokenTake(True, None)
+        return TokenTake.of(row["rate"], row["tokens"], row["granted"], count)
+
     # -- API keys ----------------------------------------------------------------------
-    async def create_api_key(self, key: ApiKey) -> None:
+    async def create_api_key(self, key: ApiKey, *, actor: str | None = None) -> None:
         args = (key.role.value, key.name, key.created_at, key.revoked_at)
         try:
-            await self._execute(sql.CREATE_API_KEY, key.id, key.tenant_id, key.key_hash, *args)
+            async with self._connection() as conn, conn.transaction():
+                await conn.execute(sql.CREATE_API_KEY, key.id, key.tenant_id, key.key_hash, *args)
+                if actor is not None:
+                    details = _auditing.key_details(key)
+                    entry = ("key", key.id, "created", actor, key.created_at, details)
+                    await conn.execute(audit.INSERT, key.tenant_id, *entry)
         except asyncpg.ForeignKeyViolationError as exc:  # api_keys_tenant_id_fkey
             raise NotFound("tenant", key.tenant_id) from exc
         except asyncpg.UniqueViolationError as exc:
@@ -327,11 +362,20 @@ class PostgresStore(Store):
     async def list_api_keys(self, tenant_id: str) -> list[ApiKey]:
         return [rows.api_key(r) for r in await self._fetch(sql.LIST_API_KEYS, tenant_id)]
 
-    async def revoke_api_key(self, tenant_id: str, key_id: str, *, now: datetime) -> ApiKey:
-        row = await self._fetchrow(sql.REVOKE_API_KEY, tenant_id, key_id, now)
-        if row is None:
-            raise NotFound("key", key_id)
-        return rows.api_key(row)
+    async def revoke_api_key(
+        self, tenant_id: str, key_id: str, *, now: datetime, actor: str | None = None
+    ) -> ApiKey:
+        async with self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(sql.REVOKE_API_KEY, tenant_id, key_id, now)
+            if row is None:
+                raise NotFound("key", key_id)
+            key = rows.api_key(row)
+            # Revoked by this call (not before): the revocation instant is ours.
+            if actor is not None and key.revoked_at == now:
+                details = _auditing.key_details(key)
+                entry = ("key", key_id, "revoked", actor, now, details)
+                await conn.execute(audit.INSERT, tenant_id, *entry)
+        return key
 
     # -- API idempotency -----------------------------------------------------------------
     async def save_response(self, response: StoredResponse) -> StoredResponse:
@@ -398,8 +442,9 @@ class PostgresStore(Store):
                 yield [*new_runs, *rows.job_columns(part), actor, created_at, traceparents]
 
         try:
-            async with self._connection() as conn:
-                # One implicit transaction: all parts or none (see asyncpg's executemany).
+            async with self._connection() as conn, conn.transaction():
+                # All parts or none; a tenant with max_jobs is checked (and locked) first.
+                await _check_max_jobs(conn, jobs)
                 await conn.executemany(sql.CREATE_JOBS, statements())
         except asyncpg.UniqueViolationError as exc:
             raise unique_conflict(exc, jobs) from exc
@@ -661,7 +706,7 @@ class PostgresStore(Store):
         found = [r[0] for r in await self._fetch(pipeline_runs.STALLED, limit)]
         for pipeline_run_id in found:
             async with self._connection() as conn, conn.transaction():
-                await pipeline_runs.advance(conn, pipeline_run_id, now=now)
+                await pipeline_runs.advance_ended(conn, [pipeline_run_id], now=now)
         return len(found)
 
     # -- scheduler -------------------------------------------------------------------
@@ -1083,6 +1128,33 @@ class PostgresStore(Store):
         found = await self._fetch(sql.LIST_AUDIT, tenant_id, str(entity_id))
         return [rows.audit(r) for r in found]
 
+    async def list_audit_entries(
+        self,
+        *,
+        tenant_id: str | None = None,
+        actor: str | None = None,
+        entity: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        async with self._connection() as conn:
+            return await audit.list_entries(
+                conn, tenant_id, actor, entity, since, until, before, limit
+            )
+
+    async def replace_job_actions(
+        self,
+        tenant_id: str,
+        changes: Sequence[JobSecrets],
+        *,
+        actor: str,
+        now: datetime,
+    ) -> int:
+        async with self._connection() as conn:
+            return await audit.replace_job_actions(conn, tenant_id, changes, actor, now)
+
     # -- status ----------------------------------------------------------------------
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime
@@ -1132,6 +1204,21 @@ class PostgresStore(Store):
             await asyncio.sleep(max(timeout, 0.0))
             return False
         return await self._listener.wait(topics, timeout)
+
+
+async def _check_max_jobs(conn: Connection, jobs: Sequence[Job]) -> None:
+    """Refuse (OverLimit) jobs that would take a tenant past its max_jobs, inside the
+    create's transaction; tenants in id order, so two creates never lock in a cycle."""
+    per_tenant: dict[str, int] = {}
+    for job in jobs:
+        per_tenant[job.tenant_id] = per_tenant.get(job.tenant_id, 0) + 1
+    for tenant_id in sorted(per_tenant):
+        limit = await conn.fetchval(sql.LOCK_MAX_JOBS, tenant_id)
+        if limit is None:
+            continue
+        live: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id)
+        if live + per_tenant[tenant_id] > limit:
+            raise max_jobs_refusal(live, per_tenant[tenant_id], limit)
 
 
 def _state_action(before: JobState, after: JobState) -> str:

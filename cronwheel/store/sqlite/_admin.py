@@ -9,10 +9,12 @@ Each function runs on the connection's thread inside the transaction that
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import ApiKey, StoredResponse, Tenant, WorkerInfo
+from cronwheel.model import ApiKey, Job, StoredResponse, Tenant, WorkerInfo
+from cronwheel.store.base import TokenTake, max_jobs_refusal
 from cronwheel.store.sqlite import _rows as rows
 
 # -- tenants -------------------------------------------------------------------------
@@ -62,6 +64,58 @@ def count_live_jobs(c: sqlite3.Connection, tenant_id: str) -> int:
         (tenant_id,),
     ).fetchone()[0]
     return count
+
+
+def check_max_jobs(c: sqlite3.Connection, jobs: Sequence[Job]) -> None:
+    """Refuse (OverLimit) jobs that would take a tenant past its max_jobs. Run inside the
+    create's write transaction, which holds the database's write lock: no other create,
+    in this process or another, counts or inserts in between."""
+    per_tenant: dict[str, int] = {}
+    for job in jobs:
+        per_tenant[job.tenant_id] = per_tenant.get(job.tenant_id, 0) + 1
+    for tenant_id, adding in per_tenant.items():
+        row = c.execute("SELECT max_jobs FROM tenants WHERE id = ?", (tenant_id,)).fetchone()
+        if row is None or row[0] is None:
+            continue
+        live = count_live_jobs(c, tenant_id)
+        if live + adding > row[0]:
+            raise max_jobs_refusal(live, adding, row[0])
+
+
+# The create bucket's content at :now (decision 0027): what it held, refilled at the
+# tenant's rate since its time (never backwards), capped at one second's worth
+# (cronwheel.store.base.bucket_capacity); NULL, a bucket never used: full. SQLite's
+# two-argument max() and min() are GREATEST and LEAST; instants are microseconds.
+_BUCKET = (
+    "min(max(max_creates_per_second, 1.0), coalesce(create_tokens"
+    " + max_creates_per_second * max((:now - create_tokens_at) / 1e6, 0.0),"
+    " max(max_creates_per_second, 1.0)))"
+)
+
+
+def take_create_tokens(
+    c: sqlite3.Connection, tenant_id: str, count: int, now: datetime
+) -> TokenTake:
+    """One UPDATE inside a write transaction (the database's write lock): the take is
+    atomic for every process on the file. The refusal's content is read after it, under
+    the same lock, so it is exact."""
+    args = {"id": tenant_id, "count": count, "now": rows.us(now)}
+    taken = c.execute(
+        f"UPDATE tenants SET create_tokens = {_BUCKET} - :count,"
+        " create_tokens_at = max(coalesce(create_tokens_at, :now), :now)"
+        " WHERE id = :id AND max_creates_per_second IS NOT NULL"
+        f" AND {_BUCKET} >= min(:count, max(max_creates_per_second, 1.0))"
+        " RETURNING max_creates_per_second",
+        args,
+    ).fetchone()
+    if taken is not None:
+        return TokenTake(True, taken[0])
+    row = c.execute(
+        f"SELECT max_creates_per_second, {_BUCKET} FROM tenants WHERE id = :id", args
+    ).fetchone()
+    if row is None:  # no such tenant: nothing to limit (its create fails on its own)
+        return TokenTake(True, None)
+    return TokenTake.of(row[0], row[1], False, count)
 
 
 # -- API keys ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sqlite3
 from collections.abc import Sequence
 
@@ -19,6 +20,8 @@ from cronwheel.pipelines.engine import (
     TaskRow,
     TaskState,
     downstream,
+    ending_event_id,
+    ending_targets,
     needed_results,
     plan,
 )
@@ -26,6 +29,8 @@ from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTas
 from cronwheel.pipelines.tasks import task_runs
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
+
+log = logging.getLogger("cronwheel.pipelines")
 
 _LOCK = """
 SELECT pr.*, v.definition AS definition_text
@@ -158,13 +163,70 @@ def advance(
             "UPDATE pipeline_runs SET state = ?, finished_at = ? WHERE id = ?",
             (decided.ending.value, at, pipeline_run_id),
         )
+        targets = ending_targets(definition, decided.ending)
+        if targets:
+            _notify(c, pr, decided.ending.value, decided.failed, targets, at)
     return pools
 
 
+def _notify(
+    c: sqlite3.Connection,
+    pr: sqlite3.Row,
+    state: str,
+    failed: list[str],
+    targets: list[tuple[int, str]],
+    at: int,
+) -> None:
+    """The ending's outbox rows, one per target that asked for it; run_id is the
+    pipeline run's last task run."""
+    job_name = c.execute("SELECT name FROM jobs WHERE id = ?", (pr["job_id"],)).fetchone()[0]
+    last = c.execute(
+        "SELECT max(run_id) FROM pipeline_tasks WHERE pipeline_run_id = ?", (pr["id"],)
+    ).fetchone()[0]
+    event_id = ending_event_id(pr["id"], state, rows.dt(at))
+    error = ", ".join(failed) + " failed" if failed else None
+    c.executemany(
+        "INSERT INTO notifications (tenant_id, event_id, event, job_id, job_name, run_id,"
+        " scheduled_for, attempt, error, occurred_at, target, url, next_at, pipeline_run_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                pr["tenant_id"],
+                event_id,
+                f"pipeline_{state}",
+                pr["job_id"],
+                job_name,
+                last,
+                pr["created_at"],
+                error,
+                at,
+                index,
+                url,
+                at,
+                pr["id"],
+            )
+            for index, url in targets
+        ],
+    )
+
+
 def advance_ended(c: sqlite3.Connection, pipeline_run_ids: Sequence[str], at: int) -> list[str]:
+    """Advance each pipeline run under a savepoint, as the PostgreSQL store does: one
+    that cannot be planned is logged and left to maintenance, and never refuses the
+    completions it rides with."""
     pools = []
     for pipeline_run_id in sorted(set(pipeline_run_ids)):
-        pools += advance(c, pipeline_run_id, at)
+        c.execute("SAVEPOINT pipeline_advance")
+        try:
+            pools += advance(c, pipeline_run_id, at)
+        except sqlite3.OperationalError:
+            raise  # the database itself: the whole write is retried
+        except Exception:
+            c.execute("ROLLBACK TO pipeline_advance")
+            log.exception(
+                "pipeline run %s could not move on; maintenance retries it", pipeline_run_id
+            )
+        c.execute("RELEASE pipeline_advance")
     return pools
 
 

@@ -156,6 +156,7 @@ def notification(row: sqlite3.Row) -> Notification:
         next_at=dt(row["next_at"]),
         last_error=row["last_error"],
         finished_at=dt_or_none(row["finished_at"]),
+        pipeline_run_id=row["pipeline_run_id"],
     )
 
 

@@ -37,6 +37,7 @@ from cronwheel.model import (
     id_prefix_range,
 )
 from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
+from cronwheel.store import _auditing
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     Activity,
@@ -48,6 +49,7 @@ from cronwheel.store.base import (
     GaugeReading,
     HeartbeatResult,
     JobAdvance,
+    JobSecrets,
     MaterializeResult,
     NotificationResult,
     PoolStatus,
@@ -56,9 +58,11 @@ from cronwheel.store.base import (
     RescueResult,
     RunReport,
     Store,
+    TokenTake,
     check_enqueue_target,
 )
 from cronwheel.store.sqlite import _admin as admin
+from cronwheel.store.sqlite import _audit as audit
 from cronwheel.store.sqlite import _gauges, _shards
 from cronwheel.store.sqlite import _migrate as schema
 from cronwheel.store.sqlite import _ops as ops
@@ -233,7 +237,8 @@ class SqliteStore(Store):
             # A test may have renamed the default tenant or given it quotas.
             c.execute(
                 "UPDATE tenants SET name = 'default', max_jobs = NULL,"
-                " max_creates_per_second = NULL WHERE id = 'default'"
+                " max_creates_per_second = NULL, create_tokens = NULL,"
+                " create_tokens_at = NULL WHERE id = 'default'"
             )
 
         await self._db.write(fn)
@@ -248,8 +253,15 @@ class SqliteStore(Store):
             )
         )
 
-    async def create_tenant(self, tenant: Tenant) -> None:
-        await self._db.write(lambda c: admin.create_tenant(c, tenant))
+    async def create_tenant(self, tenant: Tenant, *, actor: str | None = None) -> None:
+        def fn(c: sqlite3.Connection) -> None:
+            admin.create_tenant(c, tenant)
+            if actor is not None:
+                at = rows.us(tenant.created_at)
+                details = _auditing.tenant_details(tenant)
+                ops.audit(c, tenant.id, "tenant", tenant.id, "created", actor, at, details)
+
+        await self._db.write(fn)
 
     async def get_tenant(self, tenant_id: str) -> Tenant | None:
         return await self._db.read(lambda c: admin.get_tenant(c, tenant_id))
@@ -257,15 +269,35 @@ class SqliteStore(Store):
     async def list_tenants(self) -> list[Tenant]:
         return await self._db.read(admin.list_tenants)
 
-    async def update_tenant(self, tenant: Tenant) -> Tenant:
-        return await self._db.write(lambda c: admin.update_tenant(c, tenant))
+    async def update_tenant(
+        self, tenant: Tenant, *, actor: str | None = None, now: datetime | None = None
+    ) -> Tenant:
+        def fn(c: sqlite3.Connection) -> Tenant:
+            updated = admin.update_tenant(c, tenant)
+            if actor is not None and now is not None:
+                details = _auditing.tenant_details(updated)
+                ops.audit(
+                    c, tenant.id, "tenant", tenant.id, "updated", actor, rows.us(now), details
+                )
+            return updated
+
+        return await self._db.write(fn)
 
     async def count_live_jobs(self, tenant_id: str) -> int:
         return await self._db.read(lambda c: admin.count_live_jobs(c, tenant_id))
 
+    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
+        return await self._db.write(lambda c: admin.take_create_tokens(c, tenant_id, count, now))
+
     # -- API keys ----------------------------------------------------------------------
-    async def create_api_key(self, key: ApiKey) -> None:
-        await self._db.write(lambda c: admin.create_api_key(c, key))
+    async def create_api_key(self, key: ApiKey, *, actor: str | None = None) -> None:
+        def fn(c: sqlite3.Connection) -> None:
+            admin.create_api_key(c, key)
+            if actor is not None:
+                at, details = rows.us(key.created_at), _auditing.key_details(key)
+                ops.audit(c, key.tenant_id, "key", key.id, "created", actor, at, details)
+
+        await self._db.write(fn)
 
     async def find_api_key(self, key_hash: str) -> ApiKey | None:
         return await self._db.read(lambda c: admin.find_api_key(c, key_hash))
@@ -273,8 +305,18 @@ class SqliteStore(Store):
     async def list_api_keys(self, tenant_id: str) -> list[ApiKey]:
         return await self._db.read(lambda c: admin.list_api_keys(c, tenant_id))
 
-    async def revoke_api_key(self, tenant_id: str, key_id: str, *, now: datetime) -> ApiKey:
-        return await self._db.write(lambda c: admin.revoke_api_key(c, tenant_id, key_id, now))
+    async def revoke_api_key(
+        self, tenant_id: str, key_id: str, *, now: datetime, actor: str | None = None
+    ) -> ApiKey:
+        def fn(c: sqlite3.Connection) -> ApiKey:
+            key = admin.revoke_api_key(c, tenant_id, key_id, now)
+            # Revoked by this call (not before): the revocation instant is ours.
+            if actor is not None and key.revoked_at == now:
+                at, details = rows.us(now), _auditing.key_details(key)
+                ops.audit(c, tenant_id, "key", key_id, "revoked", actor, at, details)
+            return key
+
+        return await self._db.write(fn)
 
     # -- API idempotency -----------------------------------------------------------------
     async def save_response(self, response: StoredResponse) -> StoredResponse:
@@ -304,6 +346,7 @@ class SqliteStore(Store):
         self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
     ) -> None:
         def fn(c: sqlite3.Connection) -> list[str]:
+            admin.check_max_jobs(c, jobs)
             ops.check_parents(c, jobs, runs)
             ops.insert_jobs(c, jobs, actor)
             now = rows.us(jobs[0].created_at) if jobs else 0
@@ -1153,6 +1196,33 @@ class SqliteStore(Store):
             ).fetchall()
         )
         return [rows.audit(r) for r in found]
+
+    async def list_audit_entries(
+        self,
+        *,
+        tenant_id: str | None = None,
+        actor: str | None = None,
+        entity: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        return await self._db.read(
+            lambda c: audit.list_entries(c, tenant_id, actor, entity, since, until, before, limit)
+        )
+
+    async def replace_job_actions(
+        self,
+        tenant_id: str,
+        changes: Sequence[JobSecrets],
+        *,
+        actor: str,
+        now: datetime,
+    ) -> int:
+        return await self._db.write(
+            lambda c: audit.replace_job_actions(c, tenant_id, changes, actor, now)
+        )
 
     # -- status ----------------------------------------------------------------------
     async def pool_status(

@@ -41,3 +41,10 @@ CREATE TABLE pipeline_tasks (
 -- The reconciler's work: tasks whose run may have ended by another path than a worker's
 -- completion (a rescue, a cancel).
 CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'started';
+
+-- A pipeline run's ending is an event of the outbox too (a pipeline's notify targets):
+-- the row names its pipeline run, and its run_id is the pipeline run's last task run.
+ALTER TABLE notifications ADD COLUMN pipeline_run_id uuid;
+ALTER TABLE notifications DROP CONSTRAINT notifications_event_check;
+ALTER TABLE notifications ADD CONSTRAINT notifications_event_check
+    CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped', 'pipeline_succeeded', 'pipeline_failed', 'pipeline_cancelled'));

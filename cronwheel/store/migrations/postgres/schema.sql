@@ -10,7 +10,9 @@ CREATE TABLE tenants (
     name                    text NOT NULL,
     max_jobs                integer,
     max_creates_per_second  double precision,
-    created_at              timestamptz NOT NULL
+    created_at              timestamptz NOT NULL,
+    create_tokens           double precision,
+    create_tokens_at        timestamptz
 );
 
 INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now());
@@ -205,7 +207,7 @@ CREATE TABLE notifications (
     id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant_id       text NOT NULL,
     event_id        text NOT NULL,
-    event           text NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped')),
+    event           text NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped', 'pipeline_succeeded', 'pipeline_failed', 'pipeline_cancelled')),
     job_id          uuid NOT NULL,
     job_name        text NOT NULL,
     run_id          bigint NOT NULL,
@@ -219,7 +221,8 @@ CREATE TABLE notifications (
     tries           integer NOT NULL DEFAULT 0,
     next_at         timestamptz NOT NULL,
     last_error      text,
-    finished_at     timestamptz
+    finished_at     timestamptz,
+    pipeline_run_id uuid  -- a pipeline event's (0013)
 );
 
 -- The notifier's claim: pending rows by due time.
@@ -290,3 +293,6 @@ CREATE TABLE pipeline_tasks (
 -- The reconciler's work: tasks whose run may have ended by another path than a worker's
 -- completion (a rescue, a cancel).
 CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'started';
+
+-- The audit log by tenant, newest first (0015): GET /v1/audit.
+CREATE INDEX audit_log_tenant_id ON audit_log (tenant_id, id);

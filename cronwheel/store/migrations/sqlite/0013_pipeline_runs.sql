@@ -41,3 +41,35 @@ CREATE TABLE pipeline_tasks (
 -- The reconciler's work: tasks whose run may have ended by another path than a worker's
 -- completion (a rescue, a cancel).
 CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'started';
+
+-- A pipeline run's ending is an event of the outbox too (a pipeline's notify targets):
+-- the row names its pipeline run, and its run_id is the pipeline run's last task run.
+-- SQLite cannot change a CHECK in place: the table is copied into one that allows them.
+CREATE TABLE notifications_0013 (
+    id              INTEGER PRIMARY KEY,
+    tenant_id       TEXT NOT NULL,
+    event_id        TEXT NOT NULL,
+    event           TEXT NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped', 'pipeline_succeeded', 'pipeline_failed', 'pipeline_cancelled')),
+    job_id          TEXT NOT NULL,
+    job_name        TEXT NOT NULL,
+    run_id          INTEGER NOT NULL,
+    scheduled_for   INTEGER NOT NULL,
+    attempt         INTEGER NOT NULL,
+    error           TEXT,
+    occurred_at     INTEGER NOT NULL,
+    target          INTEGER NOT NULL,
+    url             TEXT NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'dead')),
+    tries           INTEGER NOT NULL DEFAULT 0,
+    next_at         INTEGER NOT NULL,
+    last_error      TEXT,
+    finished_at     INTEGER,
+    pipeline_run_id TEXT  -- a pipeline event's (0013)
+);
+
+INSERT INTO notifications_0013 SELECT *, NULL FROM notifications;
+DROP TABLE notifications;
+ALTER TABLE notifications_0013 RENAME TO notifications;
+CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'pending';
+CREATE INDEX notifications_tenant_state ON notifications (tenant_id, state, id);
+CREATE INDEX notifications_finished ON notifications (finished_at) WHERE state <> 'pending';

@@ -7,7 +7,9 @@ CREATE TABLE tenants (
     name                    TEXT NOT NULL,
     max_jobs                INTEGER,
     max_creates_per_second  REAL,
-    created_at              INTEGER NOT NULL
+    created_at              INTEGER NOT NULL,
+    create_tokens           REAL,
+    create_tokens_at        INTEGER
 );
 
 INSERT INTO tenants (id, name, created_at)
@@ -194,7 +196,7 @@ CREATE TABLE notifications (
     id              INTEGER PRIMARY KEY,
     tenant_id       TEXT NOT NULL,
     event_id        TEXT NOT NULL,
-    event           TEXT NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped')),
+    event           TEXT NOT NULL CHECK (event IN ('succeeded', 'failed', 'dead', 'skipped', 'pipeline_succeeded', 'pipeline_failed', 'pipeline_cancelled')),
     job_id          TEXT NOT NULL,
     job_name        TEXT NOT NULL,
     run_id          INTEGER NOT NULL,
@@ -208,7 +210,8 @@ CREATE TABLE notifications (
     tries           INTEGER NOT NULL DEFAULT 0,
     next_at         INTEGER NOT NULL,
     last_error      TEXT,
-    finished_at     INTEGER
+    finished_at     INTEGER,
+    pipeline_run_id TEXT  -- a pipeline event's (0013)
 );
 
 -- The notifier's claim: pending rows by due time.
@@ -279,3 +282,6 @@ CREATE TABLE pipeline_tasks (
 -- The reconciler's work: tasks whose run may have ended by another path than a worker's
 -- completion (a rescue, a cancel).
 CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'started';
+
+-- The audit log by tenant, newest first (0015): GET /v1/audit.
+CREATE INDEX audit_log_tenant_id ON audit_log (tenant_id, id);

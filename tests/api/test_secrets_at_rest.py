@@ -1,0 +1,380 @@
+"""Secret webhook headers are stored encrypted, shown as ***, and sent for real
+(docs/security.md#secrets-at-rest, decision 0026); on both stores, the stored rows read
+directly from the database."""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from cronwheel.actions.egress import LOOPBACK, EgressPolicy
+from cronwheel.api import AuthConfig, create_app
+from cronwheel.model import RunState
+from cronwheel.sealing import ENV, PREFIX, Sealer, generate_key, open_url, rotate
+from cronwheel.service import JobService
+from cronwheel.store.base import Store
+from cronwheel.store.sqlite import SqliteStore
+from cronwheel.worker import Worker
+from tests.api.conftest import connect
+from tests.api.helpers import ADMIN_TOKEN, SECRETS_KEY, problem, spec
+from tests.engine.helpers import one_run
+from tests.engine.test_worker import FAST
+from tests.engine.webhook_target import webhook_target
+from tests.store.factories import make_job
+
+BEARER = "Bearer tok-5e1f0c3a9b7d"
+API_KEY = "apikey-8c2e4b6d0f1a"
+CUSTOM = "custom-3d5f7b9a1c2e"
+SECRETS = ("tok-5e1f0c3a9b7d", API_KEY, CUSTOM)
+TABLES = (
+    "jobs",
+    "idempotency_keys",
+    "audit_log",
+    "pipeline_versions",
+    "attempts",
+    "runs",
+    "notifications",
+)
+
+
+def secret_action(url: str = "https://example.com/hook") -> dict[str, Any]:
+    return {
+        "type": "webhook",
+        "url": url,
+        "headers": {
+            "Authorization": BEARER,
+            "X-Api-Key": API_KEY,
+            "X-Partner": CUSTOM,
+            "X-Team": "ops",
+        },
+        "secret_headers": ["x-partner"],
+    }
+
+
+async def stored_text(store: Store, request: pytest.FixtureRequest) -> str:
+    """Every row of the tables that hold jobs, answers and history, as text, read
+    directly from the database (not through the store)."""
+    if isinstance(store, SqliteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            return repr([conn.execute(f"SELECT * FROM {t}").fetchall() for t in TABLES])
+        finally:
+            conn.close()
+    pg = await asyncpg.connect(request.getfixturevalue("pg_dsn"))
+    try:
+        return repr([[tuple(r) for r in await pg.fetch(f"SELECT * FROM {t}")] for t in TABLES])
+    finally:
+        await pg.close()
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text
+
+
+async def test_secret_headers_are_stored_encrypted_and_read_as_stars(
+    client: httpx.AsyncClient, store: Store, request: pytest.FixtureRequest
+) -> None:
+    body = spec(action=secret_action())
+    first = await client.post("/v1/jobs", json=body, headers={"Idempotency-Key": "k-1"})
+    assert first.status_code == 201, first.text
+    job = first.json()
+    shown = job["action"]["headers"]
+    assert shown == {
+        "Authorization": "***",
+        "X-Api-Key": "***",
+        "X-Partner": "***",
+        "X-Team": "ops",
+    }
+    assert job["action"]["secret_headers"] == ["x-partner"]
+    listed = (await client.get("/v1/jobs")).json()["items"]
+    read = (await client.get(f"/v1/jobs/{job['id']}")).json()
+    replayed = await client.post("/v1/jobs", json=body, headers={"Idempotency-Key": "k-1"})
+    assert replayed.status_code == 201 and replayed.json() == job  # the same masked answer
+    for answer in (listed, read, replayed.json()):
+        assert_no_secret(repr(answer))
+    raw = await stored_text(store, request)
+    assert_no_secret(raw)
+    assert raw.count(PREFIX) == 3  # the three secret values, sealed; X-Team is not
+    stored = await store.get_job("default", job["id"])
+    assert stored is not None
+    assert stored.action["headers"]["X-Team"] == "ops"
+    sealer = Sealer([SECRETS_KEY])
+    opened = {
+        k: sealer.open(v, "default") for k, v in stored.action["headers"].items() if k != "X-Team"
+    }
+    assert opened == {"Authorization": BEARER, "X-Api-Key": API_KEY, "X-Partner": CUSTOM}
+
+
+async def test_pipelines_store_their_tasks_secret_headers_encrypted(
+    client: httpx.AsyncClient, store: Store, request: pytest.FixtureRequest
+) -> None:
+    tasks = {"ping": {"action": secret_action()}}
+    body = {"name": "p", "tasks": tasks, "edges": []}
+    answer = await client.post("/v1/pipelines", json=body)
+    assert answer.status_code == 201, answer.text
+    assert_no_secret(answer.text)
+    assert_no_secret(await stored_text(store, request))
+    again = await client.put(
+        f"/v1/pipelines/{answer.json()['id']}",
+        json={"tasks": tasks, "edges": []},
+        headers={"If-Match": '"1"'},
+    )
+    assert again.json()["version"] == 1  # the same content: no new version
+
+
+async def test_without_a_key_a_secret_header_is_refused_not_stored(
+    store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    app = create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    async with connect(app, ADMIN_TOKEN) as client:
+        refused = await client.post("/v1/jobs", json=spec(action=secret_action()))
+        found = problem(refused, 422, "action.headers.Authorization")
+        assert ENV in found["detail"]
+        plain = spec(action={"type": "webhook", "url": "https://example.com/h"})
+        assert (await client.post("/v1/jobs", json=plain)).status_code == 201
+    assert_no_secret(await stored_text(store, request))
+
+
+async def test_a_value_that_looks_sealed_is_refused(client: httpx.AsyncClient) -> None:
+    action = {"type": "webhook", "url": "https://e.com/h", "headers": {"X-Other": PREFIX + "x"}}
+    problem(await client.post("/v1/jobs", json=spec(action=action)), 422, "action.headers.X-Other")
+
+
+async def test_secret_headers_must_name_headers_of_the_action(client: httpx.AsyncClient) -> None:
+    action = {"type": "webhook", "url": "https://e.com/h", "secret_headers": ["X-Nope"]}
+    problem(await client.post("/v1/jobs", json=spec(action=action)), 422, "action.secret_headers")
+
+
+async def test_a_patch_that_sends_stars_back_keeps_the_secret(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    job = (await client.post("/v1/jobs", json=spec(action=secret_action()))).json()
+    action = job["action"] | {"url": "https://example.com/other"}  # headers as read: ***
+    answer = await client.patch(
+        f"/v1/jobs/{job['id']}", json={"action": action}, headers={"If-Match": '"1"'}
+    )
+    assert answer.status_code == 200, answer.text
+    stored = await store.get_job("default", job["id"])
+    assert stored is not None
+    sealer = Sealer([SECRETS_KEY])
+    assert sealer.open(stored.action["headers"]["Authorization"], "default") == BEARER
+    assert stored.action["url"] == "https://example.com/other"
+
+
+async def test_the_worker_sends_the_real_value_and_only_it_opens_it(
+    store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    key = generate_key()
+    egress = EgressPolicy.parse(LOOPBACK)
+    app = create_app(
+        store, auth=AuthConfig(admin_token=ADMIN_TOKEN), sealer=Sealer([key]), egress=egress
+    )
+    with webhook_target() as target:
+        async with connect(app, ADMIN_TOKEN) as client:
+            body = spec(action=secret_action(f"{target.url}/hook"), schedule={"kind": "immediate"})
+            job = (await client.post("/v1/jobs", json=body)).json()
+        assert await Worker(store, FAST, sealer=key).run_once() == 1
+        [received] = target.received
+    assert received.headers["Authorization"] == BEARER
+    assert (received.headers["X-Api-Key"], received.headers["X-Partner"]) == (API_KEY, CUSTOM)
+    assert (await one_run(store, job["id"])).state is RunState.SUCCEEDED
+    assert_no_secret(await stored_text(store, request))
+
+
+async def test_a_worker_without_the_key_fails_the_run_naming_the_key(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    service = JobService(store, sealer=Sealer([generate_key()]))
+    with webhook_target() as target:
+        action = secret_action(f"{target.url}/hook")
+        job = await service.create(name="j", schedule={"kind": "immediate"}, action=action)
+        assert await Worker(store, FAST).run_once() == 1
+        other = await service.create(name="k", schedule={"kind": "immediate"}, action=action)
+        assert await Worker(store, FAST, sealer=generate_key()).run_once() == 1
+        assert target.received == []  # nothing sent without the real value
+    missing = await one_run(store, job.id)
+    assert missing.state is RunState.DEAD  # permanent: a retry would find the same worker
+    [attempt] = await store.list_attempts("default", missing.id)
+    assert attempt.error_class == "SecretsKeyMissing"
+    assert attempt.error_message is not None and ENV in attempt.error_message
+    wrong = await one_run(store, other.id)
+    [attempt] = await store.list_attempts("default", wrong.id)
+    assert (wrong.state, attempt.error_class) == (RunState.DEAD, "SecretUnreadable")
+
+
+async def test_a_sealed_value_opens_only_for_its_tenant() -> None:
+    sealer = Sealer([generate_key()])
+    sealed = sealer.seal("s3cret-value", "acme")
+    assert sealer.open(sealed, "acme") == "s3cret-value"
+    from cronwheel.sealing import SecretUnreadable
+
+    with pytest.raises(SecretUnreadable):
+        sealer.open(sealed, "other")
+
+
+async def test_a_url_password_never_reaches_history_or_answers(
+    app: FastAPI, store: Store, request: pytest.FixtureRequest
+) -> None:
+    password = "urlpw-7a9c1e3b5d"
+    with webhook_target() as target:
+        target.answers["/fail"] = [(500, {})]
+        url = target.url.replace("http://", f"http://user:{password}@") + "/fail"
+        service = JobService(store, sealer=Sealer([SECRETS_KEY]))
+        action = {"type": "webhook", "url": url}
+        job = await service.create(
+            name="pw", schedule={"kind": "immediate"}, action=action, retry={"max_attempts": 1}
+        )
+        assert await Worker(store, FAST, sealer=SECRETS_KEY).run_once() == 1
+        [received] = target.received
+    sent = base64.b64decode(received.headers["Authorization"].removeprefix("Basic "))
+    assert sent.decode() == f"user:{password}"  # the worker sent the real password
+    async with connect(app, ADMIN_TOKEN) as client:
+        shown = (await client.get(f"/v1/jobs/{job.id}")).text
+        runs = (await client.get(f"/v1/jobs/{job.id}/runs")).json()["items"]
+        run = (await client.get(f"/v1/runs/{runs[0]['id']}")).text
+    assert "answered 500" in run
+    for text in (shown, repr(runs), run, await stored_text(store, request)):
+        assert password not in text
+
+
+async def test_rotation_reseals_every_job_so_the_old_key_can_go(
+    store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    old, new = generate_key(), generate_key()
+    with webhook_target() as target:
+        url = f"{target.url}/hook"
+        service = JobService(store, sealer=Sealer([old]))
+        sealed = await service.create(
+            name="sealed", schedule={"kind": "manual"}, action=secret_action(url)
+        )
+        # A job stored by an older cronwheel, its secret header in plain text.
+        legacy_target = {"on": ["dead"], "url": "https://u:legacypw-9x3@example.com/n"}
+        legacy = make_job(
+            "legacy", action=secret_action(url), next_fire_at=None, notify=(legacy_target,)
+        )
+        await store.create_jobs([legacy], [])
+        before = await stored_text(store, request)
+        assert BEARER.split()[1] in before  # the legacy row, as it was
+        done = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
+        assert (done.jobs_resealed, done.left) == (2, 0)
+        assert_no_secret(await stored_text(store, request))
+        assert "legacypw-9x3" not in await stored_text(store, request)
+        again = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
+        assert again.jobs_resealed == 0  # nothing left on the old key
+        # The new key alone opens everything: the old one can be removed.
+        new_only = Sealer([new])
+        for job_id in (sealed.id, legacy.id):
+            job = await store.get_job("default", job_id)
+            assert job is not None
+            assert new_only.open(job.action["headers"]["X-Api-Key"], "default") == API_KEY
+        stored_legacy = await store.get_job("default", legacy.id)
+        assert stored_legacy is not None
+        [target_url] = [str(t["url"]) for t in stored_legacy.notify]
+        assert open_url(target_url, "default", new_only) == legacy_target["url"]
+        for job_id in (sealed.id, legacy.id):
+            await service.trigger(job_id)
+        assert await Worker(store, FAST, sealer=new).run_once() == 2
+        assert [r.headers["Authorization"] for r in target.received] == [BEARER, BEARER]
+    [entry] = await store.list_audit_entries(entity="tenant", actor="secrets-rotate")
+    assert entry.details == {"jobs": 2}
+
+
+async def test_a_remote_workers_claim_gets_the_values_it_must_send(
+    app: FastAPI, client: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.api.test_workers import claim, immediate, worker_client
+
+    await immediate(client, action=secret_action())
+    await immediate(client, pool="remote2", action=secret_action())
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker)
+    assert claimed["action"]["headers"]["Authorization"] == BEARER
+    assert claimed["action"]["headers"]["X-Partner"] == CUSTOM
+    # An API whose key does not open them shows them masked: never the sealed text.
+    monkeypatch.delenv(ENV, raising=False)
+    other = create_app(
+        store, auth=AuthConfig(admin_token=ADMIN_TOKEN), sealer=Sealer([generate_key()])
+    )
+    async with connect(other, ADMIN_TOKEN) as admin:
+        worker = await worker_client(other, admin)
+        async with worker:
+            [masked] = await claim(worker, pool="remote2")
+    assert masked["action"]["headers"]["Authorization"] == "***"
+    assert PREFIX not in repr(masked)
+
+
+async def test_a_notification_urls_password_is_sealed_and_only_the_notifier_opens_it(
+    app: FastAPI, store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cronwheel.model import NotificationState
+    from cronwheel.notifier import Notifier
+    from tests.engine.helpers import eventually, running
+    from tests.engine.test_notifications import LOCAL, QUICK, SECRET, _worker, notifying
+
+    monkeypatch.delenv(ENV, raising=False)
+    password = "ntpw-2b4d6f8a0c"
+    with webhook_target() as target:
+        url = target.url.replace("http://", f"http://hook:{password}@") + "/events"
+        service = JobService(store, sealer=Sealer([SECRETS_KEY]))
+        notify = [{"on": ["succeeded"], "url": url}]
+        job = await service.create(
+            name="n",
+            schedule={"kind": "immediate"},
+            action={"type": "handler", "name": "ok"},
+            notify=notify,
+        )
+        assert password not in await stored_text(store, request)
+        async with connect(app, ADMIN_TOKEN) as client:
+            shown = (await client.get(f"/v1/jobs/{job.id}")).json()["notify"][0]["url"]
+        assert shown.startswith("http://hook:***@127.0.0.1:")
+        # A notifier without the key: the notification is dead at once, naming the key.
+        async with (
+            running(_worker(store)),
+            notifying(Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL)),
+        ):
+
+            async def dead() -> list[object]:
+                return await store.list_notifications("default", state=NotificationState.DEAD)
+
+            [n] = await eventually(dead)
+        assert target.received == [] and ENV in (n.last_error or "")  # type: ignore[attr-defined]
+        await store.replay_notifications("default", [n.id], now=datetime.now(UTC))  # type: ignore[attr-defined]
+        notifier = Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL, sealer=SECRETS_KEY)
+        async with notifying(notifier):
+            await eventually(lambda: _received(target))
+        sent = base64.b64decode(target.received[0].headers["Authorization"].removeprefix("Basic "))
+        assert sent.decode() == f"hook:{password}"
+    assert password not in await stored_text(store, request)
+
+
+async def _received(target: Any) -> bool:
+    return bool(target.received)
+
+
+async def test_a_patch_that_sends_the_url_back_as_shown_keeps_its_password(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    action = {"type": "webhook", "url": "https://hook:pw-77c1a9@example.com/h"}
+    job = (await client.post("/v1/jobs", json=spec(action=action))).json()
+    assert job["action"]["url"] == "https://hook:***@example.com/h"
+    changed = job["action"] | {"method": "PUT"}  # the URL as read
+    answer = await client.patch(
+        f"/v1/jobs/{job['id']}", json={"action": changed}, headers={"If-Match": '"1"'}
+    )
+    assert answer.status_code == 200, answer.text
+    stored = await store.get_job("default", job["id"])
+    assert stored is not None and stored.action["method"] == "PUT"
+    opened = open_url(str(stored.action["url"]), "default", Sealer([SECRETS_KEY]))
+    assert opened == action["url"]
