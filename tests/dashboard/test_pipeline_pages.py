@@ -229,3 +229,11 @@ async def test_another_tenants_pipeline_run_is_not_found(app: FastAPI, store: St
         assert "Not found" in response.text
     assert run.id not in await _page(app, "/ui/pipeline-runs", token)
     assert "No pipeline yet." in await _page(app, "/ui/pipelines", token)
+
+
+async def test_a_pipelines_job_links_to_its_pipeline(app: FastAPI, store: Store) -> None:
+    service = PipelineService(store)
+    pipeline = await service.create("linked", GRAPH)
+    run = await service.start(pipeline.id)  # makes the pipeline's own job
+    page = await _page(app, f"/ui/jobs/{run.job_id}")
+    assert f'<a href="/ui/pipelines/{pipeline.id}">its pipeline</a>' in page
