@@ -265,6 +265,7 @@ def _wait(cw: Client, run: PipelineRunInfo) -> PipelineRunInfo:
 
 @pipelines.command(
     "run",
+    short_help="Start a pipeline run (--wait for its end).",
     help="Start a run of a pipeline's latest version and show it (its root tasks start"
     " with it). With --wait, wait until it has ended: exit 0 if it succeeded, 1 if it"
     " failed or was cancelled.\n\n" + PIPELINE_HELP,
@@ -294,6 +295,7 @@ def pipelines_run(
 
 @pipelines.command(
     "runs",
+    short_help="Pipeline runs, newest first.",
     help="Pipeline runs, newest first: of PIPELINE (its id or a live pipeline's name), or"
     " of every pipeline.",
 )
@@ -316,6 +318,7 @@ def pipelines_runs(
 
 @pipelines.command(
     "get-run",
+    short_help="Show a pipeline run as a tree of its tasks.",
     help="Show a pipeline run: its state, then its tasks as a tree, each under the task it"
     " waits for that runs last (`also after:` names the others), with its state, why it"
     " was skipped, its run id, a fanned-out task's instances counted by state; `waiting`:"
@@ -330,6 +333,7 @@ def pipelines_get_run(url: str, token: str | None, as_json: bool, run_id: str) -
 
 @pipelines.command(
     "cancel",
+    short_help="Cancel a pipeline run.",
     help="Cancel a pipeline run: its pending tasks are cancelled, its running ones asked to"
     " stop, and nothing new starts. Cancelling it again changes nothing.\n\n" + RUN_ID_HELP,
 )
@@ -342,6 +346,7 @@ def pipelines_cancel(url: str, token: str | None, as_json: bool, run_id: str) ->
 
 @pipelines.command(
     "retry",
+    short_help="Run a dead task of a pipeline run again.",
     help="Run a dead task of a pipeline run again (its run is replayed with a fresh retry"
     " budget); the tasks skipped because it failed wait for it again.\n\n" + RUN_ID_HELP,
 )
