@@ -11,7 +11,7 @@ from cronwheel.api.problems import ApiProblem
 from cronwheel.dashboard import session
 from cronwheel.dashboard.live import SharedReads
 from cronwheel.dashboard.minutes import SettledMinutes
-from cronwheel.dashboard.pages import admin, jobform, jobs, overview, runs, workers
+from cronwheel.dashboard.pages import admin, jobform, jobs, overview, pipelines, runs, workers
 
 UI = "/ui"
 STATIC: dict[str, str] = {
@@ -47,5 +47,5 @@ def install(app: FastAPI) -> None:
 
     app.include_router(session.router)
     # jobform before jobs: /ui/jobs/new must not be read as the page of a job "new".
-    for module in (overview, jobform, jobs, runs, workers, admin):
+    for module in (overview, jobform, jobs, runs, pipelines, workers, admin):
         app.include_router(module.router)

@@ -93,6 +93,7 @@ def nav_for(viewer: Viewer | None) -> list[NavItem]:
     items = [
         NavItem("/ui/", "Overview"),
         NavItem("/ui/jobs", "Jobs"),
+        NavItem("/ui/pipelines", "Pipelines"),
         NavItem("/ui/dead", "Dead letter"),
         NavItem("/ui/workers", "Workers"),
     ]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 from cronwheel import tracing
 from cronwheel.sdk.models import (
@@ -17,6 +18,7 @@ from cronwheel.sdk.models import (
     NotificationInfo,
     Page,
     PipelineInfo,
+    PipelineRunInfo,
     PipelineVersionInfo,
     RunInfo,
     TenantInfo,
@@ -251,4 +253,38 @@ def pipeline_versions(pipeline_id: str, **filters: Any) -> Call[Page[PipelineVer
         f"/v1/pipelines/{pipeline_id}/versions",
         _page(PipelineVersionInfo),
         params=_params(**filters),
+    )
+
+
+def start_pipeline(pipeline_id: str, idempotency_key: str | None) -> Call[PipelineRunInfo]:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    return Call(
+        "POST", f"/v1/pipelines/{pipeline_id}/runs", PipelineRunInfo.model_validate, headers=headers
+    )
+
+
+def list_pipeline_runs(pipeline_id: str | None, **filters: Any) -> Call[Page[PipelineRunInfo]]:
+    return Call(
+        "GET",
+        "/v1/pipeline-runs",
+        _page(PipelineRunInfo),
+        params=_params(pipeline_id=pipeline_id, **filters),
+    )
+
+
+def get_pipeline_run(pipeline_run_id: str) -> Call[PipelineRunInfo]:
+    return Call("GET", f"/v1/pipeline-runs/{pipeline_run_id}", PipelineRunInfo.model_validate)
+
+
+def cancel_pipeline_run(pipeline_run_id: str) -> Call[PipelineRunInfo]:
+    return Call(
+        "POST", f"/v1/pipeline-runs/{pipeline_run_id}/cancel", PipelineRunInfo.model_validate
+    )
+
+
+def retry_pipeline_task(pipeline_run_id: str, task: str) -> Call[PipelineRunInfo]:
+    return Call(
+        "POST",
+        f"/v1/pipeline-runs/{pipeline_run_id}/tasks/{quote(task, safe='')}/retry",
+        PipelineRunInfo.model_validate,
     )

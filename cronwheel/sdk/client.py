@@ -26,6 +26,7 @@ from cronwheel.sdk.models import (
     NotificationInfo,
     Page,
     PipelineInfo,
+    PipelineRunInfo,
     PipelineVersionInfo,
     RunInfo,
     TenantInfo,
@@ -249,6 +250,37 @@ class Client:
         """A page of the pipeline's versions, newest first (``cursor``, ``limit``)."""
         return self._send(calls.pipeline_versions(pipeline_id, **filters))
 
+    # -- pipeline runs -------------------------------------------------------------------
+    def start_pipeline(
+        self, pipeline_id: str, *, idempotency_key: str | None = None
+    ) -> PipelineRunInfo:
+        """Start a run of the pipeline's latest version (its root tasks' runs are created
+        with it). With ``idempotency_key``, a repeated call answers the first one's run.
+        A deleted pipeline is a ConflictError."""
+        return self._send(calls.start_pipeline(pipeline_id, idempotency_key))
+
+    def list_pipeline_runs(
+        self, pipeline_id: str | None = None, *, state: str | None = None, **filters: Any
+    ) -> Page[PipelineRunInfo]:
+        """A page of pipeline runs, newest first, without their tasks: of one pipeline,
+        in one ``state`` (``running``, ``succeeded``, ``failed``, ``cancelled``).
+        ``filters``: ``cursor``, ``limit``."""
+        return self._send(calls.list_pipeline_runs(pipeline_id, state=state, **filters))
+
+    def get_pipeline_run(self, pipeline_run_id: str) -> PipelineRunInfo:
+        """A pipeline run with every task row (a task without one still waits)."""
+        return self._send(calls.get_pipeline_run(pipeline_run_id))
+
+    def cancel_pipeline_run(self, pipeline_run_id: str) -> PipelineRunInfo:
+        """Cancel a pipeline run (idempotent): pending tasks are cancelled, running ones
+        asked to stop, nothing new starts."""
+        return self._send(calls.cancel_pipeline_run(pipeline_run_id))
+
+    def retry_pipeline_task(self, pipeline_run_id: str, task: str) -> PipelineRunInfo:
+        """Run a dead task again; the tasks skipped because it failed wait for it again.
+        A task that is not dead is a ConflictError naming ``task``."""
+        return self._send(calls.retry_pipeline_task(pipeline_run_id, task))
+
 
 class AsyncClient:
     """The same API, for asyncio code."""
@@ -437,3 +469,28 @@ class AsyncClient:
     ) -> Page[PipelineVersionInfo]:
         """A page of the pipeline's versions, newest first (``cursor``, ``limit``)."""
         return await self._send(calls.pipeline_versions(pipeline_id, **filters))
+
+    # -- pipeline runs -------------------------------------------------------------------
+    async def start_pipeline(
+        self, pipeline_id: str, *, idempotency_key: str | None = None
+    ) -> PipelineRunInfo:
+        """See :meth:`Client.start_pipeline`."""
+        return await self._send(calls.start_pipeline(pipeline_id, idempotency_key))
+
+    async def list_pipeline_runs(
+        self, pipeline_id: str | None = None, *, state: str | None = None, **filters: Any
+    ) -> Page[PipelineRunInfo]:
+        """See :meth:`Client.list_pipeline_runs`."""
+        return await self._send(calls.list_pipeline_runs(pipeline_id, state=state, **filters))
+
+    async def get_pipeline_run(self, pipeline_run_id: str) -> PipelineRunInfo:
+        """See :meth:`Client.get_pipeline_run`."""
+        return await self._send(calls.get_pipeline_run(pipeline_run_id))
+
+    async def cancel_pipeline_run(self, pipeline_run_id: str) -> PipelineRunInfo:
+        """See :meth:`Client.cancel_pipeline_run`."""
+        return await self._send(calls.cancel_pipeline_run(pipeline_run_id))
+
+    async def retry_pipeline_task(self, pipeline_run_id: str, task: str) -> PipelineRunInfo:
+        """See :meth:`Client.retry_pipeline_task`."""
+        return await self._send(calls.retry_pipeline_task(pipeline_run_id, task))

@@ -218,3 +218,42 @@ class PipelineVersionInfo(_Wire):
     tasks: dict[str, Any]
     edges: list[dict[str, Any]]
     failure_policy: str
+
+
+class PipelineTaskInfo(_Wire):
+    """One task instance of a pipeline run that started, or was skipped or failed without
+    a run; a task of the definition with no such row still waits for its prerequisites."""
+
+    task: str
+    instance: int
+    """0, or the item's index for an instance of a fanned-out task."""
+    state: str
+    """``started`` (its run exists), ``succeeded``, ``dead``, ``cancelled`` or ``skipped``."""
+    run_id: int | None = None
+    """Its run (:meth:`~cronwheel.sdk.Client.get_run`); None if it never had one."""
+    run_state: str | None = None
+    """Its run's own state (``pending``, ``running``…)."""
+    reason: str | None = None
+    """Why it was skipped or failed without a run (``upstream_failed``…)."""
+    message: str | None = None
+    updated_at: datetime | None = None
+
+
+class PipelineRunInfo(_Wire):
+    """One execution of a pipeline at the version it started with (decision 0025)."""
+
+    id: str
+    tenant_id: str
+    pipeline_id: str
+    version: int
+    job_id: str
+    """The job whose runs its tasks' runs are."""
+    state: str
+    """``running``, ``succeeded``, ``failed`` or ``cancelled``."""
+    cancel_requested: bool = False
+    trigger_run_id: int | None = None
+    actor: str
+    created_at: datetime
+    finished_at: datetime | None = None
+    tasks: list[PipelineTaskInfo] = []
+    """Every task row when read one at a time; empty in lists."""

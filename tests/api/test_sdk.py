@@ -4,11 +4,15 @@ tests/api/test_cli.py."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from cronwheel.sdk import AsyncClient
+from cronwheel.actions import PermanentError, RunContext
+from cronwheel.sdk import AsyncClient, Client
 from cronwheel.sdk.errors import (
     ConflictError,
     Forbidden,
@@ -17,10 +21,22 @@ from cronwheel.sdk.errors import (
     Unauthorized,
     ValidationFailed,
 )
+from cronwheel.store.base import Store
+from cronwheel.worker import Worker, WorkerConfig
 from tests.api.helpers import ADMIN_TOKEN
+from tests.engine.helpers import eventually, running
 
 WEBHOOK = {"type": "webhook", "url": "https://example.com/hook"}
 EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "Europe/Paris"}
+# Leases long enough that a loaded machine never lets one lapse mid-task.
+PIPELINE_WORKER = WorkerConfig(
+    pools={"default": 4},
+    lease_seconds=30.0,
+    heartbeat_seconds=0.5,
+    prefetch_seconds=0.5,
+    poll_seconds=0.05,
+    grace_seconds=0.5,
+)
 
 
 def sdk(app: FastAPI, token: str | None = ADMIN_TOKEN) -> AsyncClient:
@@ -192,3 +208,127 @@ async def test_pipelines_through_the_sdk(app: FastAPI) -> None:
         assert (await cw.list_pipelines()).items == []
         with pytest.raises(NotFoundError):
             await cw.get_pipeline(made.id, version=3)
+
+
+async def test_pipeline_runs_through_the_sdk(app: FastAPI, store: Store) -> None:
+    """Start (once per Idempotency-Key), list (by pipeline, by state, a page at a time),
+    read with every task row, retry a dead task, cancel; a worker moves the runs on."""
+    worker = Worker(store, PIPELINE_WORKER)
+    broken = threading.Event()
+    broken.set()
+
+    @worker.handler("a")
+    def a(ctx: RunContext) -> int:
+        return 1
+
+    @worker.handler("c")
+    def c(ctx: RunContext) -> None:
+        assert ctx.inputs == {"b": None}
+
+    @worker.handler("b")
+    def b(ctx: RunContext) -> None:
+        if broken.is_set():
+            raise PermanentError("not yet")
+
+    chain = {
+        "tasks": {t: {"action": {"type": "handler", "name": t}} for t in ("a", "b", "c")},
+        "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "c"}],
+    }
+    async with sdk(app) as cw:
+        made = await cw.create_pipeline("sdk-chain", chain)
+        first = await cw.start_pipeline(made.id, idempotency_key="go-1")
+        assert (first.state, first.version, first.pipeline_id) == ("running", 1, made.id)
+        [root] = first.tasks
+        assert (root.task, root.state, root.run_state) == ("a", "started", "pending")
+        assert (await cw.start_pipeline(made.id, idempotency_key="go-1")).id == first.id
+        assert (await cw.get_run(root.run_id or 0)).job_id == first.job_id
+
+        async def ended() -> Any:
+            found = await cw.get_pipeline_run(first.id)
+            return found if found.state != "running" else None
+
+        async with running(worker):
+            failed = await eventually(ended)
+            assert failed.state == "failed"
+            rows = {t.task: (t.state, t.reason) for t in failed.tasks}
+            assert rows == {
+                "a": ("succeeded", None),
+                "b": ("dead", None),
+                "c": ("skipped", "upstream_failed"),
+            }
+            with pytest.raises(ConflictError) as not_dead:
+                await cw.retry_pipeline_task(first.id, "a")
+            assert not_dead.value.field == "task"
+            broken.clear()
+            again = await cw.retry_pipeline_task(first.id, "b")
+            assert again.state == "running" and "c" not in {t.task for t in again.tasks}
+            done = await eventually(ended)
+        assert done.state == "succeeded"
+        assert {t.task: t.state for t in done.tasks} == dict.fromkeys("abc", "succeeded")
+
+        second = await cw.start_pipeline(made.id)
+        cancelled = await cw.cancel_pipeline_run(second.id)
+        assert (cancelled.state, cancelled.cancel_requested) == ("cancelled", True)
+        assert (await cw.cancel_pipeline_run(second.id)).state == "cancelled"
+        other = await cw.create_pipeline("sdk-other", chain)
+        third = await cw.start_pipeline(other.id)
+
+        everything = await cw.list_pipeline_runs()
+        assert [r.id for r in everything.items] == [third.id, second.id, first.id]
+        assert all(r.tasks == [] for r in everything.items)
+        mine = await cw.list_pipeline_runs(made.id, limit=1)
+        assert [r.id for r in mine.items] == [second.id] and mine.next_cursor
+        rest = await cw.list_pipeline_runs(made.id, cursor=mine.next_cursor)
+        assert [r.id for r in rest.items] == [first.id] and rest.next_cursor is None
+        assert [r.id for r in (await cw.list_pipeline_runs(state="cancelled")).items] == [second.id]
+        with pytest.raises(ValidationFailed) as bad_state:
+            await cw.list_pipeline_runs(state="nope")
+        assert bad_state.value.field == "state"
+        with pytest.raises(NotFoundError):
+            await cw.get_pipeline_run("01a1ff91-f97e-7000-8a6d-746a4710197a")
+        with pytest.raises(NotFoundError):
+            await cw.retry_pipeline_task(first.id, "no-such-task")
+        await cw.delete_pipeline(other.id)
+        with pytest.raises(ConflictError):
+            await cw.start_pipeline(other.id)
+
+
+def test_the_sync_client_speaks_to_pipeline_runs_as_the_async_one() -> None:
+    """Every pipeline-run call of the sync client sends what the async one sends."""
+    seen: list[tuple[str, str, str | None]] = []
+    run = {
+        "id": "01a1ff91-f97e-7000-8a6d-746a4710197a",
+        "tenant_id": "default",
+        "pipeline_id": "p",
+        "version": 1,
+        "job_id": "p",
+        "state": "running",
+        "actor": "t",
+        "created_at": "2026-11-24T00:00:00+00:00",
+        "tasks": [{"task": "x y", "instance": 0, "state": "dead", "run_id": 7}],
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, str(request.url), request.headers.get("Idempotency-Key")))
+        body = {"items": [run], "next_cursor": None} if request.method == "GET" else run
+        if request.url.path.endswith(run["id"]):
+            body = run
+        return httpx.Response(200, json=body)
+
+    with Client("http://test", "t", transport=httpx.MockTransport(answer)) as cw:
+        started = cw.start_pipeline("p", idempotency_key="k")
+        assert started.tasks[0].run_id == 7 and started.tasks[0].run_state is None
+        cw.list_pipeline_runs("p", state="failed", limit=5)
+        cw.list_pipeline_runs()
+        cw.get_pipeline_run(run["id"])
+        cw.cancel_pipeline_run(run["id"])
+        cw.retry_pipeline_task(run["id"], "x y")
+    base = "http://test/v1/pipeline-runs"
+    assert seen == [
+        ("POST", "http://test/v1/pipelines/p/runs", "k"),
+        ("GET", f"{base}?pipeline_id=p&state=failed&limit=5", None),
+        ("GET", base, None),
+        ("GET", f"{base}/{run['id']}", None),
+        ("POST", f"{base}/{run['id']}/cancel", None),
+        ("POST", f"{base}/{run['id']}/tasks/x%20y/retry", None),
+    ]
