@@ -201,11 +201,18 @@ class PipelineInfo(_Wire):
     failure_policy: str
     created_at: datetime
     updated_at: datetime
+    notify: list[dict[str, Any]] = []
+    """Its notification targets (how its runs end), URLs with passwords masked."""
 
     @property
     def definition(self) -> dict[str, Any]:
         """The definition alone, as :meth:`~cronwheel.sdk.Client.update_pipeline` takes it."""
-        return {"tasks": self.tasks, "edges": self.edges, "failure_policy": self.failure_policy}
+        return {
+            "tasks": self.tasks,
+            "edges": self.edges,
+            "failure_policy": self.failure_policy,
+            "notify": self.notify,
+        }
 
 
 class PipelineVersionInfo(_Wire):
@@ -218,6 +225,7 @@ class PipelineVersionInfo(_Wire):
     tasks: dict[str, Any]
     edges: list[dict[str, Any]]
     failure_policy: str
+    notify: list[dict[str, Any]] = []
 
 
 class PipelineTaskInfo(_Wire):
