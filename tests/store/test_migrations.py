@@ -195,6 +195,21 @@ async def _lend_notifications(store: Store) -> None:
             await _ddl(store, "\n".join(lines))
 
 
+async def _lend_tenant_claim_settings(store: Store) -> None:
+    """Step 15's tenant columns and index, lent to a store at an older step: today's
+    claim reads them."""
+    from cronwheel.store.sqlite import SqliteStore
+
+    real = "REAL" if isinstance(store, SqliteStore) else "double precision"
+    await _ddl(store, f"ALTER TABLE tenants ADD COLUMN claim_weight {real} NOT NULL DEFAULT 1")
+    await _ddl(store, "ALTER TABLE tenants ADD COLUMN max_running INTEGER")
+    await _ddl(
+        store,
+        "CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at)"
+        " WHERE state = 'pending'",
+    )
+
+
 async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:
     """SQLite cannot alter a CHECK: step 5 copies the attempts table. Nothing is lost,
     and the new outcome is accepted afterwards."""
@@ -209,6 +224,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")
     await _lend_run_report_columns(store)
     await _lend_notifications(store)
+    await _lend_tenant_claim_settings(store)
     job = make_job()
     await store.create_jobs([job])
     await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])

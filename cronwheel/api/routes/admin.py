@@ -53,6 +53,8 @@ async def create_tenant(body: TenantIn, request: Request, principal: SystemAdmin
         created_at=state.clock.now(),
         max_jobs=body.max_jobs,
         max_creates_per_second=body.max_creates_per_second,
+        claim_weight=body.claim_weight,
+        max_running=body.max_running,
     )
     await state.store.create_tenant(tenant)
     headers = {"Location": f"/v1/tenants/{tenant.id}"}

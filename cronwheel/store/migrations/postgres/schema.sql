@@ -10,7 +10,10 @@ CREATE TABLE tenants (
     name                    text NOT NULL,
     max_jobs                integer,
     max_creates_per_second  double precision,
-    created_at              timestamptz NOT NULL
+    created_at              timestamptz NOT NULL,
+    claim_weight            double precision NOT NULL DEFAULT 1
+        CHECK (claim_weight > 0 AND claim_weight <= 1000),
+    max_running             integer CHECK (max_running > 0)
 );
 
 INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now());
@@ -89,6 +92,10 @@ CREATE TABLE runs (
 CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
 -- The worker's claim: pending runs by pool, priority, then due time.
 CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
+-- Claims fair across tenants: each tenant's pending runs by priority then due time (0015).
+CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending';
+-- Many tenants, whatever ANALYZE saw: a tenant's slice is read through runs_fair (0015).
+ALTER TABLE runs ALTER COLUMN tenant_id SET (n_distinct = 100);
 -- Claims apply overlap policies to the few runs that have one.
 CREATE INDEX runs_overlap ON runs (pool, available_at) WHERE state = 'pending' AND overlap <> 'allow';
 -- Overlap checks: a job's running runs.
