@@ -3,14 +3,15 @@ and low priority cannot starve (decision 0028)."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from cronwheel.model import Job, Priority, Tenant
-from cronwheel.store.base import Claim, Store
+from cronwheel.model import AttemptOutcome, Job, Priority, RunState, Tenant
+from cronwheel.store.base import Claim, Completion, Store
 from cronwheel.store.sqlite import SqliteStore, _fair
 from tests.store.factories import T0, at, make_job, make_run
 
@@ -179,8 +180,57 @@ async def test_sqlite_reads_each_tenant_slice_in_index_order(tmp_path: Path) -> 
         params = {"pool": "p", "tenant": "t", "until": 0, "aged": 0, "share": 1, "now": 0}
         sql = _fair._SLICE.replace("?", ":now")
         plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+        past = [
+            r[3]
+            for r in conn.execute(f"EXPLAIN QUERY PLAN {_fair._PAST_SHARE}", params | {"limit": 1})
+        ]
     finally:
         conn.close()
-    assert not [step for step in plan if "TEMP B-TREE FOR ORDER BY" in step], plan
-    scans = [step for step in plan if step.startswith(("SEARCH r", "SCAN r"))]
-    assert len(scans) == 4 and all("INDEX runs_fair" in step for step in scans), plan
+    for steps, n in ((plan, 4), (past, 1)):
+        assert not [step for step in steps if "TEMP B-TREE FOR ORDER BY" in step], steps
+        scans = [step for step in steps if step.startswith(("SEARCH r", "SCAN r"))]
+        assert len(scans) == n and all("INDEX runs_fair" in step for step in scans), steps
+
+
+# -- max_running: a tenant's runs in flight, cluster-wide ------------------------------
+async def test_a_tenant_at_its_max_running_waits_and_others_do_not(store: Store) -> None:
+    await _tenant(store, "a", max_running=3)
+    await _tenant(store, "b")
+    a, b = make_job(tenant_id="a"), make_job(tenant_id="b")
+    await store.create_jobs([a, b])
+    await _backlog(store, a, 50)
+    await _backlog(store, b, 50)
+    first = await _claim(store, 20)
+    assert Counter(_tenants(first)) == {"a": 3, "b": 17}  # B fills what A may not take
+    second = await _claim(store, 20)
+    assert Counter(_tenants(second)) == {"b": 20}  # A is at 3 running: its runs wait
+    [one] = [c for c in first if c.run.tenant_id == "a"][:1]
+    completion = Completion(
+        one.run.id, one.run.fence, "w", RunState.SUCCEEDED, AttemptOutcome.SUCCEEDED, at(0), at(1)
+    )
+    assert await store.complete_runs([completion]) == [one.run.id]
+    third = await _claim(store, 20, now=1)
+    assert Counter(_tenants(third)) == {"a": 1, "b": 13}  # one finished: one more starts
+    waiting = await store.list_runs("a", state=RunState.PENDING, limit=100)
+    assert len(waiting) == 46  # above the cap, runs wait pending: not lost, not failed
+
+
+async def test_max_running_holds_alone_and_across_claimers(store: Store, store2: Store) -> None:
+    await _tenant(store, "a", max_running=5)
+    a = make_job(tenant_id="a")
+    await store.create_jobs([a])
+    await _backlog(store, a, 100)
+    claims = await asyncio.gather(
+        *(_claim(s, 10) for s in (store, store2, store, store2)), return_exceptions=False
+    )
+    assert sum(len(c) for c in claims) == 5
+    running = await store.list_runs("a", state=RunState.RUNNING, limit=100)
+    assert len(running) == 5
+
+
+async def test_without_a_cap_a_tenant_takes_the_whole_batch(store: Store) -> None:
+    await _tenant(store, "a")
+    a = make_job(tenant_id="a")
+    await store.create_jobs([a])
+    await _backlog(store, a, 100)
+    assert len(await _claim(store, 60)) == 60

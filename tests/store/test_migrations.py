@@ -208,6 +208,9 @@ async def _lend_tenant_claim_settings(store: Store) -> None:
         "CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at)"
         " WHERE state = 'pending'",
     )
+    if not isinstance(store, SqliteStore):  # the claim's max_running rooms
+        [step] = [m for m in migrations("postgres") if m.version == 15]
+        await _ddl(store, step.sql[step.sql.index("CREATE FUNCTION") :])
 
 
 async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:

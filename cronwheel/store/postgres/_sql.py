@@ -460,8 +460,13 @@ _JOB_IS_RUNNING = """EXISTS (
 # so a low run under a steady stream of high ones still starts), then taken round by
 # round: a tenant's k-th run comes in round k / weight, ties going to priority then due
 # time. When the shares leave the batch short (few tenants, or their runs not due yet),
-# it is topped up in plain priority order from runs_claimable, one index-ordered scan per
-# pool gated on being short: fairness never costs claim rate.
+# it is topped up from each tenant's runs past its share (the same index walk, on from
+# where the share stopped), in priority order, gated on being short: fairness never costs
+# claim rate.
+#
+# A tenant with max_running takes at most its room (max_running less its running runs,
+# cluster-wide: cronwheel_claim_rooms, migration 0015) from a claim, top-up included; the
+# rest of its runs stay pending.
 #
 # Runs under an overlap policy (few: runs_overlap) are claimed only once due and only as
 # their job's earliest due run (its head); ``queue`` heads wait while their job runs,
@@ -501,14 +506,27 @@ waiting AS (
 ),
 weights AS (
     -- A primary-key probe per tenant waiting, never a scan of every tenant.
-    SELECT w.tenant_id,
-           coalesce((SELECT claim_weight FROM tenants WHERE id = w.tenant_id), 1) AS weight
+    SELECT w.tenant_id, coalesce(t.claim_weight, 1) AS weight, t.max_running
     FROM (SELECT DISTINCT tenant_id FROM waiting) AS w
+    LEFT JOIN LATERAL (
+        SELECT claim_weight, max_running FROM tenants WHERE id = w.tenant_id OFFSET 0
+    ) AS t ON true
+),
+rooms AS (
+    -- What each capped tenant may still start (max_running less its running runs).
+    SELECT out_tenant AS tenant_id, out_room AS room FROM cronwheel_claim_rooms(
+        array(SELECT tenant_id FROM weights WHERE max_running IS NOT NULL ORDER BY 1),
+        array(SELECT max_running FROM weights WHERE max_running IS NOT NULL ORDER BY tenant_id)
+    )
 ),
 shares AS (
-    SELECT w.pool, w.tenant_id, g.weight,
-           ceil($4::int * g.weight / (SELECT sum(weight) FROM weights))::int AS share
-    FROM waiting AS w JOIN weights AS g ON g.tenant_id = w.tenant_id
+    SELECT s.*, least(s.fair, s.room) AS share FROM (
+        SELECT w.pool, w.tenant_id, g.weight,
+               ceil($4::int * g.weight / (SELECT sum(weight) FROM weights))::int AS fair,
+               coalesce((SELECT room FROM rooms AS m WHERE m.tenant_id = w.tenant_id), $4)
+                   AS room
+        FROM waiting AS w JOIN weights AS g ON g.tenant_id = w.tenant_id
+    ) AS s
 ),
 fair AS (
     SELECT c.*, s.weight FROM shares AS s
@@ -570,25 +588,36 @@ ranked AS (
     ) AS c
 ),
 topped AS (
-    SELECT c.*, 1::float8 AS weight, 'Infinity'::float8 AS turn
-    FROM unnest($2::text[]) AS p(pool)
+    -- Past its share, each tenant's next runs in the same order (OFFSET skips the share,
+    -- held by this claim): only when the shares left the batch short.
+    SELECT c.*, s.weight, 'Infinity'::float8 AS turn
+    FROM shares AS s
     CROSS JOIN LATERAL (
         SELECT {_RUN_PICK} FROM runs
-        WHERE state = 'pending' AND pool = p.pool AND available_at <= $3 AND overlap = 'allow'
-          AND attempt < max_attempts AND ($8::text IS NULL OR tenant_id = $8)
+        WHERE state = 'pending' AND pool = s.pool AND tenant_id = s.tenant_id
+          AND available_at <= $3 AND overlap = 'allow' AND attempt < max_attempts
         ORDER BY priority, available_at
-        LIMIT $4
+        OFFSET s.share
+        LIMIT least($4 - (SELECT count(*) FROM ranked), s.room - s.share)
         FOR UPDATE SKIP LOCKED
     ) AS c
-    WHERE (SELECT count(*) FROM ranked) < $4
+    WHERE (SELECT count(*) FROM ranked) < $4 AND s.room > s.share
 ),
 picked AS (
-    SELECT * FROM (
-        SELECT DISTINCT ON (u.id) u.* FROM (
-            SELECT * FROM ranked UNION ALL SELECT * FROM topped
-        ) AS u
-        ORDER BY u.id, u.turn
+    -- A capped tenant's runs past its room stay pending (the top-up may bring them).
+    SELECT c.id, c.job_id, c.overlap, c.priority, c.available_at, c.tenant_id, c.turn
+    FROM (
+        SELECT d.*, row_number() OVER (
+            PARTITION BY d.tenant_id ORDER BY d.turn, d.priority, d.available_at, d.id
+        ) AS nth
+        FROM (
+            SELECT DISTINCT ON (u.id) u.* FROM (
+                SELECT * FROM ranked UNION ALL SELECT * FROM topped
+            ) AS u
+            ORDER BY u.id, u.turn
+        ) AS d
     ) AS c
+    WHERE c.nth <= coalesce((SELECT room FROM rooms AS m WHERE m.tenant_id = c.tenant_id), $4)
     ORDER BY c.turn, c.priority, c.available_at, c.id
     LIMIT $4
 ),

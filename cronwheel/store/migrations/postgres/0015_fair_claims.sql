@@ -19,3 +19,25 @@ CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE s
 -- claim (the very moment fairness matters). Told that there are many tenants, it reads
 -- a tenant's slice through runs_fair, whatever the statistics were taken on.
 ALTER TABLE runs ALTER COLUMN tenant_id SET (n_distinct = 100);
+
+-- max_running, cluster-wide: the room each capped tenant has left, counted by the claim
+-- that uses it. One advisory lock (held to the end of the claim's transaction) puts the
+-- claims of capped tenants in a line, and the count, in a VOLATILE function, is taken
+-- after the lock with a fresh snapshot: it sees every run the previous claim started, so
+-- two workers never both fill the same room. Claims that meet no capped tenant call it
+-- with empty arrays: no lock, no count.
+CREATE FUNCTION cronwheel_claim_rooms(tenants text[], caps integer[])
+RETURNS TABLE (out_tenant text, out_room integer)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF coalesce(cardinality(tenants), 0) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('cronwheel.max_running'));
+    RETURN QUERY
+        SELECT t.id, greatest(0, t.cap - (
+            SELECT count(*) FROM runs AS r WHERE r.tenant_id = t.id AND r.state = 'running'
+        ))::integer
+        FROM unnest(tenants, caps) AS t(id, cap);
+END
+$$;

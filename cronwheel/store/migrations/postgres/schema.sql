@@ -257,3 +257,22 @@ CREATE TABLE pipeline_versions (
     actor        text NOT NULL,
     PRIMARY KEY (pipeline_id, version)
 );
+
+-- max_running, cluster-wide (0015): the room each capped tenant has left, counted after
+-- one advisory lock, with a fresh snapshot (a VOLATILE function): claims of capped tenants
+-- queue, and never both fill the same room.
+CREATE FUNCTION cronwheel_claim_rooms(tenants text[], caps integer[])
+RETURNS TABLE (out_tenant text, out_room integer)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF coalesce(cardinality(tenants), 0) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('cronwheel.max_running'));
+    RETURN QUERY
+        SELECT t.id, greatest(0, t.cap - (
+            SELECT count(*) FROM runs AS r WHERE r.tenant_id = t.id AND r.state = 'running'
+        ))::integer
+        FROM unnest(tenants, caps) AS t(id, cap);
+END
+$$;
