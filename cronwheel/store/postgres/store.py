@@ -710,7 +710,7 @@ class PostgresStore(Store):
             lease_seconds,
             REASON_OVERLAP_SKIP,
             tenant_id,
-            priority_aging_seconds,
+            max(priority_aging_seconds, 1e-6),  # a period, never zero: it divides
         )
         found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)
         # Always at least one row, carrying the skip count; with nothing claimed, its run
