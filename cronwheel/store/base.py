@@ -671,8 +671,13 @@ class Store(abc.ABC):
         critical), so low priority cannot starve. Across tenants, the batch is taken
         round by round: a tenant's k-th run (in that order) comes in round ``k /
         weight``; within a round, by priority then ``available_at``. The claimed runs
-        come back in that order. When the shares leave the batch short, it is topped up in
-        plain priority order, so that the batch is as full as an unfair claim's would be.
+        come back in that order. When the shares leave the batch short, it is topped up
+        with each tenant's runs past its share, in priority order, so that the batch is as
+        full as an unfair claim's would be.
+
+        A tenant with ``max_running`` takes at most its room (the cap less its runs
+        ``running`` anywhere) from a claim; the rest stay pending. Two claimers at once
+        never both fill the same room.
 
         Runs whose job has an overlap policy other than ``allow`` are claimed only once
         due (``available_at <= now``), one per job at a time (the earliest due), and:
