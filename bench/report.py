@@ -72,6 +72,17 @@ COLUMNS: dict[str, list[tuple[str, Callable[[Row], str]]]] = {
         ("tick @all", lambda r: _tick(r, str(r.get("jobs")))),
         ("ratio", lambda r: _n(r.get("tick_ratio"), "x")),
     ],
+    "W6": [
+        ("A backlog", lambda r: _n(r.get("a"))),
+        ("A drain", lambda r: _n(r.get("a_drain_s"), " s")),
+        ("B runs", lambda r: _n((r.get("b_during") or {}).get("samples"))),
+        ("B p50", lambda r: _n((r.get("b_during") or {}).get("p50_ms"), " ms")),
+        ("B p99", lambda r: _n((r.get("b_during") or {}).get("p99_ms"), " ms")),
+        ("B alone p50", lambda r: _n((r.get("b_alone") or {}).get("p50_ms"), " ms")),
+        ("B alone p99", lambda r: _n((r.get("b_alone") or {}).get("p99_ms"), " ms")),
+        ("lost", lambda r: _n(r.get("lost"))),
+        ("dup", lambda r: _n(r.get("duplicated"))),
+    ],
 }
 
 

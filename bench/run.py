@@ -55,7 +55,7 @@ def _choices(values: list[str], allowed: tuple[str, ...], what: str) -> list[str
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/run", description=__doc__)
     p.add_argument("--system", action="append", default=[], help="repeatable, or a,b; or all")
-    p.add_argument("--workload", action="append", default=[], help="W1..W5, repeatable; or all")
+    p.add_argument("--workload", action="append", default=[], help="W1..W6, repeatable; or all")
     p.add_argument("--quick", action="store_true", help="small sizes (CI)")
     p.add_argument("--json", type=Path, help="where to write the results")
     p.add_argument("--pg", default=os.environ.get("CWBENCH_PG_DSN", DEFAULT_PG))
@@ -159,7 +159,9 @@ def run_one(a: argparse.Namespace, system: str, workload: str, root: Path) -> di
     cmd += ["--system", system, "--workload", workload, "--workdir", str(workdir)]
     cmd += ["--params", json.dumps(_params(a, workload)), "--pg-dsn", dsn]
     cmd += ["--redis-url", a.redis]
-    env = dict(os.environ, PYTHONPATH=str(HERE), PYTHONUNBUFFERED="1")
+    # bench/ first; a PYTHONPATH given (a worktree's cronwheel) is kept after it.
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
     started = time.monotonic()
     try:
         with (workdir / "adapter.log").open("wb") as log:

@@ -687,6 +687,11 @@ class Role(StrEnum):
     WORKER = "worker"
 
 
+MAX_CLAIM_WEIGHT = 1000.0
+"""The largest claim weight a tenant may have (the schema checks it too): a share of at
+most a thousand to one keeps every tenant's share of a batch at least a run."""
+
+
 @dataclass(frozen=True, slots=True)
 class Tenant:
     id: str
@@ -695,6 +700,12 @@ class Tenant:
     max_jobs: int | None = None
     """Live jobs (not cancelled, not completed) the tenant may have; None: no limit."""
     max_creates_per_second: float | None = None
+    claim_weight: float = 1.0
+    """The tenant's share of every claim, relative to the other tenants waiting in the
+    same pools (decision 0028): 2 takes twice the runs of a tenant of weight 1."""
+    max_running: int | None = None
+    """Runs of the tenant in flight at once across the cluster; None: no cap. Runs above
+    it wait, pending (decision 0028)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from cronwheel.actions.egress import EgressPolicy
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
+from cronwheel.fairslots import FairSlots
 from cronwheel.lifecycle import (
     Outcome,
     OutcomeKind,
@@ -166,7 +167,9 @@ class Worker:
         costs one timer, and all of them start in one pass of the loop."""
         self._watchdog: asyncio.TimerHandle | None = None
         self._watchdog_at = math.inf
-        self._slots = {p: asyncio.Semaphore(n) for p, n in self.config.pools.items()}
+        # Claimed runs wait for a slot round robin by tenant, not first come first served:
+        # a run of one tenant is not held back by another's prefetched backlog (0028).
+        self._slots = {p: FairSlots(n) for p, n in self.config.pools.items()}
         self._threads = ThreadPoolExecutor(
             max_workers=sum(self.config.pools.values()), thread_name_prefix="cronwheel-handler"
         )
@@ -486,7 +489,7 @@ class Worker:
         # This task's own context: every record logged while the run executes carries
         # its ids (a sync handler's thread gets a copy, see call_handler).
         current_run.set(run)
-        async with self._slots[run.pool]:
+        async with self._slots[run.pool].hold(run.tenant_id):
             if flight.lost:
                 self._forget(flight)
                 return

@@ -8,6 +8,7 @@ cluster shape, a ``cronwheel worker`` process and a ``cronwheel scheduler`` proc
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import statistics
 import sys
@@ -22,8 +23,9 @@ import cronwheel
 from cronwheel.actions.egress import ALLOW_ENV, LOOPBACK
 from cronwheel.scheduler import Scheduler
 
-from lib import adapter, flows
+from lib import adapter, flows, records
 from lib.adapter import Args, Result
+from lib.stats import lag_summary
 
 CONCURRENCY = int(os.environ.get("CWBENCH_CW_CONCURRENCY", "2500"))
 """Runs at once in the worker's pool (``--concurrency``, default 10); it holds up to 4x
@@ -123,7 +125,7 @@ class Cronwheel:
         quiet = ["--log-level", "warning"]
         worker = [py, "-m", "cronwheel", "worker", "--app", "cw.app:worker", "--db", self.url]
         worker += ["--concurrency", str(CONCURRENCY), *quiet]
-        if workload == "W1":  # immediate runs need no scheduler: only the one worker
+        if workload in ("W1", "W6"):  # immediate runs need no scheduler: only the worker
             return [worker]
         return [worker, [py, "-m", "cronwheel", "scheduler", "--db", self.url, *quiet]]
 
@@ -228,9 +230,88 @@ async def _tick_ms(cw: cronwheel.JobService, n: int) -> dict[str, float]:
     return {"median": round(statistics.median(durations), 3), "max": round(max(durations), 3)}
 
 
+def w6(args: Args) -> Result:
+    return run(args, lambda cw: _fairness(cw, args.params))
+
+
+def _fairness(cw: Cronwheel, p: dict[str, Any]) -> Result:
+    """W6: tenant B's runs, one every ``b_every`` seconds, first alone (the reference),
+    then while tenant A's backlog of ``a`` runs drains. B's start lag is the handler's
+    start minus the instant just before its enqueue was called (the enqueue included)."""
+    for tenant in ("w6-a", "w6-b"):
+        cw.runner.run(cw.cw.store.ensure_tenant(tenant, tenant, now=datetime.now(UTC)))
+    queue = {"schedule": {"kind": "manual"}, "action": NOOP}
+    a_job = cw.runner.run(cw.cw.create("w6-a", name="w6-a", **queue)).id
+    b_job = cw.runner.run(cw.cw.create("w6-b", name="w6-b", **queue)).id
+    system = cw.system()
+    rec = system.workdir / "W6.records"
+    intended: dict[str, float] = {}
+    a_keys = [f"w6-a-{i:06d}" for i in range(p["a"])]
+
+    def b_run(key: str) -> None:
+        intended[key] = time.time()
+        cw.runner.run(cw.cw.enqueue(b_job, [key], tenant_id="w6-b"))
+
+    def b_every(until: Any) -> list[str]:
+        """B's runs, one per tick, until ``until()`` says stop; their keys."""
+        keys: list[str] = []
+        tick = time.time()
+        while not until(len(keys)):
+            key = f"w6-b-{len(intended):06d}"
+            b_run(key)
+            keys.append(key)
+            tick += p["b_every"]
+            time.sleep(max(0.0, tick - time.time()))
+        return keys
+
+    running = flows._Running(system, "W6", rec)
+    try:
+        flows._probe(system, rec, running)
+        alone_ticks = round(p["alone"] / p["b_every"])
+        alone = b_every(lambda sent: sent >= alone_ticks)
+        records.wait_for(rec, 1 + len(alone), stall=30.0, deadline=time.time() + 60)
+        before = records.count(rec)
+        t0 = time.perf_counter()
+        for i in range(0, len(a_keys), BATCH):
+            cw.runner.run(cw.cw.enqueue(a_job, a_keys[i : i + BATCH], tenant_id="w6-a"))
+        enqueue_s = time.perf_counter() - t0
+        drain_deadline = time.time() + 60 + p["a"] / 1000
+        # B keeps sending until A's backlog is drained (every A run and B run recorded).
+        during = b_every(
+            lambda sent: (
+                records.count(rec) >= before + len(a_keys) + sent or time.time() > drain_deadline
+            )
+        )
+        records.wait_for(
+            rec, before + len(a_keys) + len(during), stall=30.0, deadline=drain_deadline
+        )
+        running.check()
+    finally:
+        running.stop()
+    execs = records.read(rec)
+    first = flows._first_starts(execs, set(intended) | set(a_keys))
+    a_starts = sorted(first[k] for k in a_keys if k in first)
+
+    def lags(keys: list[str]) -> list[float]:
+        return [first[k] - intended[k] for k in keys if k in first]
+
+    # Only B's runs sent while A's backlog was still there count as "during".
+    drained_at = a_starts[-1] if a_starts else math.inf
+    while_backlog = [k for k in during if intended[k] <= drained_at]
+    return {
+        "a": p["a"],
+        "a_enqueue_s": round(enqueue_s, 3),
+        "a_drain_s": round(a_starts[-1] - a_starts[0], 3) if len(a_starts) > 1 else None,
+        "b_every_s": p["b_every"],
+        "b_alone": lag_summary(lags(alone)),
+        "b_during": lag_summary(lags(while_backlog)),
+        **flows._tally(execs, set(intended) | set(a_keys)),
+    }
+
+
 def info() -> Result:
     return {"versions": {"cronwheel": version("cronwheel"), "python": sys.version.split()[0]}}
 
 
 if __name__ == "__main__":
-    adapter.main({"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5}, info)
+    adapter.main({"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6}, info)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
 
 TITLES = {
     "W1": "throughput",
@@ -13,6 +13,7 @@ TITLES = {
     "W3": "precision",
     "W4": "cron every second",
     "W5": "scale at rest",
+    "W6": "fairness",
 }
 
 FULL: dict[str, dict[str, Any]] = {
@@ -21,6 +22,10 @@ FULL: dict[str, dict[str, Any]] = {
     "W3": {"n": 2_000, "span": 20.0, "lead": 3.0},
     "W4": {"jobs": 200, "seconds": 65, "settle": 5.0},
     "W5": {"jobs": 1_000_000, "small": 10_000, "batch": 10_000, "ticks": 10},
+    # Tenant A's backlog drains in seconds: B sends a run every b_every seconds (ten a
+    # second, not one) so that its p99 is a percentile of enough samples; "alone" is
+    # how long B runs by itself first, the reference.
+    "W6": {"a": 100_000, "b_every": 0.1, "alone": 5.0},
 }
 
 # Small enough that cronwheel-sqlite + cronwheel-pg run every workload in well under a
@@ -31,6 +36,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "W3": {"n": 100, "span": 2.0, "lead": 1.5},
     "W4": {"jobs": 10, "seconds": 5, "settle": 1.0},
     "W5": {"jobs": 5_000, "small": 1_000, "batch": 1_000, "ticks": 5},
+    "W6": {"a": 10_000, "b_every": 0.05, "alone": 1.0},
 }
 
 

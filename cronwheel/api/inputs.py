@@ -29,6 +29,7 @@ from cronwheel.lifecycle import OutcomeKind
 from cronwheel.model import (
     JSON,
     MAX_CHECKPOINT_BYTES,
+    MAX_CLAIM_WEIGHT,
     MAX_PROGRESS_MESSAGE,
     Delivery,
     Overlap,
@@ -271,6 +272,8 @@ class TenantIn(BaseModel):
     name: Name
     max_jobs: int | None = Field(None, ge=0, le=INT32, strict=True)
     max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000, strict=True)
+    claim_weight: float = Field(1.0, gt=0, le=MAX_CLAIM_WEIGHT, strict=True)
+    max_running: int | None = Field(None, ge=1, le=INT32, strict=True)
 
 
 class TenantPatch(BaseModel):
@@ -280,6 +283,8 @@ class TenantPatch(BaseModel):
     name: Name | None = None
     max_jobs: int | None = Field(None, ge=0, le=INT32, strict=True)
     max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000, strict=True)
+    claim_weight: float | None = Field(None, gt=0, le=MAX_CLAIM_WEIGHT, strict=True)
+    max_running: int | None = Field(None, ge=1, le=INT32, strict=True)
 
     @field_validator("name")
     @classmethod
@@ -287,6 +292,13 @@ class TenantPatch(BaseModel):
         if name is None:
             raise ValueError("a tenant keeps a name: it cannot be null")
         return name
+
+    @field_validator("claim_weight")
+    @classmethod
+    def _weighted(cls, weight: float | None) -> float:
+        if weight is None:
+            raise ValueError("a tenant keeps a claim weight (1 is everyone's default)")
+        return weight
 
     def changes(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True)

@@ -419,6 +419,8 @@ class TenantOut(_Out):
     name: str
     max_jobs: int | None
     max_creates_per_second: float | None
+    claim_weight: float
+    max_running: int | None
     created_at: Instant
 
     @classmethod

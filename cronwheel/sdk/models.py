@@ -183,6 +183,8 @@ class TenantInfo(_Wire):
     name: str
     max_jobs: int | None = None
     max_creates_per_second: float | None = None
+    claim_weight: float = 1.0
+    max_running: int | None = None
     created_at: datetime
 
 

@@ -59,6 +59,11 @@ ENQUEUE_CHUNK = 5_000
 """Runs per statement of :meth:`Store.enqueue_runs` where a statement's size matters
 (PostgreSQL: one ``unnest`` per chunk, all in one transaction)."""
 
+PRIORITY_AGING_SECONDS = 60.0
+"""How long a due run waits for its priority to rise one level in a claim (decision
+0028): a ``low`` run under a steady stream of ``high`` ones is ahead of new ones after two
+periods. Long enough that priorities still mean something in a backlog of minutes."""
+
 
 def check_enqueue_target(state: str, version: int, template: NewRun) -> None:
     """What :meth:`Store.enqueue_runs` checks of the job it holds locked: raise if the
@@ -783,12 +788,27 @@ class Store(abc.ABC):
         prefetch_until: datetime,
         lease_seconds: float,
         tenant_id: str | None = None,
+        priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
     ) -> Claim:
         """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until`` (of
-        one tenant only, with ``tenant_id``: a remote worker acts for its tenant),
-        ordered by priority then ``available_at``. Each claim bumps the run's fence and
-        attempt, and leases it until ``max(available_at, now) + lease_seconds``. Two
-        claimers never get the same run.
+        one tenant only, with ``tenant_id``: a remote worker acts for its tenant). Each
+        claim bumps the run's fence and attempt, and leases it until ``max(available_at,
+        now) + lease_seconds``. Two claimers never get the same run.
+
+        Fair across tenants (decision 0028): the tenants with pending runs in ``pools``
+        share the batch in proportion to their ``claim_weight`` (default 1). Within a
+        tenant, runs go by effective priority, then ``available_at``: a run's priority
+        rises one level for every ``priority_aging_seconds`` it has been due (never past
+        critical), so low priority cannot starve. Across tenants, the batch is taken
+        round by round: a tenant's k-th run (in that order) comes in round ``k /
+        weight``; within a round, by priority then ``available_at``. The claimed runs
+        come back in that order. When the shares leave the batch short, it is topped up
+        with each tenant's runs past its share, in priority order, so that the batch is as
+        full as an unfair claim's would be.
+
+        A tenant with ``max_running`` takes at most its room (the cap less its runs
+        ``running`` anywhere) from a claim; the rest stay pending. Two claimers at once
+        never both fill the same room.
 
         Runs whose job has an overlap policy other than ``allow`` are claimed only once
         due (``available_at <= now``), one per job at a time (the earliest due), and:

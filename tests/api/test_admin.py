@@ -36,6 +36,27 @@ async def test_tenants_crud(client: httpx.AsyncClient) -> None:
     problem(await client.patch("/v1/tenants/nobody", json={"name": "x"}), 404)
 
 
+async def test_a_tenant_claim_weight_and_running_cap_are_admin_settings(
+    client: httpx.AsyncClient,
+) -> None:
+    created = await client.post("/v1/tenants", json={"id": "acme", "name": "ACME"})
+    assert created.status_code == 201, created.text
+    assert (created.json()["claim_weight"], created.json()["max_running"]) == (1.0, None)
+    patched = await client.patch("/v1/tenants/acme", json={"claim_weight": 2.5, "max_running": 8})
+    assert patched.status_code == 200, patched.text
+    assert (patched.json()["claim_weight"], patched.json()["max_running"]) == (2.5, 8)
+    again = (await client.get("/v1/tenants/acme")).json()
+    assert (again["claim_weight"], again["max_running"]) == (2.5, 8)
+    removed = await client.patch("/v1/tenants/acme", json={"max_running": None})
+    assert removed.json()["max_running"] is None
+    for bad in ({"claim_weight": 0}, {"claim_weight": 1001.0}, {"claim_weight": None}):
+        problem(await client.patch("/v1/tenants/acme", json=bad), 422, "claim_weight")
+    for bad_cap in ({"max_running": 0}, {"max_running": "3"}):
+        problem(await client.patch("/v1/tenants/acme", json=bad_cap), 422, "max_running")
+    refused = {"id": "x", "name": "x", "claim_weight": -1.0}
+    problem(await client.post("/v1/tenants", json=refused), 422, "claim_weight")
+
+
 async def test_keys_authenticate_until_revoked(
     app: FastAPI, client: httpx.AsyncClient, store: Store
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -157,3 +158,26 @@ async def test_bad_times_and_other_tenants_jobs(
     key = await new_key(client, "read", "acme")
     async with connect(app, key["token"]) as acme:
         problem(await acme.get(f"/v1/jobs/{job.id}/why", params={"at": "09:00"}), 404)
+
+
+async def test_a_due_run_held_back_by_max_running_says_so(
+    client: httpx.AsyncClient, store: Store, clock: FrozenClock
+) -> None:
+    job = await _job(client, store, "0 9,10 * * *")
+    nine, ten = datetime(2030, 1, 15, 9, 0), datetime(2030, 1, 15, 10, 0)
+    await store.materialize_runs([_run_at(job, nine), _run_at(job, ten)], [])
+    clock.set(datetime(2030, 1, 15, 12, 0, tzinfo=PARIS))
+    body = await _why(client, job, "10:00")
+    assert body["verdict"] == "pending"
+    assert "waits for a worker of pool" in " ".join(body["explanation"])
+    default = await store.get_tenant("default")
+    assert default is not None
+    await store.update_tenant(replace(default, max_running=1))
+    claimed = await store.claim_runs(
+        "w", [job.pool], limit=5, now=clock.now(), prefetch_until=clock.now(), lease_seconds=60
+    )
+    assert len(claimed) == 1  # the cap: the 10:00 run waits, pending
+    body = await _why(client, job, "10:00")
+    assert body["verdict"] == "pending" and body["run"]["state"] == "pending"
+    said = " ".join(body["explanation"])
+    assert "max_running" in said and "1 runs in flight" in said and "1 are running" in said

@@ -189,6 +189,25 @@ def test_tenant_limits_from_the_terminal(api_url: str) -> None:
     assert cli(api_url, "tenants", "update", "limited").returncode == 2
 
 
+def test_a_tenants_claim_weight_and_running_cap_from_the_terminal(api_url: str) -> None:
+    made = cli(
+        api_url,
+        "tenants",
+        "create",
+        "fair",
+        "--claim-weight",
+        "2.5",
+        "--max-running",
+        "8",
+        "--json",
+    )
+    assert made.returncode == 0, made.stderr
+    tenant = json.loads(made.stdout)
+    assert (tenant["claim_weight"], tenant["max_running"]) == (2.5, 8)
+    bad = cli(api_url, "tenants", "create", "unfair", "--claim-weight", "0")
+    assert bad.returncode == 2 and "claim_weight" in bad.stderr
+
+
 def test_the_sync_sdk_against_a_real_server(api_url: str) -> None:
     with Client(api_url, TOKEN) as cw:
         job = cw.create_job(

@@ -207,6 +207,24 @@ async def _lend_notifications(store: Store) -> None:
             await _ddl(store, "\n".join(lines))
 
 
+async def _lend_tenant_claim_settings(store: Store) -> None:
+    """Step 16's tenant columns and index, lent to a store at an older step: today's
+    claim reads them."""
+    from cronwheel.store.sqlite import SqliteStore
+
+    real = "REAL" if isinstance(store, SqliteStore) else "double precision"
+    await _ddl(store, f"ALTER TABLE tenants ADD COLUMN claim_weight {real} NOT NULL DEFAULT 1")
+    await _ddl(store, "ALTER TABLE tenants ADD COLUMN max_running INTEGER")
+    await _ddl(
+        store,
+        "CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at)"
+        " WHERE state = 'pending'",
+    )
+    if not isinstance(store, SqliteStore):  # the claim's max_running rooms
+        [step] = [m for m in migrations("postgres") if m.version == 16]
+        await _ddl(store, step.sql[step.sql.index("CREATE FUNCTION") :])
+
+
 async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:
     """SQLite cannot alter a CHECK: step 5 copies the attempts table. Nothing is lost,
     and the new outcome is accepted afterwards."""
@@ -222,6 +240,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     await _lend_run_report_columns(store)
     await _lend_notifications(store)
     await _lend_step(store, 13)  # the pipeline task columns, read with every run
+    await _lend_tenant_claim_settings(store)
     job = make_job()
     await store.create_jobs([job])
     await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])

@@ -61,6 +61,8 @@ async def create_tenant(body: TenantIn, request: Request, principal: SystemAdmin
             if "max_creates_per_second" in sent
             else defaults.max_creates_per_second
         ),
+        claim_weight=body.claim_weight,
+        max_running=body.max_running,
     )
     await state.store.create_tenant(tenant, actor=principal.actor)
     headers = {"Location": f"/v1/tenants/{tenant.id}"}

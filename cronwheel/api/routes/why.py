@@ -23,6 +23,7 @@ from cronwheel.api.schemas import AttemptOut, Instant, RunOut, _Out, dump
 from cronwheel.api.state import api_state
 from cronwheel.model import Attempt, AuditEntry, Job, Run, RunState
 from cronwheel.schedule import schedule_from_dict
+from cronwheel.store.base import Store
 from cronwheel.why import DST_NOTES, Asked, Fire, falls_at, fires_around, read_time, zone_of
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
@@ -99,7 +100,12 @@ async def why(job_id: JobId, at: At, request: Request, principal: Reader) -> Any
             run = found
             attempts = await state.store.list_attempts(job.tenant_id, found.id)
     audit = await state.store.list_audit(job.tenant_id, job.id)
-    verdict, lines = explain(job, asked, occurrence, before, after, run, attempts, audit, now)
+    held = None
+    if run is not None and run.state is RunState.PENDING and run.available_at <= now:
+        held = await _held_back(state.store, job.tenant_id, now)
+    verdict, lines = explain(
+        job, asked, occurrence, before, after, run, attempts, audit, now, held_back=held
+    )
     answer = WhyOut(
         job_id=job.id,
         job_name=job.name,
@@ -118,6 +124,21 @@ async def why(job_id: JobId, at: At, request: Request, principal: Reader) -> Any
     return dump(answer)
 
 
+async def _held_back(store: Store, tenant_id: str, now: datetime) -> str | None:
+    """Why a due run of the tenant waits for a limit, if one holds it back now: its
+    tenant's max_running, with that many runs in flight (decision 0028)."""
+    tenant = await store.get_tenant(tenant_id)
+    if tenant is None or tenant.max_running is None:
+        return None
+    running = sum(p.running for p in await store.pool_status(tenant_id, now=now, since=now))
+    if running < tenant.max_running:
+        return None
+    return (
+        f"It waits for a limit: its tenant may have {tenant.max_running} runs in flight"
+        f" at once (max_running), and {running} are running; it starts as they finish."
+    )
+
+
 def explain(
     job: Job,
     asked: Asked,
@@ -128,8 +149,11 @@ def explain(
     attempts: Sequence[Attempt],
     audit: Sequence[AuditEntry],
     now: datetime,
+    *,
+    held_back: str | None = None,
 ) -> tuple[str, list[str]]:
-    """The verdict and the sentences that say it, from what was found."""
+    """The verdict and the sentences that say it, from what was found; ``held_back``
+    says which limit holds a due pending run back, if one does."""
     lines = [asked.assumed + "."]
     if asked.dst_note:
         lines.append(asked.dst_note + ".")
@@ -137,7 +161,7 @@ def explain(
     context = _job_context(job, moment, audit)
     if run is not None and occurrence is not None:
         lines.append(_fires_line("The schedule fires at", occurrence))
-        verdict, said = _run_lines(run, attempts, now)
+        verdict, said = _run_lines(run, attempts, now, held_back)
         return verdict, [*lines, *said, *context[1]]
     if occurrence is not None:
         lines.append(_fires_line("The schedule fires at", occurrence))
@@ -185,7 +209,9 @@ def _mark(fire: Fire) -> str:
     return shown if fire.dst is None else f"{shown} [{fire.dst}: {DST_NOTES[fire.dst]}]"
 
 
-def _run_lines(run: Run, attempts: Sequence[Attempt], now: datetime) -> tuple[str, list[str]]:
+def _run_lines(
+    run: Run, attempts: Sequence[Attempt], now: datetime, held_back: str | None = None
+) -> tuple[str, list[str]]:
     tried = f"after {run.attempt} attempt{'s' if run.attempt != 1 else ''}"
     last = attempts[-1] if attempts else None
     if run.state is RunState.SUCCEEDED:
@@ -203,7 +229,7 @@ def _run_lines(run: Run, attempts: Sequence[Attempt], now: datetime) -> tuple[st
     due = "due since" if run.available_at <= now else "due at"
     said = [f"Run {run.id} is pending, {due} {_time(run.available_at)}."]
     if run.available_at <= now:
-        said.append(f"It waits for a worker of pool {run.pool}: see cronwheel status.")
+        said.append(held_back or f"It waits for a worker of pool {run.pool}: see cronwheel status.")
     if last is not None and last.error_message:
         said.append(f"Its last attempt ({last.outcome.value}) said: {last.error_message}.")
     return "pending", said

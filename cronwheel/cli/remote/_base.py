@@ -195,6 +195,8 @@ TENANT_COLUMNS = (
     Column("name", kind="text"),
     Column("max_jobs", rank=1),
     Column("max_creates_per_second", rank=2),
+    Column("claim_weight", rank=3),
+    Column("max_running", rank=3),
 )
 KEY_COLUMNS = (
     Column("id", kind="id"),

@@ -32,6 +32,15 @@ def tenants() -> None:
 @click.option("--name", default=None)
 @click.option("--max-jobs", type=int, default=None)
 @click.option("--max-creates-per-second", type=float, default=None)
+@click.option(
+    "--claim-weight",
+    type=float,
+    default=None,
+    help="Its share of each claim beside other tenants' (default 1).",
+)
+@click.option(
+    "--max-running", type=int, default=None, help="Its runs in flight at once, cluster-wide."
+)
 def tenants_create(
     url: str, token: str | None, as_json: bool, tenant_id: str, name: str | None, **quotas: Any
 ) -> None:

@@ -376,6 +376,8 @@ def tenant(row: Record) -> Tenant:
         created_at=row["created_at"],
         max_jobs=row["max_jobs"],
         max_creates_per_second=row["max_creates_per_second"],
+        claim_weight=row["claim_weight"],
+        max_running=row["max_running"],
     )
 
 

@@ -42,8 +42,8 @@ ENSURE_TENANT = (
 )
 
 CREATE_TENANT = (
-    "INSERT INTO tenants (id, name, max_jobs, max_creates_per_second, created_at)"
-    " VALUES ($1, $2, $3, $4, $5)"
+    "INSERT INTO tenants (id, name, max_jobs, max_creates_per_second, created_at,"
+    " claim_weight, max_running) VALUES ($1, $2, $3, $4, $5, $6, $7)"
 )
 
 GET_TENANT = "SELECT * FROM tenants WHERE id = $1"
@@ -52,8 +52,8 @@ LIST_TENANTS = "SELECT * FROM tenants ORDER BY id"
 
 # created_at is the tenant's birth, not part of its definition: never rewritten.
 UPDATE_TENANT = (
-    "UPDATE tenants SET name = $2, max_jobs = $3, max_creates_per_second = $4"
-    " WHERE id = $1 RETURNING *"
+    "UPDATE tenants SET name = $2, max_jobs = $3, max_creates_per_second = $4,"
+    " claim_weight = $5, max_running = $6 WHERE id = $1 RETURNING *"
 )
 
 COUNT_LIVE_JOBS = (
@@ -481,21 +481,38 @@ _JOB_IS_RUNNING = """EXISTS (
 )"""
 
 # Params: $1 worker, $2 pools, $3 prefetch_until, $4 limit, $5 now, $6 lease seconds,
-# $7 the reason of runs skipped by their overlap policy, $8 the tenant (NULL: any).
+# $7 the reason of runs skipped by their overlap policy, $8 the tenant (NULL: any), $9 the
+# priority aging period in seconds.
 #
 # A run whose attempts have reached its budget (attempt >= max_attempts) is never
 # claimed, whatever left it pending: no claim starts an attempt the run does not have.
 #
-# Runs whose job allows overlap (nearly all) come from one index-ordered scan per pool
-# (runs_claimable: pool, priority, available_at), each stopping after ``limit`` rows: a
-# claim costs the same with 100 or 1,000,000 runs waiting, where ``pool = ANY(...)``
-# would sort them all. Runs under an overlap policy (few: runs_overlap) are claimed only
-# once due and only as their job's earliest due run (its head); ``queue`` heads wait
-# while their job runs, ``skip`` runs are skipped instead, ``replace`` heads displace the
-# running run. The best ``limit`` of both sets are taken; the few rows locked and not
-# taken are free again at commit.
+# Fair across tenants (decision 0028): the tenants with pending runs in each pool are
+# found by a loose index scan of runs_fair (one probe per tenant), and each gets a share
+# of the batch in proportion to its claim_weight. A tenant's share is read from its own
+# slice of runs_fair in priority then due order, stopping after the share, plus, per
+# lower priority, its runs waiting longer than the aging period (usually none): a claim
+# costs about the same with 100 or 1,000,000 runs waiting. The candidates are ranked
+# within their tenant by effective priority (one level higher per aging period waited,
+# so a low run under a steady stream of high ones still starts), then taken round by
+# round: a tenant's k-th run comes in round k / weight, ties going to priority then due
+# time. When the shares leave the batch short (few tenants, or their runs not due yet),
+# it is topped up from each tenant's runs past its share (the same index walk, on from
+# where the share stopped), in priority order, gated on being short: fairness never costs
+# claim rate.
+#
+# A tenant with max_running takes at most its room (max_running less its running runs,
+# cluster-wide: cronwheel_claim_rooms, migration 0016) from a claim, top-up included; the
+# rest of its runs stay pending.
+#
+# Runs under an overlap policy (few: runs_overlap) are claimed only once due and only as
+# their job's earliest due run (its head); ``queue`` heads wait while their job runs,
+# ``skip`` runs are skipped instead, ``replace`` heads displace the running run. They
+# take their turn with their tenant's other runs. The few rows locked and not taken are
+# free again at commit.
+_RUN_PICK = "id, job_id, overlap, priority, available_at, tenant_id"
 CLAIM_RUNS = f"""
-WITH skipped AS (
+WITH RECURSIVE skipped AS (
     UPDATE runs AS r SET state = 'skipped', reason = $7, finished_at = $5
     FROM (
         SELECT s.id FROM runs AS s
@@ -508,14 +525,67 @@ WITH skipped AS (
     WHERE r.id = s.id
     RETURNING r.id, r.tenant_id, r.job_id, r.scheduled_for, r.attempt, r.reason
 ),{_outbox("skipped", "'skipped'", "s.reason", "$5::timestamptz")}
-allowed AS (
-    SELECT c.* FROM unnest($2::text[]) AS p(pool)
+waiting AS (
+    SELECT p.pool, t.tenant_id FROM unnest($2::text[]) AS p(pool)
     CROSS JOIN LATERAL (
-        SELECT id, job_id, overlap, priority, available_at FROM runs
-        WHERE state = 'pending' AND pool = p.pool AND available_at <= $3 AND overlap = 'allow'
-          AND attempt < max_attempts AND ($8::text IS NULL OR tenant_id = $8)
+        SELECT tenant_id FROM runs
+        WHERE state = 'pending' AND pool = p.pool AND ($8::text IS NULL OR tenant_id = $8)
+        ORDER BY tenant_id LIMIT 1
+    ) AS t
+    UNION ALL
+    SELECT w.pool, t.tenant_id FROM waiting AS w
+    CROSS JOIN LATERAL (
+        SELECT tenant_id FROM runs
+        WHERE state = 'pending' AND pool = w.pool AND tenant_id > w.tenant_id
+          AND ($8::text IS NULL OR tenant_id = $8)
+        ORDER BY tenant_id LIMIT 1
+    ) AS t
+),
+weights AS (
+    -- A primary-key probe per tenant waiting, never a scan of every tenant.
+    SELECT w.tenant_id, coalesce(t.claim_weight, 1) AS weight, t.max_running
+    FROM (SELECT DISTINCT tenant_id FROM waiting) AS w
+    LEFT JOIN LATERAL (
+        SELECT claim_weight, max_running FROM tenants WHERE id = w.tenant_id OFFSET 0
+    ) AS t ON true
+),
+rooms AS (
+    -- What each capped tenant may still start (max_running less its running runs).
+    SELECT out_tenant AS tenant_id, out_room AS room FROM cronwheel_claim_rooms(
+        array(SELECT tenant_id FROM weights WHERE max_running IS NOT NULL ORDER BY 1),
+        array(SELECT max_running FROM weights WHERE max_running IS NOT NULL ORDER BY tenant_id)
+    )
+),
+shares AS (
+    SELECT s.*, least(s.fair, s.room) AS share FROM (
+        SELECT w.pool, w.tenant_id, g.weight,
+               ceil($4::int * g.weight / (SELECT sum(weight) FROM weights))::int AS fair,
+               coalesce((SELECT room FROM rooms AS m WHERE m.tenant_id = w.tenant_id), $4)
+                   AS room
+        FROM waiting AS w JOIN weights AS g ON g.tenant_id = w.tenant_id
+    ) AS s
+),
+fair AS (
+    SELECT c.*, s.weight FROM shares AS s
+    CROSS JOIN LATERAL (
+        SELECT {_RUN_PICK} FROM runs
+        WHERE state = 'pending' AND pool = s.pool AND tenant_id = s.tenant_id
+          AND available_at <= $3 AND overlap = 'allow' AND attempt < max_attempts
         ORDER BY priority, available_at
-        LIMIT $4
+        LIMIT s.share
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    UNION ALL
+    SELECT c.*, s.weight FROM shares AS s
+    CROSS JOIN generate_series(1, 3) AS q(priority)
+    CROSS JOIN LATERAL (
+        SELECT {_RUN_PICK} FROM runs
+        WHERE state = 'pending' AND pool = s.pool AND tenant_id = s.tenant_id
+          AND priority = q.priority
+          AND available_at <= least($3, $5 - make_interval(secs => $9::float8))
+          AND overlap = 'allow' AND attempt < max_attempts
+        ORDER BY available_at
+        LIMIT s.share
         FOR UPDATE SKIP LOCKED
     ) AS c
 ),
@@ -528,17 +598,64 @@ heads AS (
 ),
 policed AS (
     -- A head being claimed by someone else is skipped, and its job waits: one at a time.
-    SELECT r.id, r.job_id, r.overlap, r.priority, r.available_at FROM heads AS h
+    SELECT r.id, r.job_id, r.overlap, r.priority, r.available_at, r.tenant_id FROM heads AS h
     CROSS JOIN LATERAL (
-        SELECT id, job_id, overlap, priority, available_at, state FROM runs
+        SELECT {_RUN_PICK}, state FROM runs
         WHERE id = h.id OFFSET 0
         FOR UPDATE SKIP LOCKED
     ) AS r
     WHERE r.state = 'pending' AND (h.overlap = 'replace' OR NOT {_JOB_IS_RUNNING.format(run="h")})
 ),
+ranked AS (
+    SELECT c.*, (row_number() OVER (
+        PARTITION BY c.tenant_id
+        ORDER BY greatest(0, c.priority - greatest(0, floor(
+                     extract(epoch FROM $5::timestamptz - c.available_at)::float8 / $9::float8
+                 )))::int,
+                 c.available_at, c.id
+    ) - 1) / c.weight AS turn
+    FROM (
+        SELECT DISTINCT ON (u.id) u.* FROM (
+            SELECT * FROM fair
+            UNION ALL
+            SELECT p.*, coalesce(g.weight, 1) FROM policed AS p
+            LEFT JOIN weights AS g ON g.tenant_id = p.tenant_id
+        ) AS u
+        ORDER BY u.id
+    ) AS c
+),
+topped AS (
+    -- Past its share, each tenant's next runs in the same order (OFFSET skips the share,
+    -- held by this claim): only when the shares left the batch short.
+    SELECT c.*, s.weight, 'Infinity'::float8 AS turn
+    FROM shares AS s
+    CROSS JOIN LATERAL (
+        SELECT {_RUN_PICK} FROM runs
+        WHERE state = 'pending' AND pool = s.pool AND tenant_id = s.tenant_id
+          AND available_at <= $3 AND overlap = 'allow' AND attempt < max_attempts
+        ORDER BY priority, available_at
+        OFFSET s.share
+        LIMIT least($4 - (SELECT count(*) FROM ranked), s.room - s.share)
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    WHERE (SELECT count(*) FROM ranked) < $4 AND s.room > s.share
+),
 picked AS (
-    SELECT * FROM (SELECT * FROM allowed UNION ALL SELECT * FROM policed) AS c
-    ORDER BY c.priority, c.available_at, c.id
+    -- A capped tenant's runs past its room stay pending (the top-up may bring them).
+    SELECT c.id, c.job_id, c.overlap, c.priority, c.available_at, c.tenant_id, c.turn
+    FROM (
+        SELECT d.*, row_number() OVER (
+            PARTITION BY d.tenant_id ORDER BY d.turn, d.priority, d.available_at, d.id
+        ) AS nth
+        FROM (
+            SELECT DISTINCT ON (u.id) u.* FROM (
+                SELECT * FROM ranked UNION ALL SELECT * FROM topped
+            ) AS u
+            ORDER BY u.id, u.turn
+        ) AS d
+    ) AS c
+    WHERE c.nth <= coalesce((SELECT room FROM rooms AS m WHERE m.tenant_id = c.tenant_id), $4)
+    ORDER BY c.turn, c.priority, c.available_at, c.id
     LIMIT $4
 ),
 replaced AS (
@@ -557,12 +674,14 @@ claimed AS (
     SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1, lease_owner = $1,
         lease_expires_at = greatest(r.available_at, $5) + make_interval(secs => $6),
         started_at = greatest(r.available_at, $5), cancel_requested = false
-    FROM picked
-    WHERE r.id = picked.id
+    -- An array of ids: a primary-key probe each, whatever the estimates of the CTEs
+    -- above (joined to them, a stale estimate made it a scan of every run).
+    WHERE r.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING r.*
 )
 -- The count of skipped runs rides on every row, and on a row of NULL run columns when
 -- nothing was claimed: the worker's metrics get it without a statement of their own.
+-- The rows come in turn order: the worker starts them in that order.
 SELECT x.*, k.overlap_skipped
 FROM (SELECT count(*) AS overlap_skipped FROM skipped) AS k
 LEFT JOIN (
@@ -573,13 +692,14 @@ LEFT JOIN (
            coalesce(c.task_spec -> 'retry', j.retry)::text AS job_retry,
            coalesce((c.task_spec ->> 'timeout_seconds')::float8, j.timeout_seconds)
                AS job_timeout_seconds,
-           j.delivery AS job_delivery, j.traceparent AS job_traceparent
+           j.delivery AS job_delivery, j.traceparent AS job_traceparent, p.turn AS turn
     FROM claimed AS c
+    JOIN picked AS p ON p.id = c.id
     -- OFFSET 0 keeps this a primary-key probe per claimed run; flattened into a join, it
     -- would hash the whole jobs table on every claim.
     CROSS JOIN LATERAL (SELECT * FROM jobs WHERE id = c.job_id OFFSET 0) AS j
 ) AS x ON true
-ORDER BY x.priority, x.available_at, x.id"""
+ORDER BY x.turn, x.priority, x.available_at, x.id"""
 
 # Batched worker writes are driven by their input: each run is locked through a LATERAL
 # primary-key lookup and checked (fence, state) outside it, OFFSET 0 keeping the planner

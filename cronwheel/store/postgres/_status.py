@@ -10,7 +10,8 @@ from cronwheel.store.base import FAILED_OUTCOMES
 
 _TENANT = "($1::text IS NULL OR tenant_id = $1)"
 
-# Params: $2 now. Through runs_claimable (pending runs by pool and due time).
+# Params: $2 now. Through runs_fair (pending runs by pool, tenant and due time: 0016), an
+# index-only read.
 DUE = f"""
 SELECT pool, count(*) AS due, min(available_at) AS oldest_due_at
 FROM runs WHERE state = 'pending' AND available_at <= $2 AND {_TENANT}

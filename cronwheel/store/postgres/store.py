@@ -60,6 +60,7 @@ from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
     ENQUEUE_CHUNK,
+    PRIORITY_AGING_SECONDS,
     Activity,
     AttemptBucket,
     Capabilities,
@@ -114,10 +115,14 @@ _SAVE_RESPONSE_TRIES: Final = 3
 # transaction whose client froze or was cut off mid-way is ended by the server after 5 s:
 # its row locks (a shard or maintenance lease being renewed) would otherwise stop every
 # other process from taking those leases over until the client came back, if ever.
+# JIT is off: every statement here is short and index-driven, and compiling one costs
+# 100 ms or more whenever the planner's estimate crosses jit_above_cost (the fair claim's
+# per-tenant LIMITs, unknown at plan time, did: a 5 ms claim took 1.3 s; decision 0028).
 _SERVER_SETTINGS: Final = {
     "timezone": "UTC",
     "application_name": "cronwheel",
     "idle_in_transaction_session_timeout": "5s",
+    "jit": "off",
 }
 
 
@@ -294,7 +299,14 @@ class PostgresStore(Store):
             await conn.execute(sql.ENSURE_TENANT, tenant_id, name, now)
 
     async def create_tenant(self, tenant: Tenant, *, actor: str | None = None) -> None:
-        args = (tenant.name, tenant.max_jobs, tenant.max_creates_per_second, tenant.created_at)
+        args = (
+            tenant.name,
+            tenant.max_jobs,
+            tenant.max_creates_per_second,
+            tenant.created_at,
+            tenant.claim_weight,
+            tenant.max_running,
+        )
         try:
             async with self._connection() as conn, conn.transaction():
                 await conn.execute(sql.CREATE_TENANT, tenant.id, *args)
@@ -315,7 +327,13 @@ class PostgresStore(Store):
     async def update_tenant(
         self, tenant: Tenant, *, actor: str | None = None, now: datetime | None = None
     ) -> Tenant:
-        args = (tenant.name, tenant.max_jobs, tenant.max_creates_per_second)
+        args = (
+            tenant.name,
+            tenant.max_jobs,
+            tenant.max_creates_per_second,
+            tenant.claim_weight,
+            tenant.max_running,
+        )
         async with self._connection() as conn, conn.transaction():
             row = await conn.fetchrow(sql.UPDATE_TENANT, tenant.id, *args)
             if row is None:
@@ -800,9 +818,10 @@ class PostgresStore(Store):
         prefetch_until: datetime,
         lease_seconds: float,
         tenant_id: str | None = None,
+        priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
     ) -> Claim:
-        """One statement: apply overlap policies, lock with SKIP LOCKED, lease, and join
-        each run's job."""
+        """One statement: apply overlap policies, share the batch fairly among tenants,
+        lock with SKIP LOCKED, lease, and join each run's job."""
         if not pools or limit <= 0:
             return Claim()
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
@@ -814,6 +833,7 @@ class PostgresStore(Store):
             lease_seconds,
             REASON_OVERLAP_SKIP,
             tenant_id,
+            max(priority_aging_seconds, 1e-6),  # a period, never zero: it divides
         )
         found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)
         # Always at least one row, carrying the skip count; with nothing claimed, its run

@@ -23,14 +23,16 @@ from cronwheel.store.sqlite import _rows as rows
 def create_tenant(c: sqlite3.Connection, tenant: Tenant) -> None:
     try:
         c.execute(
-            "INSERT INTO tenants (id, name, max_jobs, max_creates_per_second, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO tenants (id, name, max_jobs, max_creates_per_second, created_at,"
+            " claim_weight, max_running) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 tenant.id,
                 tenant.name,
                 tenant.max_jobs,
                 tenant.max_creates_per_second,
                 rows.us(tenant.created_at),
+                tenant.claim_weight,
+                tenant.max_running,
             ),
         )
     except sqlite3.IntegrityError as exc:  # the primary key: the only constraint it can break
@@ -49,9 +51,16 @@ def list_tenants(c: sqlite3.Connection) -> list[Tenant]:
 def update_tenant(c: sqlite3.Connection, tenant: Tenant) -> Tenant:
     # created_at is the tenant's birth, not part of its definition: never rewritten.
     row = c.execute(
-        "UPDATE tenants SET name = ?, max_jobs = ?, max_creates_per_second = ?"
-        " WHERE id = ? RETURNING *",
-        (tenant.name, tenant.max_jobs, tenant.max_creates_per_second, tenant.id),
+        "UPDATE tenants SET name = ?, max_jobs = ?, max_creates_per_second = ?,"
+        " claim_weight = ?, max_running = ? WHERE id = ? RETURNING *",
+        (
+            tenant.name,
+            tenant.max_jobs,
+            tenant.max_creates_per_second,
+            tenant.claim_weight,
+            tenant.max_running,
+            tenant.id,
+        ),
     ).fetchone()
     if row is None:
         raise NotFound("tenant", tenant.id)

@@ -236,6 +236,8 @@ def tenant(row: sqlite3.Row) -> Tenant:
         created_at=dt(row["created_at"]),
         max_jobs=row["max_jobs"],
         max_creates_per_second=row["max_creates_per_second"],
+        claim_weight=row["claim_weight"],
+        max_running=row["max_running"],
     )
 
 

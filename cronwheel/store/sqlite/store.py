@@ -40,6 +40,7 @@ from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, P
 from cronwheel.store import _auditing
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
+    PRIORITY_AGING_SECONDS,
     Activity,
     AttemptBucket,
     Capabilities,
@@ -63,7 +64,7 @@ from cronwheel.store.base import (
 )
 from cronwheel.store.sqlite import _admin as admin
 from cronwheel.store.sqlite import _audit as audit
-from cronwheel.store.sqlite import _gauges, _shards
+from cronwheel.store.sqlite import _fair, _gauges, _shards
 from cronwheel.store.sqlite import _migrate as schema
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _pipeline_runs as pipeline_runs
@@ -238,7 +239,8 @@ class SqliteStore(Store):
             c.execute(
                 "UPDATE tenants SET name = 'default', max_jobs = NULL,"
                 " max_creates_per_second = NULL, create_tokens = NULL,"
-                " create_tokens_at = NULL WHERE id = 'default'"
+                " create_tokens_at = NULL, claim_weight = 1, max_running = NULL"
+                " WHERE id = 'default'"
             )
 
         await self._db.write(fn)
@@ -730,26 +732,30 @@ class SqliteStore(Store):
         prefetch_until: datetime,
         lease_seconds: float,
         tenant_id: str | None = None,
+        priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
     ) -> Claim:
         now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
         # The tenant filter is written into the text only when asked for, so the common
-        # claim keeps its plan: one index scan per pool.
+        # claim keeps its plan.
         in_pools = f"pool IN ({ops.placeholders(len(pools))})"
         tenant: tuple[str, ...] = ()
         if tenant_id is not None:
             in_pools += " AND tenant_id = ?"
             tenant = (tenant_id,)
+        ask = _fair.Ask(
+            pools=list(dict.fromkeys(pools)),
+            tenant_id=tenant_id,
+            limit=limit,
+            now=now_us,
+            until=rows.us(prefetch_until),
+            aging=max(1, round(priority_aging_seconds * 1_000_000)),
+        )
         sql = (
             "UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
             " lease_owner = ?, lease_expires_at = max(available_at, ?) + ?,"
             " started_at = max(available_at, ?), cancel_requested = 0"
-            f" WHERE id IN (SELECT id FROM runs r WHERE state = 'pending' AND {in_pools}"
-            " AND available_at <= ? AND attempt < max_attempts"
-            f" AND (overlap = 'allow' OR ({ops.OVERLAP_CLAIMABLE}))"
-            " ORDER BY priority, available_at, id LIMIT ?) RETURNING *"
+            " WHERE id IN (SELECT value FROM json_each(?)) RETURNING *"
         )
-        params = (worker_id, now_us, ttl_us, now_us, *pools, *tenant, rows.us(prefetch_until))
-        params += (now_us, now_us, limit)
 
         def fn(c: sqlite3.Connection) -> Claim:
             skipped = c.execute(
@@ -763,8 +769,12 @@ class SqliteStore(Store):
                 ops.record_events(
                     c, [(*r, "skipped", REASON_OVERLAP_SKIP, now_us) for r in skipped]
                 )
+            picked = _fair.picks(c, ask)
+            turns = {p.id: turn for turn, p in enumerate(picked)}
+            ids = json.dumps(list(turns))
+            params = (worker_id, now_us, ttl_us, now_us, ids)
             claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
-            claimed.sort(key=lambda r: (r.priority, r.available_at, r.id))
+            claimed.sort(key=lambda r: turns[r.id])  # the order they were taken in
             ops.replace_running(c, [r for r in claimed if r.overlap is Overlap.REPLACE])
             job_ids = {r.job_id for r in claimed}
             jobs = {

@@ -12,7 +12,10 @@ CREATE TABLE tenants (
     max_creates_per_second  double precision,
     created_at              timestamptz NOT NULL,
     create_tokens           double precision,
-    create_tokens_at        timestamptz
+    create_tokens_at        timestamptz,
+    claim_weight            double precision NOT NULL DEFAULT 1
+        CHECK (claim_weight > 0 AND claim_weight <= 1000),
+    max_running             integer CHECK (max_running > 0)
 );
 
 INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now());
@@ -96,6 +99,10 @@ CREATE TABLE runs (
 CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
 -- The worker's claim: pending runs by pool, priority, then due time.
 CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
+-- Claims fair across tenants: each tenant's pending runs by priority then due time (0016).
+CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending';
+-- Many tenants, whatever ANALYZE saw: a tenant's slice is read through runs_fair (0016).
+ALTER TABLE runs ALTER COLUMN tenant_id SET (n_distinct = 100);
 -- Claims apply overlap policies to the few runs that have one.
 CREATE INDEX runs_overlap ON runs (pool, available_at) WHERE state = 'pending' AND overlap <> 'allow';
 -- Overlap checks: a job's running runs.
@@ -296,3 +303,22 @@ CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'st
 
 -- The audit log by tenant, newest first (0015): GET /v1/audit.
 CREATE INDEX audit_log_tenant_id ON audit_log (tenant_id, id);
+
+-- max_running, cluster-wide (0016): the room each capped tenant has left, counted after
+-- one advisory lock, with a fresh snapshot (a VOLATILE function): claims of capped tenants
+-- queue, and never both fill the same room.
+CREATE FUNCTION cronwheel_claim_rooms(tenants text[], caps integer[])
+RETURNS TABLE (out_tenant text, out_room integer)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF coalesce(cardinality(tenants), 0) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('cronwheel.max_running'));
+    RETURN QUERY
+        SELECT t.id, greatest(0, t.cap - (
+            SELECT count(*) FROM runs AS r WHERE r.tenant_id = t.id AND r.state = 'running'
+        ))::integer
+        FROM unnest(tenants, caps) AS t(id, cap);
+END
+$$;

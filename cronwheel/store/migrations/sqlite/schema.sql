@@ -9,7 +9,10 @@ CREATE TABLE tenants (
     max_creates_per_second  REAL,
     created_at              INTEGER NOT NULL,
     create_tokens           REAL,
-    create_tokens_at        INTEGER
+    create_tokens_at        INTEGER,
+    claim_weight            REAL NOT NULL DEFAULT 1
+        CHECK (claim_weight > 0 AND claim_weight <= 1000),
+    max_running             INTEGER CHECK (max_running > 0)
 );
 
 INSERT INTO tenants (id, name, created_at)
@@ -96,6 +99,8 @@ CREATE TABLE runs (
 CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
 -- The worker's claim: pending runs by pool, priority, then due time.
 CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
+-- Claims fair across tenants: each tenant's pending runs by priority then due time (0016).
+CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending';
 -- Claims apply overlap policies to the few runs that have one.
 CREATE INDEX runs_overlap ON runs (pool, available_at) WHERE state = 'pending' AND overlap <> 'allow';
 -- Overlap checks: a job's running runs.

@@ -1,0 +1,74 @@
+"""Issue 17 with real processes: tenant A's backlog of 20,000 due runs does not hold back
+tenant B's one run a second (decision 0028). With a FIFO claim, each B run waited for
+every A run enqueued before it: it started after the whole backlog."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import cronwheel
+from tests.e2e.procs import cronwheel as cronwheel_proc
+from tests.engine.helpers import eventually
+
+BACKLOG = 20_000
+WORKER = ["worker", "--app", "tests.e2e.fair_app:worker", "--concurrency", "20"]
+
+
+def _starts(marks: Path) -> list[tuple[str, str]]:
+    log = marks / "starts.log"
+    if not log.exists():
+        return []
+    lines = log.read_text().splitlines()
+    return [(t, k) for t, _, k in (line.partition(" ") for line in lines)]
+
+
+async def test_one_tenants_backlog_does_not_hold_back_anothers_runs(
+    store_url: str, marks: Path, tmp_path: Path
+) -> None:
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    async with await cronwheel.connect(store_url) as cw:
+        for tenant in ("a", "b"):
+            await cw.store.ensure_tenant(tenant, tenant, now=datetime.now(UTC))
+        manual = {"schedule": {"kind": "manual"}}
+        a = await cw.create(
+            "a", name="backlog", action={"type": "handler", "name": "backlog"}, **manual
+        )
+        b = await cw.create(
+            "b", name="steady", action={"type": "handler", "name": "steady"}, **manual
+        )
+        for i in range(0, BACKLOG, 5000):
+            await cw.enqueue(a.id, [f"a{n}" for n in range(i, i + 5000)], tenant_id="a")
+        with cronwheel_proc(*WORKER, "--db", store_url, env=env, log=tmp_path / "worker.log"):
+
+            async def a_started(n: int) -> bool:
+                await asyncio.sleep(0)
+                return sum(t == "a" for t, _ in _starts(marks)) >= n
+
+            await eventually(lambda: a_started(200), timeout=120)  # the backlog drains
+            sent: list[str] = []
+            # One B run a second while at least a fifth of the backlog is still waiting.
+            while sum(t == "a" for t, _ in _starts(marks)) < BACKLOG * 4 // 5:
+                second = time.monotonic()
+                key = f"b{len(sent)}"
+                await cw.enqueue(b.id, [key], tenant_id="b")
+                sent.append(key)
+
+                async def b_started(key: str = key) -> bool:
+                    await asyncio.sleep(0)
+                    return ("b", key) in _starts(marks)
+
+                await eventually(b_started, timeout=60)
+                await asyncio.sleep(max(0.0, second + 1 - time.monotonic()))  # the pace
+            await eventually(lambda: a_started(BACKLOG), timeout=300)
+    starts = _starts(marks)
+    assert sorted(k for t, k in starts if t == "a") == sorted(f"a{n}" for n in range(BACKLOG))
+    assert len(sent) >= 1
+    # Each B run started while thousands of A's runs were still to start: it waited for a
+    # worker's round of claims, not for the backlog (FIFO: none left when it started).
+    for key in sent:
+        at = starts.index(("b", key))
+        a_after = sum(t == "a" for t, _ in starts[at:])
+        assert a_after >= BACKLOG // 10, (key, a_after)
