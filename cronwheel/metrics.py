@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -49,6 +50,8 @@ WORKER_ALIVE_SECONDS = 30.0
 """A worker seen within this long counts as alive (it heartbeats every few seconds)."""
 WEBHOOK_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection")
 SKIP_REASONS = ("misfire", "paused", "overlap")
+REPLICA_READ_SOURCES = ("replica", "primary_lagging", "primary_unreachable", "primary_unmeasured")
+"""The ``served_by`` values of ``cronwheel_replica_reads_total`` (cronwheel/store/replica.py)."""
 """The ``reason`` values of ``cronwheel_runs_skipped_total``: a fixed set."""
 GAUGE_TTL_SECONDS = 5.0
 STORE_READ_TIMEOUT = 2.0
@@ -121,11 +124,29 @@ class Metrics:
             "How far ahead the last tick materialised runs (the horizon, more for a herd).",
             registry=r,
         )
+        self.replica_reads = Counter(
+            "cronwheel_replica_reads_total",
+            "List and history reads of an API with --read-replica, by the store that served"
+            " them: the replica, or the primary because the replica lagged, was unreachable"
+            " or could not be measured.",
+            ["served_by"],
+            registry=r,
+        )
+        self.replica_lag = Gauge(
+            "cronwheel_replica_lag_seconds",
+            "How far the read replica was behind the primary at its last check (NaN:"
+            " unknown, the replica did not answer or is not a standby).",
+            registry=r,
+        )
+        self.replica_lag.set(math.nan)
         # Every value of a bounded label exists from the start, at 0: a rate over it
         # is defined before the first event.
         self._webhook_of = {label: self.webhooks.labels(label) for label in WEBHOOK_CLASSES}
         for label in SKIP_REASONS:
             self.skipped.labels(label)
+        self._replica_read_of = {
+            label: self.replica_reads.labels(label) for label in REPLICA_READ_SOURCES
+        }
         # The worker records a batch at a time: labelled children looked up once per
         # pool and outcome, not once per run.
         self._children: dict[tuple[str, str], tuple[Histogram, Counter]] = {}
@@ -174,6 +195,10 @@ class Metrics:
         """``status``: the HTTP status, or ``timeout`` / ``connection``."""
         label = status_class(status) if isinstance(status, int) else status
         self._webhook_of[label].inc()
+
+    def replica_read(self, served_by: str) -> None:
+        """One routed read of cronwheel/store/replica.py, by where it went."""
+        self._replica_read_of[served_by].inc()
 
     def scheduler_tick(
         self, seconds: float, *, lead_seconds: float, shards_owned: int, shard_count: int
