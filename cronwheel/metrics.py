@@ -124,29 +124,12 @@ class Metrics:
             "How far ahead the last tick materialised runs (the horizon, more for a herd).",
             registry=r,
         )
-        self.replica_reads = Counter(
-            "cronwheel_replica_reads_total",
-            "List and history reads of an API with --read-replica, by the store that served"
-            " them: the replica, or the primary because the replica lagged, was unreachable"
-            " or could not be measured.",
-            ["served_by"],
-            registry=r,
-        )
-        self.replica_lag = Gauge(
-            "cronwheel_replica_lag_seconds",
-            "How far the read replica was behind the primary at its last check (NaN:"
-            " unknown, the replica did not answer or is not a standby).",
-            registry=r,
-        )
-        self.replica_lag.set(math.nan)
         # Every value of a bounded label exists from the start, at 0: a rate over it
         # is defined before the first event.
         self._webhook_of = {label: self.webhooks.labels(label) for label in WEBHOOK_CLASSES}
         for label in SKIP_REASONS:
             self.skipped.labels(label)
-        self._replica_read_of = {
-            label: self.replica_reads.labels(label) for label in REPLICA_READ_SOURCES
-        }
+        self._replica: tuple[dict[str, Counter], Gauge] | None = None
         # The worker records a batch at a time: labelled children looked up once per
         # pool and outcome, not once per run.
         self._children: dict[tuple[str, str], tuple[Histogram, Counter]] = {}
@@ -196,9 +179,35 @@ class Metrics:
         label = status_class(status) if isinstance(status, int) else status
         self._webhook_of[label].inc()
 
+    def _replica_metrics(self) -> tuple[dict[str, Counter], Gauge]:
+        """Registered at the first use: only an API with --read-replica exports them."""
+        with self._lock:
+            if self._replica is None:
+                reads = Counter(
+                    "cronwheel_replica_reads_total",
+                    "List and history reads of an API with --read-replica, by the store that"
+                    " served them: the replica, or the primary because the replica lagged,"
+                    " was unreachable or could not be measured.",
+                    ["served_by"],
+                    registry=self.registry,
+                )
+                lag = Gauge(
+                    "cronwheel_replica_lag_seconds",
+                    "How far the read replica was behind the primary at its last check (NaN:"
+                    " unknown, the replica did not answer or is not a standby).",
+                    registry=self.registry,
+                )
+                lag.set(math.nan)
+                self._replica = ({s: reads.labels(s) for s in REPLICA_READ_SOURCES}, lag)
+            return self._replica
+
     def replica_read(self, served_by: str) -> None:
         """One routed read of cronwheel/store/replica.py, by where it went."""
-        self._replica_read_of[served_by].inc()
+        self._replica_metrics()[0][served_by].inc()
+
+    def replica_lag(self, seconds: float | None) -> None:
+        """The read replica's lag at its last check; None: unknown."""
+        self._replica_metrics()[1].set(math.nan if seconds is None else seconds)
 
     def scheduler_tick(
         self, seconds: float, *, lead_seconds: float, shards_owned: int, shard_count: int

@@ -202,7 +202,7 @@ class ReplicaReads(Store):
 
     def _observe(self, lag: float | None, served_by: str, why: str) -> None:
         self.lag = lag
-        metrics.default().replica_lag.set(math.nan if lag is None else lag)
+        metrics.default().replica_lag(lag)
         if served_by == self.served_by:
             return
         self.served_by = served_by
@@ -221,13 +221,13 @@ class ReplicaReads(Store):
                 "%s is not usable (%s): lists and history read from the primary", self._where, why
             )
 
-    async def routed(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Call the read ``name`` where :meth:`reader` says; a replica that fails under it
+    async def routed(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call the read ``method`` where :meth:`reader` says; a replica that fails under it
         hands the read to the primary and is measured again at the next read."""
         store = await self.reader()
         if store is self.replica:
             try:
-                found = await getattr(self.replica, name)(*args, **kwargs)
+                found = await getattr(self.replica, method)(*args, **kwargs)
             except Exception as exc:
                 # Down since the last measure, or a query the standby cancelled (a
                 # conflict with recovery): the primary answers this one, and the replica
@@ -239,7 +239,7 @@ class ReplicaReads(Store):
                 return found
         if _stale_reads.get():
             metrics.default().replica_read(self.served_by)
-        return await getattr(self.primary, name)(*args, **kwargs)
+        return await getattr(self.primary, method)(*args, **kwargs)
 
 
 def _forward(name: str) -> Callable[..., Awaitable[Any]]:

@@ -305,7 +305,7 @@ class PostgresStore(Store):
         # own is.
         row = await self._one(
             "SELECT pg_is_in_recovery() AS standby,"
-            " coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) AS caught_up,"
+            " coalesce(pg_last_wal_replay_lsn() >= $1::text::pg_lsn, false) AS caught_up,"
             " extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 AS lag",
             primary_position,
         )
