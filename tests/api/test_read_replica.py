@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
+import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,15 @@ from click.testing import CliRunner
 from cronwheel import metrics
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.cli.api import api
+from cronwheel.model import Tenant
 from cronwheel.store.base import Store
 from cronwheel.store.postgres import PostgresStore
 from cronwheel.store.replica import ROUTED, ReplicaReads
 from tests import pg
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, spec
+from tests.api.test_process import free_port, wait_until_up
+from tests.e2e.procs import cronwheel
 
 BIN = Path(os.environ.get("CRONWHEEL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 TIMEOUT = 30.0
@@ -77,13 +81,6 @@ def _run(*command: Any) -> None:
         raise RuntimeError(f"{command} failed ({done.returncode}): {done.stdout}{done.stderr}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _start(pair: Pair, name: str, port: int) -> None:
     folder = pair.root / name
     options = (
@@ -106,7 +103,7 @@ def pair() -> Iterator[Pair]:
     root = Path(tempfile.mkdtemp(prefix="cwtest-replica-"))
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-    found = Pair(root, _free_port(), _free_port())
+    found = Pair(root, free_port(), free_port())
     started: list[str] = []
     try:
         _run(BIN / "initdb", "-D", root / "primary", "-U", "postgres", "--auth=trust", "-N")
@@ -201,7 +198,7 @@ async def test_lists_read_the_replica_within_the_bound_and_the_primary_beyond_it
             job_id = fresh.json()["id"]
             assert (await client.get(f"/v1/jobs/{job_id}")).status_code == 200
             triggered = await client.post(f"/v1/jobs/{job_id}/trigger")
-            assert triggered.status_code in (200, 201), triggered.text
+            assert triggered.status_code == 201, triggered.text
             assert triggered.json()["job_id"] == job_id
 
             # Past the bound, the primary serves the lists: fresh data visible.
@@ -227,6 +224,53 @@ async def test_lists_read_the_replica_within_the_bound_and_the_primary_beyond_it
         await standby.close()
 
 
+async def test_the_standby_measures_its_lag_and_the_primary_is_not_a_standby(
+    pair: Pair, stores: tuple[PostgresStore, ReplicaReads]
+) -> None:
+    primary, router = stores
+    await primary.create_tenant(Tenant("measured", "measured", datetime.now(UTC)))
+    position = await primary.wal_position()
+
+    async def caught_up() -> bool:
+        return await router.replica.replay_lag(position) == 0.0
+
+    await _until("the standby replays up to the primary's position", caught_up)
+    assert await primary.replay_lag(position) is None  # not a standby: not measurable
+    # Opened read-only: a write that reached the replica's store by mistake fails.
+    with pytest.raises(asyncpg.exceptions.ReadOnlySQLTransactionError):
+        await router.replica.create_tenant(Tenant("nowhere", "nowhere", datetime.now(UTC)))
+
+
+def test_cronwheel_api_reads_its_lists_from_the_replica(pair: Pair, tmp_path: Path) -> None:
+    port, log = free_port(), tmp_path / "api.log"
+    url = f"http://127.0.0.1:{port}"
+    args = ("api", "--db", pair.primary, "--port", str(port), "--admin-token", ADMIN_TOKEN)
+    env = {"CRONWHEEL_READ_REPLICA_URL": pair.standby}
+    with cronwheel(*args, "--max-replica-lag", "10", env=env, log=log) as proc:
+        wait_until_up(url, proc, log)
+        auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        created = httpx.post(f"{url}/v1/jobs", json=spec("through-the-cli"), headers=auth)
+        assert created.status_code == 201, created.text
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            listed = httpx.get(f"{url}/v1/jobs", headers=auth, params={"limit": 100})
+            assert listed.status_code == 200, listed.text
+            if "through-the-cli" in {j["name"] for j in listed.json()["items"]}:
+                break
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        scraped = httpx.get(f"{url}/metrics", headers=auth).text
+        served = [
+            line
+            for line in scraped.splitlines()
+            if line.startswith('cronwheel_replica_reads_total{served_by="replica"}')
+        ]
+        assert served and float(served[0].split()[-1]) > 0, scraped
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, log.read_text()
+    assert "lists and history from postgresql://postgres@127.0.0.1:" in log.read_text()
+
+
 async def test_a_stopped_replica_leaves_lists_to_the_primary(
     pair: Pair, stores: tuple[PostgresStore, ReplicaReads]
 ) -> None:
@@ -242,6 +286,16 @@ async def test_a_stopped_replica_leaves_lists_to_the_primary(
         assert router.served_by == "primary_unreachable"
         runs = await client.get(f"/v1/jobs/{created.json()['id']}/runs")
         assert runs.status_code == 200, runs.text
+    # An API opened while its replica is down starts, and answers from the primary.
+    later = await ReplicaReads.open(router.primary, pair.standby, check_every=0.1)
+    try:
+        async with connect(
+            create_app(later, auth=AuthConfig(admin_token=ADMIN_TOKEN)), ADMIN_TOKEN
+        ) as client:
+            assert "kept" in await _names(client)
+        assert later.served_by == "primary_unreachable"
+    finally:
+        await later.replica.close()  # the primary is the fixture's
 
 
 def test_routed_reads_are_store_methods_and_everything_else_reaches_the_primary() -> None:
