@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from cronwheel import metrics
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.cli.api import api
+from cronwheel.clock import FrozenClock
 from cronwheel.model import Tenant
 from cronwheel.store.base import Store
 from cronwheel.store.postgres import PostgresStore
@@ -222,6 +223,43 @@ async def test_lists_read_the_replica_within_the_bound_and_the_primary_beyond_it
             await _until("the caught-up replica serves again", served_by_replica)
     finally:
         await standby.close()
+
+
+async def test_the_lag_is_measured_at_most_once_per_interval_of_the_injected_clock(
+    pair: Pair, stores: tuple[PostgresStore, ReplicaReads]
+) -> None:
+    primary, _ = stores
+    clock = FrozenClock(datetime.now(UTC))
+    router = await ReplicaReads.open(
+        primary, pair.standby, max_lag=0.3, check_every=1.0, clock=clock
+    )
+    app = create_app(router, auth=AuthConfig(admin_token=ADMIN_TOKEN), clock=clock)
+    standby = await asyncpg.connect(pair.standby)
+    try:
+        async with connect(app, ADMIN_TOKEN) as client:
+            await _until("the standby replays everything", lambda: _replayed(standby, primary))
+            await _names(client)
+            assert router.served_by == "replica"
+            await standby.execute("SELECT pg_wal_replay_pause()")
+            created = await client.post("/v1/jobs", json=spec("unseen"))
+            assert created.status_code == 201, created.text
+
+            async def behind() -> bool:
+                lag: float = await standby.fetchval(
+                    "SELECT extract(epoch FROM now() - pg_last_xact_replay_timestamp())"
+                )
+                return lag > 0.5
+
+            await _until("the paused standby is past the bound", behind)
+            # The clock has not moved: the last measure stands, the replica serves.
+            assert "unseen" not in await _names(client)
+            clock.advance(1.0)
+            assert "unseen" in await _names(client)
+            assert router.served_by == "primary_lagging"
+    finally:
+        await standby.execute("SELECT pg_wal_replay_resume()")
+        await standby.close()
+        await router.replica.close()  # the primary is the fixture's
 
 
 async def test_the_standby_measures_its_lag_and_the_primary_is_not_a_standby(
