@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -49,6 +50,8 @@ WORKER_ALIVE_SECONDS = 30.0
 """A worker seen within this long counts as alive (it heartbeats every few seconds)."""
 WEBHOOK_CLASSES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection")
 SKIP_REASONS = ("misfire", "paused", "overlap")
+REPLICA_READ_SOURCES = ("replica", "primary_lagging", "primary_unreachable", "primary_unmeasured")
+"""The ``served_by`` values of ``cronwheel_replica_reads_total`` (cronwheel/store/replica.py)."""
 """The ``reason`` values of ``cronwheel_runs_skipped_total``: a fixed set."""
 GAUGE_TTL_SECONDS = 5.0
 STORE_READ_TIMEOUT = 2.0
@@ -126,6 +129,7 @@ class Metrics:
         self._webhook_of = {label: self.webhooks.labels(label) for label in WEBHOOK_CLASSES}
         for label in SKIP_REASONS:
             self.skipped.labels(label)
+        self._replica: tuple[dict[str, Counter], Gauge] | None = None
         # The worker records a batch at a time: labelled children looked up once per
         # pool and outcome, not once per run.
         self._children: dict[tuple[str, str], tuple[Histogram, Counter]] = {}
@@ -174,6 +178,36 @@ class Metrics:
         """``status``: the HTTP status, or ``timeout`` / ``connection``."""
         label = status_class(status) if isinstance(status, int) else status
         self._webhook_of[label].inc()
+
+    def _replica_metrics(self) -> tuple[dict[str, Counter], Gauge]:
+        """Registered at the first use: only an API with --read-replica exports them."""
+        with self._lock:
+            if self._replica is None:
+                reads = Counter(
+                    "cronwheel_replica_reads_total",
+                    "List and history reads of an API with --read-replica, by the store that"
+                    " served them: the replica, or the primary because the replica lagged,"
+                    " was unreachable or could not be measured.",
+                    ["served_by"],
+                    registry=self.registry,
+                )
+                lag = Gauge(
+                    "cronwheel_replica_lag_seconds",
+                    "How far the read replica was behind the primary at its last check (NaN:"
+                    " unknown, the replica did not answer or is not a standby).",
+                    registry=self.registry,
+                )
+                lag.set(math.nan)
+                self._replica = ({s: reads.labels(s) for s in REPLICA_READ_SOURCES}, lag)
+            return self._replica
+
+    def replica_read(self, served_by: str) -> None:
+        """One routed read of cronwheel/store/replica.py, by where it went."""
+        self._replica_metrics()[0][served_by].inc()
+
+    def replica_lag(self, seconds: float | None) -> None:
+        """The read replica's lag at its last check; None: unknown."""
+        self._replica_metrics()[1].set(math.nan if seconds is None else seconds)
 
     def scheduler_tick(
         self, seconds: float, *, lead_seconds: float, shards_owned: int, shard_count: int

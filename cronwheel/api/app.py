@@ -19,6 +19,7 @@ from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
 from cronwheel.api.notices import Notices
 from cronwheel.api.quotas import Quotas, TenantDefaults
+from cronwheel.api.reads import ReplicaReadsForGets
 from cronwheel.api.routes import (
     admin,
     audit,
@@ -117,6 +118,7 @@ def create_app(
     openapi.install(app)
     docs_ui.install(app)
     dashboard.install(app)
+    app.add_middleware(ReplicaReadsForGets)  # lists from a read replica (decision 0030)
     app.add_middleware(
         RequestGuard,
         default_limit=MAX_BODY,

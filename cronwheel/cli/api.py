@@ -76,6 +76,25 @@ def is_loopback(host: str) -> bool:
     " CRONWHEEL_TENANT_MAX_CREATES_PER_SECOND); default: no limit.",
 )
 @secrets_key_option
+@click.option(
+    "--read-replica",
+    "read_replica",
+    envvar="CRONWHEEL_READ_REPLICA_URL",
+    default=None,
+    metavar="URL",
+    help="A PostgreSQL streaming standby of --db: lists and history (GET requests) read"
+    " from it while it is within --max-replica-lag (env CRONWHEEL_READ_REPLICA_URL).",
+)
+@click.option(
+    "--max-replica-lag",
+    envvar="CRONWHEEL_MAX_REPLICA_LAG",
+    type=click.FloatRange(0, 3600),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How far behind the primary the read replica may be and still serve reads;"
+    " further behind, or down, the primary serves them.",
+)
 def api(
     db_url: str,
     host: str,
@@ -88,6 +107,8 @@ def api(
     tenant_max_jobs: int | None,
     tenant_max_creates_per_second: float | None,
     secrets_key: str | None,
+    read_replica: str | None,
+    max_replica_lag: float,
 ) -> None:
     """Serve the HTTP API (docs/api.md) until SIGTERM or SIGINT."""
     defaults = TenantDefaults(tenant_max_jobs, tenant_max_creates_per_second)
@@ -100,6 +121,8 @@ def api(
     if admin_token is not None and len(admin_token) < 16:
         raise click.BadParameter("must be at least 16 characters", param_hint="--admin-token")
     auth = AuthConfig(admin_token=admin_token, disabled=no_auth)
+    if read_replica is not None:
+        _check_replica(db_url, read_replica)
     start_tracing()
 
     async def main() -> None:
@@ -116,6 +139,16 @@ def api(
 
             keys = secrets_key_of(db_url, secrets_key)
             sealer = None if keys is None else Sealer.from_text(keys)
+            if read_replica:
+                # Imported here: an API without a replica never loads it.
+                from cronwheel.store.replica import ReplicaReads
+
+                store = await ReplicaReads.open(store, read_replica, max_lag=max_replica_lag)
+                log.info(
+                    "cronwheel api: lists and history from %s while within %g s of the primary",
+                    mask_url(read_replica),
+                    max_replica_lag,
+                )
             # log_config=None: uvicorn logs through the process's handler (cronwheel.logs)
             config = uvicorn.Config(
                 create_app(
@@ -154,6 +187,21 @@ def api(
             await store.close()
 
     run_async(main)
+
+
+def _check_replica(db_url: str, replica_url: str) -> None:
+    """Refuse a --read-replica that cannot work before anything is opened."""
+    if not replica_url.startswith(("postgresql://", "postgres://")):
+        raise click.BadParameter(
+            f"{mask_url(replica_url)!r} is not a PostgreSQL URL:"
+            " use postgresql://user@host:5432/dbname (a streaming standby of --db)",
+            param_hint="'--read-replica'",
+        )
+    if not db_url.startswith(("postgresql://", "postgres://")):
+        raise click.UsageError(
+            "--read-replica needs a PostgreSQL store (--db postgresql://…): an SQLite file"
+            " has no replicas"
+        )
 
 
 def _stop_on_signals(server: uvicorn.Server) -> None:

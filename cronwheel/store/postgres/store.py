@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -200,15 +201,22 @@ class PostgresStore(Store):
         self._listener = Listener(self._connect_listener)
 
     @classmethod
-    async def connect(cls, dsn: str, *, min_size: int = 1, max_size: int = 10) -> PostgresStore:
-        """Open a pool of ``min_size``..``max_size`` connections to ``dsn``."""
+    async def connect(
+        cls, dsn: str, *, min_size: int = 1, max_size: int = 10, read_only: bool = False
+    ) -> PostgresStore:
+        """Open a pool of ``min_size``..``max_size`` connections to ``dsn``. ``read_only``:
+        every transaction is read-only (a read replica's store, cronwheel/store/replica.py),
+        so a write that reached it by mistake fails instead of landing on the wrong server."""
+        settings = dict(_SERVER_SETTINGS)
+        if read_only:
+            settings["default_transaction_read_only"] = "on"
         try:
             pool = await asyncpg.create_pool(
                 dsn,
                 min_size=min_size,
                 max_size=max_size,
                 init=_init_connection,
-                server_settings=_SERVER_SETTINGS,
+                server_settings=settings,
                 timeout=CONNECT_TIMEOUT,
             )
         except CONNECT_ERRORS as exc:
@@ -285,6 +293,36 @@ class PostgresStore(Store):
         async with self._connection() as conn:
             instant: datetime = await conn.fetchval(sql.CLOCK)
         return instant
+
+    # -- read replicas (cronwheel/store/replica.py) ----------------------------------
+    async def wal_position(self) -> str:
+        """How far this server has flushed its WAL: a primary's position, which a standby
+        that replayed up to it has every transaction committed before this call."""
+        row = await self._one("SELECT pg_current_wal_flush_lsn()::text AS position")
+        position: str = row["position"]
+        return position
+
+    async def replay_lag(self, primary_position: str) -> float | None:
+        """Seconds this standby's data is behind its primary: 0 when it has replayed up to
+        ``primary_position`` (:meth:`wal_position` of the primary, read just before),
+        else the age of the last transaction it replayed (infinite if it replayed none).
+        None when this server is not a standby: its staleness cannot be measured."""
+        # pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() ("nothing pending") is not
+        # enough: a standby cut off from its primary has nothing pending either, and
+        # falls further behind every second. Its replay position against the primary's
+        # own is.
+        row = await self._one(
+            "SELECT pg_is_in_recovery() AS standby,"
+            " coalesce(pg_last_wal_replay_lsn() >= $1::text::pg_lsn, false) AS caught_up,"
+            " extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 AS lag",
+            primary_position,
+        )
+        if not row["standby"]:
+            return None
+        if row["caught_up"]:
+            return 0.0
+        lag: float | None = row["lag"]
+        return math.inf if lag is None else max(lag, 0.0)
 
     async def truncate_all_for_tests(self) -> None:
         """Empty every table but the migrations (ids restart), keeping the default tenant."""
