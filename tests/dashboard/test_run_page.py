@@ -59,3 +59,31 @@ async def test_a_running_run_shows_its_progress_and_checkpoint_live(
         [state] = re.findall(r'<pre class="checkpoint"[^>]*>(.*?)</pre>', shown, re.S)
         assert html.unescape(state) == '{\n  "file": "a.csv",\n  "row": 420\n}'
         assert "the run's next attempt resumes from it" in shown
+
+
+async def test_the_page_read_after_a_replay_shows_the_run_replayed(
+    app: FastAPI, store: Store
+) -> None:
+    """A page load reads fresh: the reload that follows a person's Replay must not show
+    the dead run from the shared one-second cache that live refreshes use (a finished
+    run's page does not refresh itself, so it would stay wrong)."""
+    from cronwheel.model import AttemptOutcome, RunState
+    from cronwheel.store.base import Completion
+
+    now = datetime.now(UTC)
+    job = make_job("replayed-on-screen")
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, now)], [])
+    [c] = await store.claim_runs(
+        "w1", ["default"], limit=1, now=now, prefetch_until=now, lease_seconds=60
+    )
+    dead = Completion(
+        c.run.id, c.run.fence, "w1", RunState.DEAD, AttemptOutcome.PERMANENT, now, now,
+        reason="permanent",
+    )  # fmt: skip
+    await store.complete_runs([dead])
+    before = await _page(app, f"/ui/runs/{c.run.id}")
+    assert "Replay" in before and not re.search(r"\bpending\b", before)
+    await store.replay_runs("default", [c.run.id], extra_attempts=1, now=now, actor="alice")
+    after = await _page(app, f"/ui/runs/{c.run.id}")
+    assert re.search(r"\bpending\b", after) and f'data-live="/ui/live/runs/{c.run.id}"' in after

@@ -63,8 +63,13 @@ def _attempt_row(attempt: Attempt) -> AttemptRow:
     return AttemptRow(out, duration, attempt.http_status)
 
 
-async def _run_facts(request: Request, viewer: Viewer, run_id: int) -> dict[str, Any]:
-    """The run, its job and its attempts, as of this second (shared by every tab)."""
+async def _run_facts(
+    request: Request, viewer: Viewer, run_id: int, *, shared: bool
+) -> dict[str, Any]:
+    """The run, its job and its attempts: as of this second for a live refresh
+    (``shared``: one read for every tab), fresh for a page load, which follows a
+    person's click (a replay's reload must not show the run as it was before the
+    replay, and a finished run's page does not refresh)."""
     state = api_state(request)
 
     async def read() -> dict[str, Any]:
@@ -74,9 +79,8 @@ async def _run_facts(request: Request, viewer: Viewer, run_id: int) -> dict[str,
         attempts = await state.store.list_attempts(viewer.tenant_id, run_id)
         return {"run": run, "job": job, "attempts": [_attempt_row(a) for a in attempts]}
 
-    facts: dict[str, Any] = await shared_reads(request).get(
-        f"run:{viewer.tenant_id}:{run_id}", read
-    )
+    key = f"run:{viewer.tenant_id}:{run_id}"
+    facts: dict[str, Any] = await (shared_reads(request).get(key, read) if shared else read())
     run: Run = facts["run"]
     job: Job | None = facts["job"]
     payload = run.payload if run.payload is not None else (job.payload if job else None)
@@ -92,13 +96,14 @@ async def _run_facts(request: Request, viewer: Viewer, run_id: int) -> dict[str,
 
 @router.get("/ui/runs/{run_id}")
 async def run_page(run_id: str, request: Request, viewer: CurrentViewer) -> HTMLResponse:
-    facts = await _run_facts(request, viewer, _run_id(run_id))
+    facts = await _run_facts(request, viewer, _run_id(run_id), shared=False)
     return page(request, viewer, "run.html", title=f"Run {facts['run'].id}", **facts)
 
 
 @router.get("/ui/live/runs/{run_id}")
 async def run_live(run_id: str, request: Request, viewer: CurrentViewer) -> HTMLResponse:
-    return fragment("run_live.html", **await _run_facts(request, viewer, _run_id(run_id)))
+    facts = await _run_facts(request, viewer, _run_id(run_id), shared=True)
+    return fragment("run_live.html", **facts)
 
 
 @dataclass(frozen=True, slots=True)
