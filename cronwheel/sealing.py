@@ -434,6 +434,10 @@ class Rotation:
     jobs_resealed: int
     left: int
     """Jobs changed by someone else while being resealed, in every pass: run again."""
+    pipeline_versions_resealed: int = 0
+    """Pipeline versions whose task actions were stored again."""
+    task_runs_resealed: int = 0
+    """Unfinished pipeline task runs whose action was stored again."""
 
 
 ROTATE_PAGE = 500
@@ -472,7 +476,12 @@ async def rotate(
                 fresh = [await store.get_job(tenant.id, c.job_id) for c in changes]
                 todo = [j for j in fresh if j is not None]
             left += sum(1 for j in todo if _resealed(j, sealer) is not None)
-    return Rotation(read, resealed, left)
+    # Pipelines: every version's tasks, and the actions that unfinished task runs carry
+    # (a pending task run sends its webhook later, with whatever key is left then).
+    versions, task_runs = await store.reseal_pipelines(
+        lambda tenant_id, action: reseal_action(action, tenant_id, sealer)
+    )
+    return Rotation(read, resealed, left, versions, task_runs)
 
 
 def _resealed(job: Job, sealer: Sealer) -> JobSecrets | None:

@@ -50,6 +50,10 @@ def rotate(db_url: str, secrets_key: str | None) -> None:
         async with store_of(db_url) as store:
             done = await rotate(store, sealer, now=SystemClock().now())
         click.echo(f"{done.jobs_resealed} of {done.jobs_read} jobs re-encrypted with the first key")
+        click.echo(
+            f"{done.pipeline_versions_resealed} pipeline versions and"
+            f" {done.task_runs_resealed} pipeline task runs re-encrypted"
+        )
         if done.left:
             raise click.ClickException(
                 f"{done.left} jobs changed while being re-encrypted: run rotate again"

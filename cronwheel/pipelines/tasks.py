@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,3 +60,29 @@ def task_runs(definition: Definition, starts: list[StartTask]) -> list[TaskRun]:
             )
         )
     return out
+
+
+Reseal = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+
+
+def resealed_definition(
+    tenant_id: str, definition: Mapping[str, Any], reseal: Reseal
+) -> dict[str, Any] | None:
+    """A stored definition with each task's action sealed again by ``reseal``; None if
+    no task changed."""
+    tasks = dict(definition.get("tasks") or {})
+    changed = False
+    for name, task in tasks.items():
+        action = reseal(tenant_id, task["action"])
+        if action is not None:
+            tasks[name] = {**task, "action": dict(action)}
+            changed = True
+    return {**definition, "tasks": tasks} if changed else None
+
+
+def resealed_spec(
+    tenant_id: str, task_spec: Mapping[str, Any], reseal: Reseal
+) -> dict[str, Any] | None:
+    """A task run's ``task_spec`` with its action sealed again; None if unchanged."""
+    action = reseal(tenant_id, task_spec["action"])
+    return None if action is None else {**task_spec, "action": dict(action)}

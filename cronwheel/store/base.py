@@ -23,9 +23,10 @@ Rules every implementation keeps:
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from cronwheel.errors import Conflict, OverLimit, StaleVersion
 from cronwheel.model import (
@@ -694,6 +695,16 @@ class Store(abc.ABC):
         """Replay a dead task's runs; the tasks that were skipped because of it wait for
         it again. Raises NotFound (naming ``pipeline_run`` or ``task``) or Conflict
         naming ``task`` when it is not dead."""
+
+    @abc.abstractmethod
+    async def reseal_pipelines(
+        self, reseal: Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+    ) -> tuple[int, int]:
+        """Key rotation for pipelines (cronwheel.sealing): ``reseal(tenant_id, action)``
+        gives a webhook action sealed with the new key, or None if it is already. Every
+        stored version's task actions, and the task actions carried by task runs not
+        finished yet, are written again, in one transaction. Returns (versions, runs)
+        changed. (Versions are immutable in content; only their ciphertext changes.)"""
 
     @abc.abstractmethod
     async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:

@@ -378,3 +378,33 @@ async def test_a_patch_that_sends_the_url_back_as_shown_keeps_its_password(
     assert stored is not None and stored.action["method"] == "PUT"
     opened = open_url(str(stored.action["url"]), "default", Sealer([SECRETS_KEY]))
     assert opened == action["url"]
+
+
+async def test_rotation_reseals_pipelines_and_their_waiting_task_runs(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pipeline's versions and the task runs not finished yet carry sealed actions:
+    rotation writes them again, so the old key can go while a pipeline run waits."""
+    from cronwheel.pipelines.service import PipelineService
+
+    monkeypatch.delenv(ENV, raising=False)
+    old, new = generate_key(), generate_key()
+    with webhook_target() as target:
+        pipelines = PipelineService(store, sealer=Sealer([old]))
+        pipeline = await pipelines.create(
+            "sealed-pipeline",
+            {"tasks": {"ping": {"action": secret_action(f"{target.url}/hook")}}, "edges": []},
+        )
+        waiting = await pipelines.start(pipeline.id)  # its task run is pending, old key
+        done = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
+        assert (done.pipeline_versions_resealed, done.task_runs_resealed) == (1, 1)
+        again = await rotate(store, Sealer([new, old]), now=datetime.now(UTC))
+        assert (again.pipeline_versions_resealed, again.task_runs_resealed) == (0, 0)
+        later = await PipelineService(store, sealer=Sealer([new])).start(pipeline.id)
+        # The new key alone: the waiting task run and a run started after rotation.
+        worker = Worker(store, FAST, sealer=new)
+        assert await worker.run_once() == 2
+        assert [r.headers["X-Api-Key"] for r in target.received] == [API_KEY, API_KEY]
+    for started in (waiting, later):
+        got = await pipelines.get_run(started.id)
+        assert got.state == "succeeded", got

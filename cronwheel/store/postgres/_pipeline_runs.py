@@ -440,3 +440,18 @@ WHERE tenant_id = $1 AND ($2::uuid IS NULL OR pipeline_id = $2)
   AND ($3::uuid IS NULL OR id < $3) AND ($4::text IS NULL OR state = $4)
 ORDER BY id DESC
 LIMIT $5"""
+
+# Key rotation: every version's definition, and the task specs of unfinished task runs
+# (for update: a completion or a claim waits for the rotation, never the reverse).
+VERSIONS_FOR_RESEAL = """
+SELECT v.pipeline_id, v.version, p.tenant_id, v.definition::text AS definition
+FROM pipeline_versions AS v JOIN pipelines AS p ON p.id = v.pipeline_id
+ORDER BY v.pipeline_id, v.version
+FOR UPDATE OF v"""
+
+RUNS_FOR_RESEAL = """
+SELECT id, tenant_id, task_spec::text AS task_spec FROM runs
+WHERE pipeline_run_id IS NOT NULL AND state IN ('pending', 'running')
+  AND task_spec IS NOT NULL
+ORDER BY id
+FOR NO KEY UPDATE"""

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import math
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -55,6 +55,7 @@ from cronwheel.model import (
     id_prefix_range,
 )
 from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
+from cronwheel.pipelines.tasks import resealed_definition, resealed_spec
 from cronwheel.redact import redact
 from cronwheel.store import _auditing
 from cronwheel.store import _status as status
@@ -757,6 +758,33 @@ class PostgresStore(Store):
             got = await pipeline_runs.get(conn, tenant_id, pipeline_run_id)
         assert got is not None
         return got
+
+    async def reseal_pipelines(
+        self, reseal: Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+    ) -> tuple[int, int]:
+        versions = runs = 0
+        async with self._connection() as conn, conn.transaction():
+            for row in await conn.fetch(pipeline_runs.VERSIONS_FOR_RESEAL):
+                definition = resealed_definition(
+                    row["tenant_id"], json.loads(row["definition"]), reseal
+                )
+                if definition is not None:
+                    await conn.execute(
+                        "UPDATE pipeline_versions SET definition = $3::jsonb"
+                        " WHERE pipeline_id = $1 AND version = $2",
+                        row["pipeline_id"],
+                        row["version"],
+                        definition,  # the jsonb codec encodes it
+                    )
+                    versions += 1
+            for row in await conn.fetch(pipeline_runs.RUNS_FOR_RESEAL):
+                spec = resealed_spec(row["tenant_id"], json.loads(row["task_spec"]), reseal)
+                if spec is not None:
+                    await conn.execute(
+                        "UPDATE runs SET task_spec = $2::jsonb WHERE id = $1", row["id"], spec
+                    )
+                    runs += 1
+        return versions, runs
 
     async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:
         found = [r[0] for r in await self._fetch(pipeline_runs.STALLED, limit)]

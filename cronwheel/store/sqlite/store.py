@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from cronwheel.model import (
     id_prefix_range,
 )
 from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
+from cronwheel.pipelines.tasks import resealed_definition, resealed_spec
 from cronwheel.store import _auditing
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
@@ -614,6 +615,39 @@ class SqliteStore(Store):
         got, pools = await self._db.write(fn)
         self._wakeups.notify_pools(pools)
         return got
+
+    async def reseal_pipelines(
+        self, reseal: Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+    ) -> tuple[int, int]:
+        def fn(c: sqlite3.Connection) -> tuple[int, int]:
+            versions = runs = 0
+            for row in c.execute(
+                "SELECT v.pipeline_id, v.version, p.tenant_id, v.definition"
+                " FROM pipeline_versions AS v JOIN pipelines AS p ON p.id = v.pipeline_id"
+            ).fetchall():
+                definition = resealed_definition(
+                    row["tenant_id"], json.loads(row["definition"]), reseal
+                )
+                if definition is not None:
+                    c.execute(
+                        "UPDATE pipeline_versions SET definition = ?"
+                        " WHERE pipeline_id = ? AND version = ?",
+                        (json.dumps(definition), row["pipeline_id"], row["version"]),
+                    )
+                    versions += 1
+            for row in c.execute(
+                "SELECT id, tenant_id, task_spec FROM runs WHERE pipeline_run_id IS NOT NULL"
+                " AND state IN ('pending', 'running') AND task_spec IS NOT NULL"
+            ).fetchall():
+                spec = resealed_spec(row["tenant_id"], json.loads(row["task_spec"]), reseal)
+                if spec is not None:
+                    c.execute(
+                        "UPDATE runs SET task_spec = ? WHERE id = ?", (json.dumps(spec), row["id"])
+                    )
+                    runs += 1
+            return versions, runs
+
+        return await self._db.write(fn)
 
     async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:
         def fn(c: sqlite3.Connection) -> tuple[int, list[str]]:
