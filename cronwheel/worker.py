@@ -620,20 +620,15 @@ class Worker:
         if pipeline is None or pipeline.state.value == "deleted":
             message = f"pipeline {pipeline_id} does not exist (deleted?): nothing to start"
             return Outcome(OutcomeKind.PERMANENT, "UnknownPipeline", message)
-        started = await self.store.start_pipeline_run(
-            PipelineRunStart(
-                id=new_id(),
-                tenant_id=run.tenant_id,
-                pipeline_id=pipeline.id,
-                version=pipeline.version,
-                definition=pipeline.definition,
-                job_id=run.job_id,
-                job_version=run.job_version,
-                actor=f"job {run.job_id}",
-                now=self.clock.now(),
-                trigger_run_id=run.id,
-            )
+        start = PipelineRunStart.of(
+            pipeline,
+            job_id=run.job_id,
+            job_version=run.job_version,
+            actor=f"job {run.job_id}",
+            now=self.clock.now(),
+            trigger_run_id=run.id,
         )
+        started = await self.store.start_pipeline_run(start)
         return Outcome(OutcomeKind.SUCCEEDED, result=json.dumps({"pipeline_run_id": started.id}))
 
     def _stop_run(self, flight: _InFlight) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from cronwheel.model import JSON
+from cronwheel.model import JSON, new_id
 
 
 class PipelineState(StrEnum):
@@ -110,3 +110,29 @@ class PipelineRunStart:
     actor: str
     now: datetime
     trigger_run_id: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        pipeline: Pipeline,
+        *,
+        job_id: str,
+        job_version: int,
+        actor: str,
+        now: datetime,
+        trigger_run_id: int | None = None,
+    ) -> PipelineRunStart:
+        """A new pipeline run of ``pipeline`` at the version it shows, as runs of the
+        job ``job_id``."""
+        return cls(
+            id=new_id(),
+            tenant_id=pipeline.tenant_id,
+            pipeline_id=pipeline.id,
+            version=pipeline.version,
+            definition=pipeline.definition,
+            job_id=job_id,
+            job_version=job_version,
+            actor=actor,
+            now=now,
+            trigger_run_id=trigger_run_id,
+        )

@@ -190,19 +190,10 @@ class PipelineService:
         if pipeline.state is PipelineState.DELETED:
             raise Conflict("pipeline", f"pipeline {pipeline_id} was deleted: it cannot run")
         job = await self.job_of(pipeline)
-        return await self.store.start_pipeline_run(
-            PipelineRunStart(
-                id=new_id(),
-                tenant_id=tenant_id,
-                pipeline_id=pipeline.id,
-                version=pipeline.version,
-                definition=pipeline.definition,
-                job_id=job.id,
-                job_version=job.version,
-                actor=self.actor,
-                now=self.clock.now(),
-            )
+        start = PipelineRunStart.of(
+            pipeline, job_id=job.id, job_version=job.version, actor=self.actor, now=self.clock.now()
         )
+        return await self.store.start_pipeline_run(start)
 
     async def job_of(self, pipeline: Pipeline) -> Job:
         """The pipeline's own job, created on first use: its runs are the tasks' runs of
