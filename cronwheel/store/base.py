@@ -904,7 +904,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
-        """Delete finished runs (and their attempts) that finished before ``before``."""
+        """Delete finished runs (and their attempts) that finished before ``before``, at
+        most ``limit``, and as many finished pipeline runs (with their task rows); return
+        how many runs. SQLite deletes in small batches, each its own write, so the
+        worker's writes go between them."""
 
     # -- notifications (the outbox) ----------------------------------------------------
     # The hot paths write outbox rows themselves, in the statement or transaction that

@@ -124,3 +124,55 @@ async def test_retention_deletes_only_old_finished_runs(store: Store) -> None:
     assert await store.get_run("default", old_id) is None
     assert await store.list_attempts("default", old_id) == []
     assert len(await store.list_runs("default", job_id=job.id)) == 1
+
+
+async def test_retention_deletes_finished_pipeline_runs_with_their_tasks(store: Store) -> None:
+    """Pipeline runs are history too: a finished one older than the retention goes with
+    its task rows; a running one stays, whatever its age."""
+    from cronwheel.model import new_id
+    from cronwheel.pipelines.definition import parse_definition
+    from cronwheel.pipelines.model import Pipeline, PipelineRunStart
+
+    d = parse_definition({"tasks": {"a": {"action": {"type": "handler", "name": "a"}}}})
+    pipeline = Pipeline(new_id(), "default", "kept", 1, d.to_dict(), d.fingerprint(), T0, T0, 1)
+    await store.create_pipeline(pipeline, actor="alice")
+    job = make_job(next_fire_at=None)
+    await store.create_jobs([job])
+    started = []
+    for _ in range(2):
+        start = PipelineRunStart.of(pipeline, job_id=job.id, job_version=1, actor="t", now=T0)
+        started.append(await store.start_pipeline_run(start))
+    done, running = started
+    await store.cancel_pipeline_run("default", done.id, now=at(1), actor="alice")
+    assert (await store.get_pipeline_run("default", done.id)).state == "cancelled"  # type: ignore[union-attr]
+    await store.delete_history(before=at(3600))
+    assert await store.get_pipeline_run("default", done.id) is None
+    kept = await store.get_pipeline_run("default", running.id)
+    assert kept is not None and kept.state == "running" and len(kept.tasks) == 1
+
+
+async def test_sqlite_retention_lets_other_writes_in_between_its_batches(tmp_path: object) -> None:
+    """SQLite has one writer: a long delete is cut into small writes, so a worker's
+    completion queued behind it is written before the whole delete is done."""
+    import asyncio
+    from pathlib import Path
+
+    from cronwheel.store.sqlite import SqliteStore
+    from cronwheel.store.sqlite.store import HISTORY_BATCH
+
+    store = await SqliteStore.open(Path(str(tmp_path)) / "history.db")
+    try:
+        await store.migrate()
+        job = make_job()
+        await store.create_jobs([job])
+        old = [make_run(job, at(s), state=RunState.SKIPPED) for s in range(3 * HISTORY_BATCH)]
+        await store.materialize_runs(old, [])
+        deleting = asyncio.create_task(store.delete_history(before=at(10**6)))
+        await asyncio.sleep(0)  # the delete has sent its first batch
+        await store.ensure_tenant("between", "between", now=at(0))  # a write behind it
+        left = len(await store.list_runs("default", job_id=job.id, limit=10_000))
+        assert 0 < left < 3 * HISTORY_BATCH  # the delete was part way through
+        assert await deleting == 3 * HISTORY_BATCH
+        assert await store.list_runs("default", job_id=job.id) == []
+    finally:
+        await store.close()

@@ -932,6 +932,19 @@ WITH doomed AS (
 )
 DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"""
 
+DELETE_PIPELINE_HISTORY = """
+WITH doomed AS (
+    SELECT id FROM pipeline_runs
+    WHERE finished_at < $1
+    ORDER BY finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+tasks AS (
+    DELETE FROM pipeline_tasks AS t USING doomed WHERE t.pipeline_run_id = doomed.id
+)
+DELETE FROM pipeline_runs AS p USING doomed WHERE p.id = doomed.id"""
+
 # -- notifications -------------------------------------------------------------------
 
 # Params: $1 now, $2 limit, $3 lease seconds.

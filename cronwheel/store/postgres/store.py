@@ -1018,6 +1018,7 @@ class PostgresStore(Store):
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         async with self._connection() as conn:
             status = await conn.execute(sql.DELETE_HISTORY, before, limit)
+            await conn.execute(sql.DELETE_PIPELINE_HISTORY, before, limit)
         return int(status.rsplit(" ", 1)[-1])
 
     # -- notifications -----------------------------------------------------------------

@@ -173,6 +173,10 @@ def jobs_query(
     return sql, [*params, limit]
 
 
+HISTORY_BATCH = 500
+"""Rows one write of retention deletes at most: a few milliseconds of the single writer."""
+
+
 class SqliteStore(Store):
     """The embedded store. One instance per process; several processes may share a file."""
 
@@ -1048,15 +1052,49 @@ class SqliteStore(Store):
         return await self._db.write(fn)
 
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
-        def fn(c: sqlite3.Connection) -> int:
-            cursor = c.execute(
-                "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE finished_at < ?"
-                " AND state IN ('succeeded', 'dead', 'cancelled', 'skipped') LIMIT ?)",
-                (rows.us(before), limit),
-            )
-            return cursor.rowcount
+        at = rows.us(before)
 
-        return await self._db.write(fn)
+        def runs(n: int) -> Callable[[sqlite3.Connection], int]:
+            def fn(c: sqlite3.Connection) -> int:
+                return c.execute(
+                    "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE finished_at < ?"
+                    " AND state IN ('succeeded', 'dead', 'cancelled', 'skipped') LIMIT ?)",
+                    (at, n),
+                ).rowcount
+
+            return fn
+
+        def pipeline_runs(n: int) -> Callable[[sqlite3.Connection], int]:
+            def fn(c: sqlite3.Connection) -> int:
+                doomed = [
+                    r[0]
+                    for r in c.execute(
+                        "SELECT id FROM pipeline_runs WHERE finished_at < ? LIMIT ?", (at, n)
+                    )
+                ]
+                for pipeline_run_id in doomed:
+                    c.execute(
+                        "DELETE FROM pipeline_tasks WHERE pipeline_run_id = ?", (pipeline_run_id,)
+                    )
+                    c.execute("DELETE FROM pipeline_runs WHERE id = ?", (pipeline_run_id,))
+                return len(doomed)
+
+            return fn
+
+        # Small batches, each its own write: SQLite has one writer, and a worker's
+        # completions wait behind a long delete (a run's attempts go with it).
+        deleted = 0
+        for batch in (runs, pipeline_runs):
+            done = 0
+            while done < limit:
+                n = min(HISTORY_BATCH, limit - done)
+                got = await self._db.write(batch(n))
+                done += got
+                if got < n:
+                    break
+            if batch is runs:
+                deleted = done
+        return deleted
 
     # -- run control -----------------------------------------------------------------
     async def cancel_run(self, tenant_id: str, run_id: int, *, now: datetime, actor: str) -> Run:

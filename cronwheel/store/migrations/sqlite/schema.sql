@@ -272,6 +272,8 @@ CREATE TABLE pipeline_runs (
 );
 CREATE INDEX pipeline_runs_tenant ON pipeline_runs (tenant_id, id);
 CREATE INDEX pipeline_runs_pipeline ON pipeline_runs (pipeline_id, id);
+-- Retention: finished pipeline runs by finish time.
+CREATE INDEX pipeline_runs_finished ON pipeline_runs (finished_at) WHERE finished_at IS NOT NULL;
 
 CREATE TABLE pipeline_tasks (
     pipeline_run_id  TEXT NOT NULL,
