@@ -1,0 +1,209 @@
+"""bench/soak.py: a steady load for a long time, with a short retention (issue 18).
+
+A producer enqueues ``--rate`` runs per second to a manual job (a batch every 100 ms), a
+worker in the same process executes them (a no-op handler), and maintenance deletes the
+history older than ``--retention-seconds``. Every ``--every`` seconds it prints the runs
+finished in that interval (per second), the start lag's p50 and p99 (started_at behind
+available_at, from the attempts), and the size of the tables that grow: runs and attempts
+(PostgreSQL: their total relation size and dead tuples; SQLite: the database's pages in
+use and free). The goal: after the first retention period, every column flat.
+
+    python bench/soak.py --store pg --rate 2000 --minutes 30 --retention-seconds 300
+    python bench/soak.py --quick --store sqlite --store pg    # 2 minutes, 500 runs/s
+
+Figures are printed, never asserted. The database is a fresh one (PostgreSQL:
+``cwbench_soak_<hex>``, dropped at the end; SQLite: a temporary file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from cronwheel.actions.handler import HandlerRegistry
+from cronwheel.eventloop import new_event_loop
+from cronwheel.maintenance import Maintenance, MaintenanceConfig
+from cronwheel.service import JobService, connect
+from cronwheel.worker import Worker, WorkerConfig
+
+PG = os.environ.get("CRONWHEEL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@dataclass
+class Sample:
+    at: float
+    finished: int
+    lag_p50_ms: float
+    lag_p99_ms: float
+    sizes: dict[str, str]
+
+
+async def _lags(cw: JobService, since: datetime, until: datetime) -> list[float]:
+    store: Any = cw.store
+    if hasattr(store, "path"):
+        rows = await store._db.read(
+            lambda c: c.execute(
+                "SELECT lag_seconds FROM attempts WHERE finished_at >= ? AND finished_at < ?"
+                " AND lag_seconds IS NOT NULL",
+                (_us(since), _us(until)),
+            ).fetchall()
+        )
+        return [r[0] for r in rows]
+    async with store._connection() as conn:
+        rows = await conn.fetch(
+            "SELECT lag_seconds FROM attempts WHERE finished_at >= $1 AND finished_at < $2"
+            " AND lag_seconds IS NOT NULL",
+            since,
+            until,
+        )
+    return [r[0] for r in rows]
+
+
+def _us(instant: datetime) -> int:
+    return int((instant - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
+
+
+async def _sizes(cw: JobService) -> dict[str, str]:
+    store: Any = cw.store
+    if hasattr(store, "path"):
+        pages = await store._db.read(
+            lambda c: (
+                c.execute("PRAGMA page_count").fetchone()[0],
+                c.execute("PRAGMA freelist_count").fetchone()[0],
+                c.execute("PRAGMA page_size").fetchone()[0],
+            )
+        )
+        count, free, size = pages
+        return {"db MB": f"{count * size / 1e6:.1f}", "free MB": f"{free * size / 1e6:.1f}"}
+    async with store._connection() as conn:
+        row = await conn.fetchrow(
+            "SELECT pg_total_relation_size('runs') AS runs,"
+            " pg_total_relation_size('attempts') AS attempts,"
+            " (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'runs') AS dead"
+        )
+    return {
+        "runs MB": f"{row['runs'] / 1e6:.1f}",
+        "attempts MB": f"{row['attempts'] / 1e6:.1f}",
+        "runs dead tuples": f"{row['dead'] or 0:,}",
+    }
+
+
+async def _soak(url: str, rate: int, seconds: float, retention: float, every: float) -> None:
+    cw = await connect(url)
+    handlers = HandlerRegistry()
+    handlers.register("noop", lambda ctx: None)
+    job = await cw.create(
+        name="soak", schedule={"kind": "manual"}, action={"type": "handler", "name": "noop"}
+    )
+    worker = Worker(cw.store, WorkerConfig(pools={"default": 500}), handlers=handlers)
+    maintenance = Maintenance(
+        cw.store,
+        config=MaintenanceConfig(interval_seconds=1.0, retention_days=retention / 86_400),
+    )
+    stop = asyncio.Event()
+    services = [asyncio.create_task(worker.run(stop)), asyncio.create_task(maintenance.run(stop))]
+    per_tick = max(1, rate // 10)
+
+    async def produce() -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while not stop.is_set():
+            await cw.enqueue(job.id, [None] * per_tick)
+            next_at += 0.1
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+
+    producer = asyncio.create_task(produce())
+    started = time.monotonic()
+    print(f"{url.split('://')[0]}: {rate} runs/s for {seconds:.0f} s, retention {retention:.0f} s")
+    header = None
+    since = datetime.now(UTC)
+    try:
+        while time.monotonic() - started < seconds:
+            await asyncio.sleep(every)
+            until = datetime.now(UTC)
+            lags = sorted(await _lags(cw, since, until))
+            sizes = await _sizes(cw)
+            p50 = statistics.median(lags) * 1000 if lags else float("nan")
+            p99 = lags[int(len(lags) * 0.99) - 1] * 1000 if lags else float("nan")
+            if header is None:
+                header = ["t s", "runs/s", "lag p50 ms", "lag p99 ms", *sizes]
+                print("  " + "  ".join(f"{h:>16}" for h in header))
+            rate_done = len(lags) / (until - since).total_seconds()
+            cells = [
+                f"{time.monotonic() - started:.0f}",
+                f"{rate_done:,.0f}",
+                f"{p50:.1f}",
+                f"{p99:.1f}",
+                *sizes.values(),
+            ]
+            print("  " + "  ".join(f"{c:>16}" for c in cells), flush=True)
+            since = until
+    finally:
+        stop.set()
+        producer.cancel()
+        await asyncio.gather(producer, *services, return_exceptions=True)
+        await cw.store.close()
+
+
+async def _fresh_pg() -> tuple[str, str]:
+    name = f"cwbench_soak_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(PG)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return name, PG.rsplit("/", 1)[0] + "/" + name
+
+
+async def _drop_pg(name: str) -> None:
+    conn = await asyncpg.connect(PG)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", action="append", choices=["sqlite", "pg"])
+    parser.add_argument("--rate", type=int, default=2000, help="runs enqueued per second")
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--retention-seconds", type=float, default=300.0)
+    parser.add_argument("--every", type=float, default=60.0, help="seconds between lines")
+    parser.add_argument("--quick", action="store_true", help="2 min, 500 runs/s, 30 s retention")
+    args = parser.parse_args()
+    if args.quick:
+        args.rate, args.minutes, args.retention_seconds, args.every = 500, 2.0, 30.0, 15.0
+    for store in args.store or ["pg"]:
+        if store == "sqlite":
+            with tempfile.TemporaryDirectory() as folder:
+                url = f"sqlite:///{Path(folder) / 'soak.db'}"
+                _run(url, args)
+        else:
+            loop = new_event_loop()
+            name, url = loop.run_until_complete(_fresh_pg())
+            try:
+                _run(url, args)
+            finally:
+                loop.run_until_complete(_drop_pg(name))
+                loop.close()
+
+
+def _run(url: str, args: argparse.Namespace) -> None:
+    runner = asyncio.Runner(loop_factory=new_event_loop)
+    with runner:
+        runner.run(_soak(url, args.rate, args.minutes * 60, args.retention_seconds, args.every))
+
+
+if __name__ == "__main__":
+    main()
