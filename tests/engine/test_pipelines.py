@@ -582,3 +582,40 @@ async def test_a_trigger_jobs_overlap_policy_applies_to_its_pipeline_runs(store:
         release.set()
         await eventually(lambda: finished(service, first.id))
     assert len(await service.list_runs(pipeline_id=pipeline.id)) == 1
+
+
+async def test_a_webhook_task_gets_its_inputs_in_the_request_envelope(store: Store) -> None:
+    import json
+
+    from tests.engine.webhook_target import webhook_target
+
+    service = PipelineService(store)
+    worker = Worker(store, replace_allow(CONFIG))
+    worker.handler("a")(lambda ctx: {"rows": 42})
+    with webhook_target() as target:
+        target.answers["/b"] = [(200, {})]
+        definition = {
+            "tasks": {
+                "a": handler("a"),
+                "b": {"action": {"type": "webhook", "url": f"{target.url}/b"}},
+            },
+            "edges": [{"from": "a", "to": "b"}],
+        }
+        pipeline = await service.create("hooked", definition)
+        started = await service.start(pipeline.id)
+        async with running(worker):
+            done = await eventually(lambda: finished(service, started.id))
+    assert done.state == "succeeded"
+    [request] = target.received
+    body = json.loads(request.body)
+    assert body["inputs"] == {"a": {"rows": 42}}
+    assert (body["pipeline_run_id"], body["task"]) == (started.id, "b")
+
+
+def replace_allow(config: WorkerConfig) -> WorkerConfig:
+    """The webhook targets of these tests listen on loopback."""
+    import dataclasses
+
+    from cronwheel.actions.egress import LOOPBACK
+
+    return dataclasses.replace(config, webhook_allow=LOOPBACK)
