@@ -188,9 +188,9 @@ class Bench:
         commands = {
             "scheduler": [py, "-m", "cronwheel", "scheduler", *db],
             "worker": [py, "-m", "cronwheel", "worker", "--app", "cw.app:worker", *db],
-            "api": [py, "-m", "cronwheel", "api", *db, "--no-auth", "--no-access-log"]
-            + ["--port", str(port)],
+            "api": [py, "-m", "cronwheel", "api", *db, "--no-auth", "--no-access-log", "--port"],
         }
+        commands["api"].append(str(port))
         log = self.workdir / f"processes-{size}.log"
         env = proc.bench_env(self.workdir / "records.txt")
         procs = {name: proc.spawn(cmd, env, log) for name, cmd in commands.items()}
@@ -277,7 +277,6 @@ class Bench:
             c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         total = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
         return {"file_bytes_per_job": round(total / jobs), "file_gib": round(total / 2**30, 2)}
-
 
 
 async def run_store(kind: str, sizes: list[int], args: argparse.Namespace) -> dict[str, Any]:
