@@ -280,3 +280,50 @@ def _index_conds(node: Any) -> list[str]:
         return []
     found = [node["Index Cond"]] if "Index Cond" in node else []
     return found + [c for value in node.values() for c in _index_conds(value)]
+
+
+# -- plans: a filter that matches few jobs reads those, not the tenant's jobs -------------
+async def test_a_rare_pool_or_state_is_read_from_its_own_index(store: Store) -> None:
+    """A pool of a few jobs among thousands, and the few paused ones, are a range of an
+    index (0017), first page and later ones: without it, a page walked the tenant's jobs
+    until it had found enough (3 s a page at 10,000,000 jobs, bench/atrest.py)."""
+    common = [make_job(f"job-{i:05d}") for i in range(PLAN_JOBS)]
+    rare = [make_job(f"gpu-{i}", pool="gpu") for i in range(5)]
+    paused = [make_job(f"paused-{i}", state=JobState.PAUSED, next_fire_at=None) for i in range(5)]
+    await store.create_jobs([*common, *rare, *paused])
+    cursor = JobKey(sorted(j.id for j in rare)[1])
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("pool", {"pool": "gpu"}, "jobs_tenant_pool_id"),
+        ("pool after", {"pool": "gpu", "after": cursor}, "jobs_tenant_pool_id"),
+        ("paused", {"state": JobState.PAUSED}, "jobs_tenant_state_id"),
+        ("paused after", {"state": JobState.PAUSED, "after": cursor}, "jobs_tenant_state_id"),
+    ]
+    assert [j.id for j in await store.list_jobs("default", pool="gpu")] == [j.id for j in rare]
+    found = await store.list_jobs("default", state=JobState.PAUSED)
+    assert [j.id for j in found] == [j.id for j in paused]
+    if isinstance(store, PostgresStore):
+        from cronwheel.store.postgres.store import jobs_query as pg_query
+
+        async with store._connection() as conn:
+            await conn.execute("ANALYZE jobs")
+            for label, options, index in cases:
+                statement, *args = pg_query("default", limit=51, **options)
+                plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args)
+                text = plan if isinstance(plan, str) else json.dumps(plan)
+                assert f'"Index Name": "{index}"' in text, (label, text)
+                assert '"Sort"' not in text, (label, text)
+        return
+    assert isinstance(store, SqliteStore)
+    from cronwheel.store.sqlite.store import jobs_query as lite_query
+
+    def plans(c: Any) -> list[tuple[str, str, list[str]]]:
+        found = []
+        for label, options, index in cases:
+            statement, params = lite_query("default", limit=51, **options)
+            details = [r["detail"] for r in c.execute(f"EXPLAIN QUERY PLAN {statement}", params)]
+            found.append((label, index, details))
+        return found
+
+    for label, index, details in await store._db.read(plans):
+        assert any(f"USING INDEX {index} " in d for d in details), (label, details)
+        assert not any("TEMP B-TREE" in d for d in details), (label, details)
