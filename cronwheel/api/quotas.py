@@ -48,10 +48,13 @@ class Quotas:
         if tenant is None:
             return
         if tenant.max_jobs is not None:
-            live = await self.store.count_live_jobs(tenant_id)
+            # Counted no further than one past the quota: enough to decide, and a
+            # tenant's create costs what its quota allows, not what the store holds.
+            live = await self.store.count_live_jobs(tenant_id, limit=tenant.max_jobs + 1)
             if live + count > tenant.max_jobs:
+                has = f"more than {tenant.max_jobs}" if live > tenant.max_jobs else str(live)
                 raise _over(
-                    f"the tenant has {live} live jobs; its quota is {tenant.max_jobs}",
+                    f"the tenant has {has} live jobs; its quota is {tenant.max_jobs}",
                     FULL_RETRY_AFTER,
                 )
         if tenant.max_creates_per_second is not None:

@@ -56,8 +56,10 @@ UPDATE_TENANT = (
     " WHERE id = $1 RETURNING *"
 )
 
+# LIMIT NULL: no limit.
 COUNT_LIVE_JOBS = (
-    "SELECT count(*) FROM jobs WHERE tenant_id = $1 AND state NOT IN ('cancelled', 'completed')"
+    "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant_id = $1"
+    " AND state NOT IN ('cancelled', 'completed') LIMIT $2) AS live"
 )
 
 # -- API keys ------------------------------------------------------------------------

@@ -307,9 +307,9 @@ class PostgresStore(Store):
             raise NotFound("tenant", tenant.id)
         return rows.tenant(row)
 
-    async def count_live_jobs(self, tenant_id: str) -> int:
+    async def count_live_jobs(self, tenant_id: str, *, limit: int | None = None) -> int:
         async with self._connection() as conn:
-            count: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id)
+            count: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id, limit)
         return count
 
     # -- API keys ----------------------------------------------------------------------

@@ -56,10 +56,11 @@ def update_tenant(c: sqlite3.Connection, tenant: Tenant) -> Tenant:
     return rows.tenant(row)
 
 
-def count_live_jobs(c: sqlite3.Connection, tenant_id: str) -> int:
+def count_live_jobs(c: sqlite3.Connection, tenant_id: str, limit: int | None) -> int:
     count: int = c.execute(
-        "SELECT count(*) FROM jobs WHERE tenant_id = ? AND state NOT IN ('cancelled', 'completed')",
-        (tenant_id,),
+        "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant_id = ?"
+        " AND state NOT IN ('cancelled', 'completed') LIMIT ?)",
+        (tenant_id, -1 if limit is None else limit),  # LIMIT -1: no limit
     ).fetchone()[0]
     return count
 

@@ -263,8 +263,8 @@ class SqliteStore(Store):
     async def update_tenant(self, tenant: Tenant) -> Tenant:
         return await self._db.write(lambda c: admin.update_tenant(c, tenant))
 
-    async def count_live_jobs(self, tenant_id: str) -> int:
-        return await self._db.read(lambda c: admin.count_live_jobs(c, tenant_id))
+    async def count_live_jobs(self, tenant_id: str, *, limit: int | None = None) -> int:
+        return await self._db.read(lambda c: admin.count_live_jobs(c, tenant_id, limit))
 
     # -- API keys ----------------------------------------------------------------------
     async def create_api_key(self, key: ApiKey) -> None:
