@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import shutil
@@ -158,6 +159,27 @@ class Bench:
             times.append(time.perf_counter() - t0)
             assert result.runs_inserted == 0, "a job at rest fired"
         return _ms(times)
+
+    async def counts(self) -> dict[str, Any]:
+        """Store reads that count jobs: the dashboard overview's jobs by state, and the
+        quota check's live jobs (whole, and no further than a quota of 1,000 needs)."""
+        reads = {
+            "overview count_jobs_by_state": lambda: self.store.count_jobs_by_state(DEFAULT_TENANT),
+            "count_live_jobs": lambda: self.store.count_live_jobs(DEFAULT_TENANT),
+        }
+        if "limit" in inspect.signature(self.store.count_live_jobs).parameters:
+            reads["count_live_jobs limit=1001"] = lambda: self.store.count_live_jobs(
+                DEFAULT_TENANT, limit=1001
+            )
+        out = {}
+        for label, read in reads.items():
+            times = []
+            for _ in range(4):
+                t0 = time.perf_counter()
+                await read()
+                times.append(time.perf_counter() - t0)
+            out[label] = _ms(times[1:])
+        return out
 
     async def herd(self, size: int) -> dict[str, Any]:
         """10,000 one-time jobs due at T (an hour ahead: no scheduler process reaches
@@ -304,7 +326,10 @@ async def run_store(kind: str, sizes: list[int], args: argparse.Namespace) -> di
     results: dict[str, Any] = {}
     bench = Bench(kind, store, url, workdir)
     try:
-        await store.migrate()
+        t0 = time.perf_counter()
+        applied = await store.migrate()
+        if applied:
+            print(f"  migrated: {applied} in {time.perf_counter() - t0:.1f} s", flush=True)
         if pg is not None and args.keep:
             bench.created = await pg.fetchval("SELECT count(*) FROM jobs WHERE name LIKE 'rest-%'")
             bench.herds = await pg.fetchval("SELECT count(*) FROM jobs WHERE name LIKE 'herd-%'")
@@ -322,6 +347,8 @@ async def run_store(kind: str, sizes: list[int], args: argparse.Namespace) -> di
                 row["vacuum_analyze_s"] = round(time.perf_counter() - t0, 1)
             row["tick_ms"] = await bench.ticks()
             print(f"    tick {row['tick_ms']}", flush=True)
+            row["counts_ms"] = await bench.counts()
+            print(f"    counts {row['counts_ms']}", flush=True)
             row["herd"] = await bench.herd(size)
             bench.herds += 1
             print(f"    herd {row['herd']}", flush=True)
