@@ -187,7 +187,7 @@ class Bench:
         at = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
         specs = [
             {
-                "name": f"herd-{size}-{i}",
+                "name": f"herd-{self.herds}-{i}",
                 "schedule": {"kind": "once", "at": at.isoformat()},
                 "action": NOOP,
                 "pool": "herd",  # served by no worker: the runs stay pending
