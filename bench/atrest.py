@@ -4,7 +4,8 @@ Jobs are created through cronwheel's own bulk path (``JobService.create_many``, 
 specs per call) up to each size, and at each size the script measures, with every job at
 rest (a yearly cron, never due during the run):
 
-- the create rate of the jobs added to reach the size (jobs/s, Python included);
+- the create rate of the jobs added to reach the size (jobs/s, Python included), one
+  ``create_many`` after the other or ``--streams N`` of them in flight at once;
 - the scheduler's tick (``Scheduler.run_once()``, in this process, median of 10 after a
   warm-up) and a due herd: 10,000 one-time jobs due at one instant an hour ahead,
   materialised by one ``run_once()`` of a scheduler whose clock is frozen at that instant
@@ -114,41 +115,50 @@ def _free_port() -> int:
 
 
 class Bench:
-    def __init__(self, kind: str, store: Store, url: str, workdir: Path) -> None:
+    def __init__(self, kind: str, store: Store, url: str, workdir: Path, streams: int) -> None:
         self.kind = kind
         self.store = store
         self.url = url
         self.workdir = workdir
         self.service = JobService(store, actor="bench")
         self.created = 0
+        self.streams = streams
+        """``create_many`` calls in flight at once while creating."""
         self.herds = 0
         """Herds materialised so far (their jobs count on disk too)."""
 
     async def grow(self, target: int) -> dict[str, Any]:
-        """Create jobs up to ``target`` through ``create_many``: the rate over all of them
-        and over the last 100,000 (does it fall as the tables grow?)."""
+        """Create jobs up to ``target`` through ``create_many``, ``streams`` batches in
+        flight: the rate over all of them and over the last 100,000 (does it fall as the
+        tables grow?)."""
         start, first = time.perf_counter(), self.created
         tail_from = max(first, target - 100_000)
-        tail_s = 0.0
+        tail_start: float | None = None
         next_report = time.monotonic() + 60
-        while self.created < target:
-            size = min(BATCH, target - self.created)
-            specs = [_spec(i) for i in range(self.created, self.created + size)]
-            t0 = time.perf_counter()
-            await self.service.create_many(specs)
-            if self.created >= tail_from:
-                tail_s += time.perf_counter() - t0
-            self.created += size
-            if time.monotonic() > next_report:
-                next_report += 60
-                rate = (self.created - first) / (time.perf_counter() - start)
-                print(f"    ... {self.created:,} jobs ({rate:,.0f} jobs/s)", flush=True)
-        took = time.perf_counter() - start
+
+        async def stream() -> None:
+            nonlocal tail_start, next_report
+            while self.created < target:
+                begin = self.created
+                size = min(BATCH, target - begin)
+                self.created += size  # taken by this stream (one event loop: no race)
+                if begin >= tail_from and tail_start is None:
+                    tail_start = time.perf_counter()
+                await self.service.create_many([_spec(i) for i in range(begin, begin + size)])
+                if time.monotonic() > next_report:
+                    next_report += 60
+                    rate = (self.created - first) / (time.perf_counter() - start)
+                    print(f"    ... {self.created:,} jobs ({rate:,.0f} jobs/s)", flush=True)
+
+        await asyncio.gather(*(stream() for _ in range(self.streams)))
+        end = time.perf_counter()
         made = target - first
+        tail_s = end - tail_start if tail_start is not None else 0.0
         return {
             "created": made,
-            "create_s": round(took, 1),
-            "jobs_per_s": round(made / took) if made else None,
+            "streams": self.streams,
+            "create_s": round(end - start, 1),
+            "jobs_per_s": round(made / (end - start)) if made else None,
             "last_100k_jobs_per_s": round((target - tail_from) / tail_s) if tail_s else None,
         }
 
@@ -330,7 +340,7 @@ async def run_store(kind: str, sizes: list[int], args: argparse.Namespace) -> di
         store = await SqliteStore.open(workdir / "atrest.db")
     print(f"{kind}: sizes {', '.join(f'{s:,}' for s in sizes)} ({url})", flush=True)
     results: dict[str, Any] = {}
-    bench = Bench(kind, store, url, workdir)
+    bench = Bench(kind, store, url, workdir, args.streams)
     try:
         t0 = time.perf_counter()
         applied = await store.migrate()
@@ -387,6 +397,12 @@ def main() -> None:
     p.add_argument("--pg", default=DEFAULT_PG)
     p.add_argument("--keep", metavar="DBNAME", help="PostgreSQL: keep the database (see above)")
     p.add_argument("--json", type=Path, help="write the figures here too")
+    p.add_argument(
+        "--streams",
+        type=int,
+        default=1,
+        help="create_many calls in flight at once while creating (default 1: one after the other)",
+    )
     args = p.parse_args()
     sizes = [1_000, 10_000] if args.quick else [int(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes):
