@@ -31,8 +31,8 @@ LAG_WINDOW = timedelta(minutes=5)
 JOB_COUNT_COST_FACTOR = 50.0
 """The jobs-by-state count is kept 50 times as long as it took to read (at least the
 shared reads' TTL): at most 2 % of a database's time per tenant watched, e.g. one count
-every 75 s at 10,000,000 jobs (1.5 s a count, bench/atrest.py), every second below
-about a million."""
+every 70-130 s at 10,000,000 jobs (1.4-2.6 s a count, bench/atrest.py), every 10-20 s at
+1,000,000, every second while a count takes under 20 ms."""
 """The hour the charts and the table's totals cover: this minute and the 59 before."""
 
 
