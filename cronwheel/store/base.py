@@ -442,8 +442,10 @@ class Store(abc.ABC):
         ``actor`` and ``now``, audited (``tenant`` ``updated``, the new values)."""
 
     @abc.abstractmethod
-    async def count_live_jobs(self, tenant_id: str) -> int:
-        """Jobs of the tenant that are neither cancelled nor completed (the quota)."""
+    async def count_live_jobs(self, tenant_id: str, *, limit: int | None = None) -> int:
+        """Jobs of the tenant that are neither cancelled nor completed (the quota), or
+        ``limit`` if there are at least that many: a quota check counts no further than
+        the quota, so its cost is bounded by the quota, not by the jobs in the store."""
 
     @abc.abstractmethod
     async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:

@@ -52,6 +52,34 @@ async def test_many_concurrent_readers_cost_one_read_per_ttl() -> None:
     assert await reads.get("overview:other", read) == 3  # another tenant: its own read
 
 
+async def test_a_read_that_cost_more_is_kept_longer() -> None:
+    """A read given a cost factor is kept that many times as long as it took (the jobs
+    count of the overview at ten million jobs), a cheap one for the TTL."""
+    clock = FakeClock()
+    reads = SharedReads(ttl=1.0, clock=clock)
+    calls = 0
+
+    def read(took: float) -> Callable[[], Awaitable[int]]:
+        async def timed() -> int:
+            nonlocal calls
+            calls += 1
+            clock.t += took  # the store took this long to answer
+            return calls
+
+        return timed
+
+    assert await reads.get("jobs", read(2.0), cost_factor=50) == 1
+    clock.t += 99.0  # kept 50 x 2 s from when it was read
+    assert await reads.get("jobs", read(2.0), cost_factor=50) == 1
+    clock.t += 1.1
+    assert await reads.get("jobs", read(0.001), cost_factor=50) == 2
+    clock.t += 1.1  # a cheap read is kept for the TTL only
+    assert await reads.get("jobs", read(0.001), cost_factor=50) == 3
+    assert await reads.get("other", read(2.0)) == 4
+    clock.t += 1.1  # no cost factor: the TTL, however long it took
+    assert await reads.get("other", read(2.0)) == 5
+
+
 def _counting(store: Store, names: list[str]) -> dict[str, int]:
     """Count the calls of ``names`` on ``store`` (wrapped on the instance)."""
     counts = dict.fromkeys(names, 0)

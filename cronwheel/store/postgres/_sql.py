@@ -56,8 +56,10 @@ UPDATE_TENANT = (
     " claim_weight = $5, max_running = $6 WHERE id = $1 RETURNING *"
 )
 
+# LIMIT NULL: no limit.
 COUNT_LIVE_JOBS = (
-    "SELECT count(*) FROM jobs WHERE tenant_id = $1 AND state NOT IN ('cancelled', 'completed')"
+    "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant_id = $1"
+    " AND state NOT IN ('cancelled', 'completed') LIMIT $2) AS live"
 )
 
 # A tenant with max_jobs, its row locked until the create's transaction ends: concurrent

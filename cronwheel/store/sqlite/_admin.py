@@ -67,10 +67,11 @@ def update_tenant(c: sqlite3.Connection, tenant: Tenant) -> Tenant:
     return rows.tenant(row)
 
 
-def count_live_jobs(c: sqlite3.Connection, tenant_id: str) -> int:
+def count_live_jobs(c: sqlite3.Connection, tenant_id: str, limit: int | None) -> int:
     count: int = c.execute(
-        "SELECT count(*) FROM jobs WHERE tenant_id = ? AND state NOT IN ('cancelled', 'completed')",
-        (tenant_id,),
+        "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE tenant_id = ?"
+        " AND state NOT IN ('cancelled', 'completed') LIMIT ?)",
+        (tenant_id, -1 if limit is None else limit),  # LIMIT -1: no limit
     ).fetchone()[0]
     return count
 
@@ -86,7 +87,7 @@ def check_max_jobs(c: sqlite3.Connection, jobs: Sequence[Job]) -> None:
         row = c.execute("SELECT max_jobs FROM tenants WHERE id = ?", (tenant_id,)).fetchone()
         if row is None or row[0] is None:
             continue
-        live = count_live_jobs(c, tenant_id)
+        live = count_live_jobs(c, tenant_id, row[0] + 1)  # no further than one past it
         if live + adding > row[0]:
             raise max_jobs_refusal(live, adding, row[0])
 

@@ -58,6 +58,10 @@ CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
 -- PostgreSQL's COLLATE "C".
 CREATE INDEX jobs_tenant_name_id ON jobs (tenant_id, name, id);
 CREATE INDEX jobs_tenant_next_fire ON jobs (tenant_id, next_fire_sort, id);
+-- Listing filtered by pool, or by a state other than active (0017): a range of its
+-- own index in creation order, whatever the number of jobs.
+CREATE INDEX jobs_tenant_pool_id ON jobs (tenant_id, pool, id);
+CREATE INDEX jobs_tenant_state_id ON jobs (tenant_id, state, id) WHERE state <> 'active';
 
 CREATE TABLE runs (
     id                INTEGER PRIMARY KEY,
