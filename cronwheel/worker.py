@@ -100,6 +100,9 @@ class WorkerConfig:
 
 
 WATCHDOG_GRANULARITY = 0.005
+POOL_RATES_REFRESH = 5.0
+"""Seconds between two reads of which pools are rate limited (decision 0033): a new or
+changed limit reaches every worker within this."""
 """Timeouts are enforced by one watchdog that wakes at most this often (seconds), not by
 a timer per run: a run is stopped at most this much after its timeout."""
 
@@ -159,6 +162,8 @@ class Worker:
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
         self._warm: set[str] = set()
+        self._rates: dict[str, float] = {}
+        self._rates_read_at: datetime | None = None
         """Pools claimed from at least once."""
         self._held: Counter[str] = Counter()
         """Claimed runs per pool: a claim asks for the room left, without a scan."""
@@ -305,14 +310,25 @@ class Worker:
                 # of a backlog in one statement held back the first start by its length.
                 room = min(room, concurrency)
                 self._warm.add(pool)
+            limited = pool in await self._pool_rates(now)
+            if limited:
+                # A rate-limited pool (decision 0033): claim only what its cluster-wide
+                # bucket grants, and due now (a prefetched run would start a burst later).
+                granted = await self.store.take_pool_tokens(pool, room, now=now)
+                if granted is not None:
+                    if granted <= 0:
+                        continue
+                    room = granted
             claimed = await self.store.claim_runs(
                 self.id,
                 [pool],
                 limit=room,
                 now=now,
-                prefetch_until=until,
+                prefetch_until=now if limited else until,
                 lease_seconds=self.config.lease_seconds,
             )
+            if limited and len(claimed) < room:
+                await self.store.take_pool_tokens(pool, len(claimed) - room, now=now)
             self.metrics.runs_skipped("overlap", claimed.overlap_skipped)
             # One reading of both clocks: every timer of the batch is set on the loop's
             # clock from it, so the time spent starting the batch does not delay them.
@@ -321,6 +337,16 @@ class Worker:
                 self._start(c, origin)
             total += len(claimed)
         return total
+
+    async def _pool_rates(self, now: datetime) -> dict[str, float]:
+        """The rate-limited pools, read again every few seconds: a pool without a limit
+        costs its claims no statement more."""
+        if self._rates_read_at is None or (now - self._rates_read_at).total_seconds() >= (
+            POOL_RATES_REFRESH
+        ):
+            self._rates = await self.store.pool_rates()
+            self._rates_read_at = now
+        return self._rates
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
         topics = [f"runs:{p}" for p in self.config.pools]

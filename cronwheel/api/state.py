@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import cast
 
 from fastapi import Request
@@ -16,6 +17,8 @@ from cronwheel.pipelines.service import PipelineService
 from cronwheel.sealing import Sealer
 from cronwheel.service import JobService
 from cronwheel.store.base import Store
+
+RATES_REFRESH = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,20 @@ class ApiState:
     """The limits of a new tenant whose creation does not name them."""
     sealer: Sealer | None = None
     """Seals secret webhook headers (docs/security.md#secrets-at-rest); None: refused."""
+
+    rates_read: dict[datetime, dict[str, float]] = field(default_factory=dict)
+    """The rate-limited pools, by when they were read (one entry at most)."""
+
+    async def pool_rates(self, now: datetime) -> dict[str, float]:
+        """The rate-limited pools (decision 0033), read again every few seconds: a remote
+        worker's claim of pools without a limit costs no statement more."""
+        for at, rates in self.rates_read.items():
+            if 0 <= (now - at).total_seconds() < RATES_REFRESH:
+                return rates
+        rates = await self.store.pool_rates()
+        self.rates_read.clear()
+        self.rates_read[now] = rates
+        return rates
 
     def service(self, principal: Principal) -> JobService:
         """The application layer, acting as ``principal`` (cheap: one per request)."""

@@ -27,6 +27,7 @@ COMMANDS = {
     "notifications": "cronwheel.cli.remote.runs:notifications",
     "tenants": "cronwheel.cli.remote.admin:tenants",
     "keys": "cronwheel.cli.remote.admin:keys",
+    "pools": "cronwheel.cli.remote.pools:pools",
     "status": "cronwheel.cli.remote.status:status",
     "api": "cronwheel.cli.api:api",
     "webhook-key": "cronwheel.cli.webhook_key:webhook_key",

@@ -166,6 +166,20 @@ def update_tenant(tenant_id: str, changes: dict[str, Any]) -> Call[TenantInfo]:
     return Call("PATCH", f"/v1/tenants/{tenant_id}", TenantInfo.model_validate, json=changes)
 
 
+def _rates(body: Any) -> dict[str, float]:
+    return {str(r["pool"]): float(r["per_second"]) for r in body["items"]}
+
+
+def pool_rates() -> Call[dict[str, float]]:
+    return Call("GET", "/v1/pool-rates", _rates)
+
+
+def set_pool_rate(pool: str, per_second: float | None) -> Call[dict[str, float]]:
+    return Call(
+        "PUT", f"/v1/pool-rates/{quote(pool, safe='')}", _rates, json={"per_second": per_second}
+    )
+
+
 def list_tenants() -> Call[list[TenantInfo]]:
     return Call("GET", "/v1/tenants", lambda b: [TenantInfo.model_validate(t) for t in b["items"]])
 

@@ -182,6 +182,15 @@ class Client:
         removed, one not given is kept."""
         return self._send(calls.update_tenant(tenant_id, changes))
 
+    def pool_rates(self) -> dict[str, float]:
+        """The rate-limited pools: run starts a second, across the cluster."""
+        return self._send(calls.pool_rates())
+
+    def set_pool_rate(self, pool: str, per_second: float | None) -> dict[str, float]:
+        """Limit a pool's run starts a second (system admins); None removes the limit.
+        Returns every limit."""
+        return self._send(calls.set_pool_rate(pool, per_second))
+
     def create_key(
         self, role: str, *, name: str | None = None, tenant_id: str | None = None
     ) -> KeyInfo:
@@ -404,6 +413,15 @@ class AsyncClient:
         """Change a tenant's name or limits (system admins); a limit given as None is
         removed, one not given is kept."""
         return await self._send(calls.update_tenant(tenant_id, changes))
+
+    async def pool_rates(self) -> dict[str, float]:
+        """The rate-limited pools: run starts a second, across the cluster."""
+        return await self._send(calls.pool_rates())
+
+    async def set_pool_rate(self, pool: str, per_second: float | None) -> dict[str, float]:
+        """Limit a pool's run starts a second (system admins); None removes the limit.
+        Returns every limit."""
+        return await self._send(calls.set_pool_rate(pool, per_second))
 
     async def create_key(
         self, role: str, *, name: str | None = None, tenant_id: str | None = None

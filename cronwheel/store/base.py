@@ -789,6 +789,23 @@ class Store(abc.ABC):
     async def list_shard_leases(self) -> list[ShardLease]:
         """Every shard lease row, by shard."""
 
+    # -- pool rate limits (decision 0033) ----------------------------------------------
+    @abc.abstractmethod
+    async def set_pool_rate(self, pool: str, per_second: float | None, *, now: datetime) -> None:
+        """Limit ``pool`` to ``per_second`` run starts a second across the cluster (its
+        bucket starts full); None removes the limit."""
+
+    @abc.abstractmethod
+    async def pool_rates(self) -> dict[str, float]:
+        """Every limited pool and its rate (runs a second)."""
+
+    @abc.abstractmethod
+    async def take_pool_tokens(self, pool: str, want: int, *, now: datetime) -> int | None:
+        """Take up to ``want`` whole tokens from ``pool``'s bucket (refilled at its rate
+        since it was last refilled, holding one second's worth, at least one), in one
+        statement; return how many were taken. A negative ``want`` gives tokens back (a
+        claim that found fewer runs than it took). None: the pool has no limit."""
+
     # -- workers ---------------------------------------------------------------------
     @abc.abstractmethod
     async def claim_runs(

@@ -381,3 +381,15 @@ def test_pipelines_from_the_terminal(api_url: str, tmp_path: Path) -> None:
     assert "(edges)" in refused.stderr
     missing = cli(api_url, "pipelines", "get", "nope")
     assert missing.returncode == 3 and "nope" in missing.stderr
+
+
+def test_a_pools_rate_from_the_terminal(api_url: str) -> None:
+    set_ = cli(api_url, "pools", "rate", "crm", "10", "--json")
+    assert set_.returncode == 0, set_.stderr
+    assert json.loads(set_.stdout) == [{"pool": "crm", "per_second": 10.0}]
+    listed = cli(api_url, "pools", "rates")
+    assert listed.returncode == 0 and "crm" in listed.stdout and "10" in listed.stdout
+    bad = cli(api_url, "pools", "rate", "crm", "lots")
+    assert bad.returncode == 2 and "'none'" in bad.stderr
+    removed = cli(api_url, "pools", "rate", "crm", "none", "--json")
+    assert json.loads(removed.stdout) == []

@@ -103,6 +103,8 @@ async def why(job_id: JobId, at: At, request: Request, principal: Reader) -> Any
     held = None
     if run is not None and run.state is RunState.PENDING and run.available_at <= now:
         held = await _held_back(state.store, job.tenant_id, now)
+        if held is None:
+            held = await _rate_limited(state.store, run.pool)
     verdict, lines = explain(
         job, asked, occurrence, before, after, run, attempts, audit, now, held_back=held
     )
@@ -136,6 +138,17 @@ async def _held_back(store: Store, tenant_id: str, now: datetime) -> str | None:
     return (
         f"It waits for a limit: its tenant may have {tenant.max_running} runs in flight"
         f" at once (max_running), and {running} are running; it starts as they finish."
+    )
+
+
+async def _rate_limited(store: Store, pool: str) -> str | None:
+    """Why a due run may wait: its pool's rate limit (decision 0033), if it has one."""
+    rate = (await store.pool_rates()).get(pool)
+    if rate is None:
+        return None
+    return (
+        f"It may be waiting for a limit: the pool {pool} starts at most {rate:g} runs a"
+        " second across the cluster (its rate limit); it starts as the pool's turn comes."
     )
 
 

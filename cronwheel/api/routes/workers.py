@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
@@ -48,7 +49,7 @@ from cronwheel.model import (
     WorkerInfo,
     checkpoint_text,
 )
-from cronwheel.store.base import RunReport
+from cronwheel.store.base import Claim, RunReport, Store
 
 router = APIRouter(tags=["workers"], route_class=GuardedRoute)
 
@@ -75,15 +76,8 @@ async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
     state = api_state(request)
     now = state.clock.now()
     owner = lease_owner(principal, body.worker_id)
-    claimed = await state.store.claim_runs(
-        owner,
-        body.pools,
-        limit=body.capacity,
-        now=now,
-        prefetch_until=now,
-        lease_seconds=body.lease_seconds,
-        tenant_id=principal.tenant_id,
-    )
+    rates = await state.pool_rates(now)
+    claimed = await _claim(state.store, rates, owner, body, now, principal.tenant_id)
     # A remote worker's claim is made here: this process counts the skips it made.
     exporter: ApiMetrics = request.app.state.metrics
     exporter.metrics.runs_skipped("overlap", claimed.overlap_skipped)
@@ -267,3 +261,48 @@ async def list_workers(request: Request, principal: WorkerWatcher) -> Any:
 
 def _client_host(request: Request) -> str:
     return request.client.host if request.client else "unknown"
+
+
+async def _claim(
+    store: Store,
+    rates: Mapping[str, float],
+    owner: str,
+    body: ClaimIn,
+    now: datetime,
+    tenant_id: str,
+) -> Claim:
+    """The pools without a rate limit in one claim; each rate-limited pool (decision
+    0033) on its own, as many as its cluster-wide bucket grants (given back if fewer
+    were due)."""
+    free = [p for p in body.pools if p not in rates]
+    left = body.capacity
+    found = Claim()
+
+    async def take(pools: list[str], limit: int) -> Claim:
+        return await store.claim_runs(
+            owner,
+            pools,
+            limit=limit,
+            now=now,
+            prefetch_until=now,
+            lease_seconds=body.lease_seconds,
+            tenant_id=tenant_id,
+        )
+
+    if free:
+        found = await take(free, left)
+        left -= len(found)
+    for pool in (p for p in body.pools if p in rates):
+        if left <= 0:
+            break
+        granted = await store.take_pool_tokens(pool, left, now=now)
+        if granted is None:  # the limit was removed meanwhile
+            granted = left
+        if granted <= 0:
+            continue
+        more = await take([pool], granted)
+        if len(more) < granted:
+            await store.take_pool_tokens(pool, len(more) - granted, now=now)
+        found = Claim([*found, *more], overlap_skipped=found.overlap_skipped + more.overlap_skipped)
+        left -= len(more)
+    return found

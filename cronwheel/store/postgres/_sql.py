@@ -934,6 +934,36 @@ WITH doomed AS (
 )
 DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"""
 
+# Pool rate limits (decision 0033). Params of the take: $1 pool, $2 tokens wanted
+# (negative: given back), $3 now. The bucket holds one second's worth (at least one).
+TAKE_POOL_TOKENS = """
+WITH bucket AS (
+    SELECT pool, greatest(per_second, 1) AS capacity,
+           least(greatest(per_second, 1),
+                 tokens + greatest(0, extract(epoch FROM $3::timestamptz - refilled_at))
+                          * per_second) AS have
+    FROM pool_rates WHERE pool = $1
+    FOR UPDATE
+),
+taken AS (
+    SELECT pool, capacity, have,
+           CASE WHEN $2::int < 0 THEN $2::int::float8 ELSE least($2::int, floor(have)) END AS n
+    FROM bucket
+)
+UPDATE pool_rates AS p
+SET tokens = least(t.capacity, t.have - t.n), refilled_at = greatest(p.refilled_at, $3)
+FROM taken AS t
+WHERE p.pool = t.pool
+RETURNING t.n::int AS n"""
+
+SET_POOL_RATE = """
+INSERT INTO pool_rates (pool, per_second, tokens, refilled_at, updated_at)
+VALUES ($1, $2::float8, greatest($2::float8, 1), $3, $3)
+ON CONFLICT (pool) DO UPDATE
+SET per_second = excluded.per_second,
+    tokens = least(pool_rates.tokens, greatest($2::float8, 1)),
+    updated_at = excluded.updated_at"""
+
 DELETE_PIPELINE_HISTORY = """
 WITH doomed AS (
     SELECT id FROM pipeline_runs

@@ -878,6 +878,21 @@ class PostgresStore(Store):
     async def list_shard_leases(self) -> list[ShardLease]:
         return [_shards.lease(r) for r in await self._fetch(_shards.ALL)]
 
+    # -- pool rate limits -------------------------------------------------------------
+    async def set_pool_rate(self, pool: str, per_second: float | None, *, now: datetime) -> None:
+        if per_second is None:
+            await self._execute("DELETE FROM pool_rates WHERE pool = $1", pool)
+        else:
+            await self._execute(sql.SET_POOL_RATE, pool, per_second, now)
+
+    async def pool_rates(self) -> dict[str, float]:
+        rows_ = await self._fetch("SELECT pool, per_second FROM pool_rates ORDER BY pool")
+        return {r["pool"]: r["per_second"] for r in rows_}
+
+    async def take_pool_tokens(self, pool: str, want: int, *, now: datetime) -> int | None:
+        row = await self._fetchrow(sql.TAKE_POOL_TOKENS, pool, want, now)
+        return None if row is None else int(row["n"])
+
     # -- workers ---------------------------------------------------------------------
     async def claim_runs(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -821,6 +822,52 @@ class SqliteStore(Store):
 
     async def list_shard_leases(self) -> list[ShardLease]:
         return await self._db.read(_shards.all_leases)
+
+    # -- pool rate limits -------------------------------------------------------------
+    async def set_pool_rate(self, pool: str, per_second: float | None, *, now: datetime) -> None:
+        at = rows.us(now)
+
+        def fn(c: sqlite3.Connection) -> None:
+            if per_second is None:
+                c.execute("DELETE FROM pool_rates WHERE pool = ?", (pool,))
+                return
+            c.execute(
+                "INSERT INTO pool_rates (pool, per_second, tokens, refilled_at, updated_at)"
+                " VALUES (?1, ?2, max(?2, 1), ?3, ?3) ON CONFLICT (pool) DO UPDATE"
+                " SET per_second = excluded.per_second,"
+                " tokens = min(pool_rates.tokens, max(?2, 1)), updated_at = excluded.updated_at",
+                (pool, per_second, at),
+            )
+
+        await self._db.write(fn)
+
+    async def pool_rates(self) -> dict[str, float]:
+        found = await self._db.read(
+            lambda c: c.execute("SELECT pool, per_second FROM pool_rates ORDER BY pool").fetchall()
+        )
+        return {r["pool"]: r["per_second"] for r in found}
+
+    async def take_pool_tokens(self, pool: str, want: int, *, now: datetime) -> int | None:
+        at = rows.us(now)
+
+        def fn(c: sqlite3.Connection) -> int | None:
+            row = c.execute(
+                "SELECT per_second, tokens, refilled_at FROM pool_rates WHERE pool = ?", (pool,)
+            ).fetchone()
+            if row is None:
+                return None
+            capacity = max(row["per_second"], 1.0)
+            elapsed = max(0, at - row["refilled_at"]) / 1_000_000
+            have = min(capacity, row["tokens"] + elapsed * row["per_second"])
+            n = want if want < 0 else min(want, math.floor(have))
+            c.execute(
+                "UPDATE pool_rates SET tokens = ?, refilled_at = max(refilled_at, ?)"
+                " WHERE pool = ?",
+                (min(capacity, have - n), at, pool),
+            )
+            return n
+
+        return await self._db.write(fn)
 
     # -- workers ---------------------------------------------------------------------
     async def claim_runs(

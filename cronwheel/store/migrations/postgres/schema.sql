@@ -328,3 +328,12 @@ BEGIN
         FROM unnest(tenants, caps) AS t(id, cap);
 END
 $$;
+
+-- Per-pool rate limits (0018, decision 0033): a token bucket per limited pool.
+CREATE TABLE pool_rates (
+    pool         text PRIMARY KEY,
+    per_second   double precision NOT NULL CHECK (per_second > 0 AND per_second <= 1000000),
+    tokens       double precision NOT NULL,
+    refilled_at  timestamptz NOT NULL,
+    updated_at   timestamptz NOT NULL
+);

@@ -296,3 +296,12 @@ CREATE INDEX pipeline_tasks_started ON pipeline_tasks (run_id) WHERE state = 'st
 
 -- The audit log by tenant, newest first (0015): GET /v1/audit.
 CREATE INDEX audit_log_tenant_id ON audit_log (tenant_id, id);
+
+-- Per-pool rate limits (0018, decision 0033): a token bucket per limited pool.
+CREATE TABLE pool_rates (
+    pool         TEXT PRIMARY KEY,
+    per_second   REAL NOT NULL CHECK (per_second > 0 AND per_second <= 1000000),
+    tokens       REAL NOT NULL,
+    refilled_at  INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+);
