@@ -473,15 +473,21 @@ class SqliteStore(Store):
 
         return await self._db.write(fn)
 
-    async def enqueue_runs(self, template: NewRun, payloads: Sequence[str | None]) -> list[int]:
+    async def enqueue_runs(
+        self,
+        template: NewRun,
+        payloads: Sequence[str | None],
+        keys: Sequence[str | None] | None = None,
+    ) -> list[int]:
         if not payloads:
             return []
         t = template
         at = rows.us(t.available_at)
         shared = (
             *(t.tenant_id, t.job_id, t.pool, int(t.priority), t.max_attempts, t.job_version),
-            *(t.reason, t.overlap.value, at, at),
+            *(t.reason, t.overlap.value, at, at, t.concurrency_limit),
         )
+        run_keys = [t.concurrency_key] * len(payloads) if keys is None else keys
 
         def fn(c: sqlite3.Connection) -> list[int]:
             job = ops.job_state(c, t.tenant_id, t.job_id)
@@ -492,7 +498,10 @@ class SqliteStore(Store):
             ).fetchone()
             first = rows.us(t.scheduled_for)
             first = first if latest is None else max(first, latest + 1)
-            runs = ((*shared, first + i, payload) for i, payload in enumerate(payloads))
+            runs = (
+                (*shared, first + i, payload, key)
+                for i, (payload, key) in enumerate(zip(payloads, run_keys, strict=True))
+            )
             c.executemany(ops.ENQUEUE_INSERT, runs)
             found = c.execute(
                 "SELECT id FROM runs WHERE job_id = ? AND scheduled_for >= ?"
