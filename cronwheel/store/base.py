@@ -1061,6 +1061,12 @@ class Store(abc.ABC):
 
     # -- status (read only, cheap) -------------------------------------------------------
     @abc.abstractmethod
+    async def key_running(self, tenant_id: str, key: str) -> tuple[int, int | None]:
+        """How many of the tenant's runs with concurrency key ``key`` are running, and
+        the smallest limit among them (None: none running): one probe of the running
+        keyed runs' index (decision 0031)."""
+
+    @abc.abstractmethod
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime
     ) -> list[PoolStatus]:

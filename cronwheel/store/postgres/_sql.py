@@ -355,6 +355,11 @@ FROM inserted"""
 
 GET_JOB = "SELECT * FROM jobs WHERE tenant_id = $1 AND id = $2"
 
+# Params: $1 tenant, $2 concurrency key. Through runs_keyed_running.
+KEY_RUNNING = """
+SELECT count(*), min(concurrency_limit) FROM runs
+WHERE tenant_id = $1 AND concurrency_key = $2 AND state = 'running'"""
+
 # Params: $1 tenant, $2 job ids. One probe of runs_job_finished per job.
 LAST_RUNS = """
 SELECT r.job_id, r.id, r.state, r.scheduled_for, r.finished_at, r.attempt, r.reason,

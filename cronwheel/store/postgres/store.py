@@ -1247,6 +1247,11 @@ class PostgresStore(Store):
             return await audit.replace_job_actions(conn, tenant_id, changes, actor, now)
 
     # -- status ----------------------------------------------------------------------
+    async def key_running(self, tenant_id: str, key: str) -> tuple[int, int | None]:
+        row = await self._fetchrow(sql.KEY_RUNNING, tenant_id, key)
+        assert row is not None  # an aggregate always returns its row
+        return int(row[0]), row[1]
+
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime
     ) -> list[PoolStatus]:

@@ -1244,6 +1244,17 @@ class SqliteStore(Store):
         )
 
     # -- status ----------------------------------------------------------------------
+    async def key_running(self, tenant_id: str, key: str) -> tuple[int, int | None]:
+        def fn(c: sqlite3.Connection) -> tuple[int, int | None]:
+            n, lowest = c.execute(
+                "SELECT count(*), min(concurrency_limit) FROM runs INDEXED BY runs_keyed_running"
+                " WHERE tenant_id = ? AND concurrency_key = ? AND state = 'running'",
+                (tenant_id, key),
+            ).fetchone()
+            return int(n), lowest
+
+        return await self._db.read(fn)
+
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime
     ) -> list[PoolStatus]:
