@@ -5,13 +5,18 @@ others wait pending, and a key at its limit holds back nothing else."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from cronwheel.model import AttemptOutcome, Concurrency, Job, Overlap, RunState, Tenant
 from cronwheel.store.base import Claim, Completion, Store
 from cronwheel.store.postgres import PostgresStore
+from cronwheel.store.postgres import _sql as sql
+from cronwheel.store.sqlite import SqliteStore, _fair
+from cronwheel.store.sqlite import _rows as rows
 from tests.store.factories import T0, at, make_job, make_run
 
 
@@ -189,3 +194,92 @@ async def test_overlap_heads_sharing_a_key_take_its_room_in_turn(store: Store) -
     assert len(await _claim(store)) == 0
     await _finish(store, claimed)
     assert _keys(await _claim(store, now=1)) == ["shared"]
+
+
+async def test_sqlite_claims_without_keyed_runs_run_no_statement_for_keys(
+    tmp_path: Path,
+) -> None:
+    """The key path costs a claim that meets no keyed run nothing but a probe inside the
+    statement that finds the tenants waiting; with one, it reads keys through indexes."""
+    path = tmp_path / "keys.db"
+    store = await SqliteStore.open(path)
+    try:
+        await store.migrate()
+        job = make_job()
+        await store.create_jobs([job])
+        await _keyed(store, job, [None] * 3)
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path)
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        ask = _fair.Ask(["default"], None, 10, rows.us(at(0)), rows.us(at(0)), 60_000_000)
+        assert len(_fair.picks(conn, ask)) == 3
+        assert not any("runs_keyed" in s for s in seen[1:]), seen
+        conn.execute(
+            "UPDATE runs SET concurrency_key = 'k', concurrency_limit = 1"
+            " WHERE id = (SELECT min(id) FROM runs)"
+        )
+        seen.clear()
+        assert len(_fair.picks(conn, ask)) == 3
+        assert any("INDEXED BY runs_keyed_running" in s for s in seen), seen
+        for sql in (_fair._NEXT_KEY.format(only=""), _fair._KEY_SLICE):
+            params = {"pool": "p", "tenant": "t", "key": "k", "until": 0, "room": 1, "now": 0}
+            plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+            assert not [step for step in plan if "TEMP B-TREE" in step], plan
+    finally:
+        conn.close()
+
+
+async def test_postgres_a_claim_behind_a_full_keys_backlog_works_by_the_batch(
+    store: Store,
+) -> None:
+    """20,000 queued runs of one key of limit 1 cost a claim one probe, not a walk: the
+    claim touches about a batch of rows, with and without fresh statistics."""
+    if not isinstance(store, PostgresStore):
+        return
+    from tests.store.test_postgres_specific import _work
+
+    job = make_job()
+    await store.create_jobs([job])
+    backlog = [
+        make_run(job, at(-1000 + i / 1000), concurrency_key="busy", concurrency_limit=1)
+        for i in range(20_000)
+    ]
+    for i in range(0, len(backlog), 5000):
+        await store.materialize_runs(backlog[i : i + 5000], [])
+    others = [make_run(job, at(-1 + i / 1000)) for i in range(300)]
+    await store.materialize_runs(others, [])
+    await _claim(store, 1)  # the key is full from now on
+    batch = 100
+    claim = (sql.CLAIM_RUNS, "w", ["default"], at(0), batch, at(0), 60.0, "skip", None, 60.0)
+    for analyzed in (False, True):
+        if analyzed:
+            async with store._connection() as conn:
+                await conn.execute("ANALYZE")
+        assert await _work(store, *claim) < 50 * batch  # a walk of the backlog: > 20,000
+
+
+async def test_a_tenant_with_only_keyed_runs_keeps_its_cap_and_weight(store: Store) -> None:
+    await store.create_tenant(Tenant("a", "a", T0, max_running=2))
+    await store.create_tenant(Tenant("b", "b", T0, claim_weight=3.0))
+    a, b = make_job(tenant_id="a"), make_job(tenant_id="b")
+    await store.create_jobs([a, b])
+    await _keyed(store, a, [f"k{i}" for i in range(10)])
+    await _keyed(store, b, [f"k{i}" for i in range(10)])
+    claimed = await _claim(store, limit=6)
+    # A's cap holds with no run of A outside a key; B's weight 3 takes the rounds' rest.
+    assert Counter(c.run.tenant_id for c in claimed) == {"a": 2, "b": 4}
+    assert len(await _claim(store, limit=6)) == 6  # B's other keys; A is at its cap
+
+
+async def test_tenants_with_only_keyed_runs_share_a_claim_by_weight(store: Store) -> None:
+    await store.create_tenant(Tenant("b", "b", T0, claim_weight=3.0))
+    await store.create_tenant(Tenant("c", "c", T0))
+    b, c = make_job(tenant_id="b"), make_job(tenant_id="c")
+    await store.create_jobs([b, c])
+    await _keyed(store, c, [f"k{i}" for i in range(10)])
+    await _keyed(store, b, [f"k{i}" for i in range(10)])
+    claimed = await _claim(store, limit=4)
+    assert Counter(r.run.tenant_id for r in claimed) == {"b": 3, "c": 1}

@@ -557,15 +557,16 @@ waiting AS (
     SELECT p.pool, t.tenant_id FROM unnest($2::text[]) AS p(pool)
     CROSS JOIN LATERAL (
         SELECT tenant_id FROM runs
-        WHERE state = 'pending' AND pool = p.pool AND ($8::text IS NULL OR tenant_id = $8)
+        WHERE state = 'pending' AND concurrency_key IS NULL AND pool = p.pool
+          AND ($8::text IS NULL OR tenant_id = $8)
         ORDER BY tenant_id LIMIT 1
     ) AS t
     UNION ALL
     SELECT w.pool, t.tenant_id FROM waiting AS w
     CROSS JOIN LATERAL (
         SELECT tenant_id FROM runs
-        WHERE state = 'pending' AND pool = w.pool AND tenant_id > w.tenant_id
-          AND ($8::text IS NULL OR tenant_id = $8)
+        WHERE state = 'pending' AND concurrency_key IS NULL AND pool = w.pool
+          AND tenant_id > w.tenant_id AND ($8::text IS NULL OR tenant_id = $8)
         ORDER BY tenant_id LIMIT 1
     ) AS t
 ),
@@ -607,7 +608,8 @@ key_rooms AS (
 weights AS (
     -- A primary-key probe per tenant waiting, never a scan of every tenant.
     SELECT w.tenant_id, coalesce(t.claim_weight, 1) AS weight, t.max_running
-    FROM (SELECT DISTINCT tenant_id FROM waiting) AS w
+    -- The tenants waiting with runs without a key (runs_fair) or with one (runs_keyed).
+    FROM (SELECT tenant_id FROM waiting UNION SELECT tenant_id FROM waiting_keys) AS w
     LEFT JOIN LATERAL (
         SELECT claim_weight, max_running FROM tenants WHERE id = w.tenant_id OFFSET 0
     ) AS t ON true

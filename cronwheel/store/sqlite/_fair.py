@@ -61,30 +61,59 @@ _CLAIMABLE = (
 _COLUMNS = "r.id, r.tenant_id, r.priority, r.available_at, r.concurrency_key"
 
 
-def _waiting(c: sqlite3.Connection, ask: Ask) -> list[tuple[str, str, float, int | None]]:
-    """(pool, tenant, weight, room) of every tenant with pending runs in the pools; room
-    is what a tenant with max_running may still start (None: no cap). One writer at a
-    time: the count is the cluster's."""
+def _waiting(
+    c: sqlite3.Connection, ask: Ask
+) -> tuple[list[tuple[str, str, float, int | None]], set[str]]:
+    """(pool, tenant, weight, room) of every tenant with pending runs without a key in
+    the pools; room is what a tenant with max_running may still start (None: no cap).
+    One writer at a time: the count is the cluster's. And the pools with keyed runs
+    waiting (one probe of runs_keyed per pool, in the same statement): a claim that meets
+    none runs no statement for keys."""
     tenant = "" if ask.tenant_id is None else " AND x.tenant_id = :tenant"
     pools = ", ".join(f"(:p{i})" for i in range(len(ask.pools)))
     found = c.execute(
         f"WITH RECURSIVE pools(pool) AS (VALUES {pools}),"
         " waiting(pool, tenant_id) AS ("
         " SELECT p.pool, (SELECT x.tenant_id FROM runs x INDEXED BY runs_fair"
-        f" WHERE x.state = 'pending' AND x.pool = p.pool{tenant}"
+        f" WHERE x.state = 'pending' AND x.concurrency_key IS NULL AND x.pool = p.pool{tenant}"
         " ORDER BY x.tenant_id LIMIT 1) FROM pools p"
         " UNION ALL"
         " SELECT w.pool, (SELECT x.tenant_id FROM runs x INDEXED BY runs_fair"
-        f" WHERE x.state = 'pending' AND x.pool = w.pool AND x.tenant_id > w.tenant_id{tenant}"
+        " WHERE x.state = 'pending' AND x.concurrency_key IS NULL AND x.pool = w.pool"
+        f" AND x.tenant_id > w.tenant_id{tenant}"
         " ORDER BY x.tenant_id LIMIT 1) FROM waiting w WHERE w.tenant_id IS NOT NULL)"
         " SELECT w.pool, w.tenant_id, ifnull(t.claim_weight, 1),"
         " max(0, t.max_running - (SELECT count(*) FROM runs x INDEXED BY runs_tenant_state"
-        " WHERE x.tenant_id = w.tenant_id AND x.state = 'running'))"
+        " WHERE x.tenant_id = w.tenant_id AND x.state = 'running')), 0"
         " FROM waiting w LEFT JOIN tenants t ON t.id = w.tenant_id"
-        " WHERE w.tenant_id IS NOT NULL",
+        " WHERE w.tenant_id IS NOT NULL"
+        " UNION ALL SELECT p.pool, NULL, NULL, NULL, 1 FROM pools p"
+        " WHERE EXISTS (SELECT 1 FROM runs x INDEXED BY runs_keyed WHERE x.state = 'pending'"
+        f" AND x.concurrency_key IS NOT NULL AND x.pool = p.pool{tenant})",
         {"tenant": ask.tenant_id, **{f"p{i}": p for i, p in enumerate(ask.pools)}},
     ).fetchall()
-    return [(pool, tenant_id, float(weight), room) for pool, tenant_id, weight, room in found]
+    keyed = {pool for pool, _, _, _, has_keys in found if has_keys}
+    waiting = [
+        (pool, tenant_id, float(weight), room)
+        for pool, tenant_id, weight, room, has_keys in found
+        if not has_keys
+    ]
+    return waiting, keyed
+
+
+def _tenants(c: sqlite3.Connection, ids: list[str]) -> list[tuple[str, float, int | None]]:
+    """(tenant, weight, room) of tenants waiting with keyed runs only, as _waiting has them
+    for the others: a statement only when a claim meets keyed runs."""
+    return [
+        (tenant_id, float(weight), room)
+        for tenant_id, weight, room in c.execute(
+            "SELECT j.value, ifnull(t.claim_weight, 1),"
+            " max(0, t.max_running - (SELECT count(*) FROM runs x INDEXED BY runs_tenant_state"
+            " WHERE x.tenant_id = j.value AND x.state = 'running'))"
+            " FROM json_each(?) j LEFT JOIN tenants t ON t.id = j.value",
+            (json.dumps(ids),),
+        )
+    ]
 
 
 # One tenant's slice: its first runs in priority then due order, and per lower priority
@@ -136,7 +165,9 @@ _KEY_SLICE = (
 ).replace("?", ":now")
 
 
-def _keys(c: sqlite3.Connection, ask: Ask) -> tuple[list[tuple[str, str, str]], dict[Key, int]]:
+def _keys(
+    c: sqlite3.Connection, ask: Ask, pools: set[str]
+) -> tuple[list[tuple[str, str, str]], dict[Key, int]]:
     """The (pool, tenant, key) with pending keyed runs in the pools, and each key's room:
     its limit (the smallest of its next pending run's and its running runs') less its
     running runs. One writer at a time: the count is the cluster's."""
@@ -144,7 +175,7 @@ def _keys(c: sqlite3.Connection, ask: Ask) -> tuple[list[tuple[str, str, str]], 
     sql = _NEXT_KEY.format(only=only)
     found: list[tuple[str, str, str]] = []
     limits: dict[Key, int] = {}
-    for pool in ask.pools:
+    for pool in (p for p in ask.pools if p in pools):
         tenant, key = "", ""
         while True:
             params = {"pool": pool, "tenant": tenant, "key": key, "only": ask.tenant_id}
@@ -168,9 +199,16 @@ Key = tuple[str, str]
 
 def picks(c: sqlite3.Connection, ask: Ask) -> list[Pick]:
     """The runs to claim, in the order they are taken (fair rounds, then top-up)."""
-    waiting = _waiting(c, ask)
+    waiting, keyed_pools = _waiting(c, ask)
     weights = {tenant: weight for _, tenant, weight, _ in waiting}
     rooms = {tenant: room for _, tenant, _, room in waiting if room is not None}
+    keys, key_rooms = _keys(c, ask, keyed_pools) if keyed_pools else ([], {})
+    keyed_only = sorted({tenant for _, tenant, _ in keys} - weights.keys())
+    if keyed_only:
+        for tenant, weight, room in _tenants(c, keyed_only):
+            weights[tenant] = weight
+            if room is not None:
+                rooms[tenant] = room
     total = sum(weights.values())
     candidates: dict[int, tuple[str, int, int, str | None]] = {}
     shares: list[tuple[str, str, int]] = []
@@ -190,7 +228,6 @@ def picks(c: sqlite3.Connection, ask: Ask) -> list[Pick]:
         }
         for run_id, tenant_id, priority, available_at, key in c.execute(sql, params):
             candidates[run_id] = (tenant_id, priority, available_at, key)
-    keys, key_rooms = _keys(c, ask)
     for pool, tenant, key in keys:
         room = min(key_rooms[(tenant, key)], ask.limit)
         if room <= 0:

@@ -8,6 +8,13 @@ ALTER TABLE jobs ADD COLUMN concurrency jsonb;  -- {"key": template, "limit": n}
 ALTER TABLE runs ADD COLUMN concurrency_key text;
 ALTER TABLE runs ADD COLUMN concurrency_limit integer CHECK (concurrency_limit > 0);
 
+-- Keyed runs leave runs_fair (0016): a tenant's fair slice reads its runs without a key,
+-- so a key's backlog, held back by its limit, is never walked by the claim. Every pending
+-- run is in exactly one of runs_fair and runs_keyed: no index more to write per run.
+DROP INDEX runs_fair;
+CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at)
+    WHERE state = 'pending' AND concurrency_key IS NULL;
+
 -- The claim finds the keys with pending runs in a pool by a loose index scan (one probe
 -- per (tenant, key)) and reads a key's runs in priority then due order, as runs_fair does
 -- for tenants. Runs without a key are not in it: it costs nothing to jobs without keys.

@@ -102,8 +102,9 @@ CREATE TABLE runs (
 CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
 -- The worker's claim: pending runs by pool, priority, then due time.
 CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
--- Claims fair across tenants: each tenant's pending runs by priority then due time (0016).
-CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending';
+-- Claims fair across tenants: each tenant's pending runs by priority then due time (0016),
+-- those without a concurrency key (0018).
+CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending' AND concurrency_key IS NULL;
 -- Concurrency keys (0018): pending keyed runs by key, for the claim's loose index scan;
 -- running keyed runs by key, for the count of what a key has running.
 CREATE INDEX runs_keyed ON runs (pool, tenant_id, concurrency_key, priority, available_at)
