@@ -28,12 +28,16 @@ from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from cronwheel.errors import InvalidInput
 from cronwheel.model import (
+    CONCURRENCY_PLACEHOLDER,
     DEFAULT_POOL,
     JSON,
+    MAX_CONCURRENCY_KEY,
+    MAX_CONCURRENCY_LIMIT,
     MAX_MISFIRE_LIMIT,
     MAX_NOTIFY_TARGETS,
     RUN_EVENTS,
     Backoff,
+    Concurrency,
     Delivery,
     Job,
     JobState,
@@ -192,6 +196,32 @@ def _check_http_url(url: str) -> str:
     return url
 
 
+class ConcurrencySpec(BaseModel):
+    """At most ``limit`` runs at once, across the cluster, of the tenant's runs whose
+    ``key`` renders the same (decision 0031). ``{payload.a.b}`` in the key is replaced by
+    that field of the run's payload when the run is created."""
+
+    model_config = _STRICT
+    key: Annotated[str, Field(min_length=1, max_length=MAX_CONCURRENCY_KEY)]
+    limit: int = Field(1, ge=1, le=MAX_CONCURRENCY_LIMIT, strict=True)
+
+    @field_validator("key")
+    @classmethod
+    def _placeholders(cls, key: str) -> str:
+        rest = CONCURRENCY_PLACEHOLDER.sub("", key)
+        if "{" in rest or "}" in rest:
+            bad = rest[rest.find("{") if "{" in rest else rest.find("}") :][:40]
+            raise ValueError(
+                f"has a brace that is not a placeholder (near {bad!r}): the only"
+                " placeholders are {payload.field} and {payload.field.subfield}, letters,"
+                " digits, '_' and '-' in each name"
+            )
+        return key
+
+    def policy(self) -> Concurrency:
+        return Concurrency(key=self.key, limit=self.limit)
+
+
 class NotifyTargetSpec(BaseModel):
     """A notification target: which events of the job's runs to POST, and where."""
 
@@ -254,6 +284,7 @@ class JobSpec(BaseModel):
     notify: Annotated[list[NotifyTargetSpec], Field(max_length=MAX_NOTIFY_TARGETS)] = Field(
         default_factory=list
     )
+    concurrency: ConcurrencySpec | None = None
 
     @field_validator("schedule")
     @classmethod
@@ -314,6 +345,7 @@ class JobSpec(BaseModel):
             next_fire_at=next_fire_at,
             last_fire_at=last_fire_at,
             notify=tuple(t.model_dump(mode="json") for t in self.notify),
+            concurrency=None if self.concurrency is None else self.concurrency.policy(),
         )
 
 
@@ -431,6 +463,7 @@ _Rest = tuple[
     float,
     Delivery,
     tuple[Mapping[str, Any], ...],
+    Concurrency | None,
 ]
 _NOT_REST = ("name", "schedule", "payload")
 _MAX_NAME = 200  # as Name says
@@ -511,6 +544,7 @@ class _Batch:
             catchup,
             delivery,
             notify,
+            concurrency,
         ) = rest
         return Job(
             id=job_id,
@@ -534,6 +568,7 @@ class _Batch:
             next_fire_at=next_fire_at,
             last_fire_at=last_fire_at,
             notify=notify,
+            concurrency=concurrency,
         )
 
     def _rest(self, items: _Items) -> _Rest | None:
@@ -577,6 +612,7 @@ class _Batch:
             job.catchup_seconds,
             job.delivery,
             job.notify,
+            job.concurrency,
         )
         self.rests[rest_key] = (items, rest)
         plan = (job.schedule, job.state, job.next_fire_at, job.last_fire_at)
@@ -673,6 +709,7 @@ def spec_of(job: Job) -> dict[str, Any]:
         "catchup_seconds": job.catchup_seconds,
         "delivery": job.delivery.value,
         "notify": [dict(t) for t in job.notify],
+        **({} if job.concurrency is None else {"concurrency": job.concurrency.to_dict()}),
     }
 
 

@@ -6,8 +6,10 @@ own timezone lives inside its schedule and is applied only by the schedule engin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import threading
 import time
 import zlib
@@ -260,6 +262,55 @@ class MisfireMode(StrEnum):
     FIRE_LAST = "fire_last"
 
 
+# A concurrency key's placeholders: ``{payload.a.b}``, a path into the run's payload.
+CONCURRENCY_PLACEHOLDER = re.compile(r"\{payload((?:\.[A-Za-z0-9_-]+)+)\}")
+MAX_CONCURRENCY_KEY = 200
+"""A rendered key is at most this many characters; a longer one is shortened to a prefix
+and a digest of the whole (decision 0031), so distinct keys stay distinct."""
+MAX_CONCURRENCY_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """A job's concurrency key template and limit (decision 0031): at most ``limit`` of its
+    tenant's runs whose keys render the same run at once, across the cluster."""
+
+    key: str
+    limit: int
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"key": self.key, "limit": self.limit}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, JSON]) -> Concurrency:
+        limit = d["limit"]
+        assert isinstance(limit, int)
+        return cls(key=str(d["key"]), limit=limit)
+
+    def render(self, payload: JSON) -> str:
+        """The key of a run with ``payload``: each ``{payload.a.b}`` is replaced by that
+        field (a string as is, other JSON as compact JSON text); a field that is missing,
+        or null, renders as the empty string."""
+
+        def field_of(match: re.Match[str]) -> str:
+            value: JSON = payload
+            for part in match.group(1)[1:].split("."):
+                if not isinstance(value, dict) or part not in value:
+                    return ""
+                value = value[part]
+            if value is None:
+                return ""
+            if isinstance(value, str):
+                return value
+            return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+        key = CONCURRENCY_PLACEHOLDER.sub(field_of, self.key)
+        if len(key) <= MAX_CONCURRENCY_KEY:
+            return key
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        return f"{key[: MAX_CONCURRENCY_KEY - 33]}~{digest}"
+
+
 class Overlap(StrEnum):
     ALLOW = "allow"
     SKIP = "skip"
@@ -367,6 +418,8 @@ class Job:
     notify: tuple[Mapping[str, JSON], ...] = ()
     """Its notification targets, each ``{"on": [events…], "url": …}`` (see
     :class:`NotifyEvent`); empty: none."""
+    concurrency: Concurrency | None = None
+    """Its concurrency key and limit (decision 0031); None: its runs are not limited."""
 
     @property
     def shard_key(self) -> int:
@@ -467,6 +520,17 @@ class NewRun:
     """Why a run was born ``skipped`` (overlap, misfire, paused) or was triggered by hand."""
     overlap: Overlap = Overlap.ALLOW
     """The job's overlap policy, copied so that a claim can apply it without a join."""
+    concurrency_key: str | None = None
+    """The run's rendered concurrency key (decision 0031), scoped to its tenant; None: none."""
+    concurrency_limit: int | None = None
+
+
+def run_key(job: Job, payload: JSON) -> tuple[str | None, int | None]:
+    """The concurrency key and limit of a run of ``job`` whose payload is ``payload`` (an
+    enqueued run's own, else the job's); (None, None) for a job without concurrency."""
+    if job.concurrency is None:
+        return None, None
+    return job.concurrency.render(payload), job.concurrency.limit
 
 
 @hot_record
@@ -519,6 +583,9 @@ class Run:
     """A task's upstream tasks' results, by task name (``ctx.inputs``)."""
     result: JSON = None
     """What the handler of its successful attempt returned (JSON); None: nothing."""
+    concurrency_key: str | None = None
+    """Its rendered concurrency key (decision 0031); None: not limited by a key."""
+    concurrency_limit: int | None = None
 
     @property
     def idempotency_key(self) -> str:

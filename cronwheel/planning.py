@@ -23,6 +23,7 @@ from cronwheel.model import (
     NewRun,
     Overlap,
     RunState,
+    run_key,
 )
 from cronwheel.schedule import Schedule, next_fire, schedule_from_dict
 from cronwheel.store.base import JobAdvance
@@ -156,6 +157,7 @@ def _run(
     reason: str | None,
     overlap: Overlap | None = None,
 ) -> NewRun:
+    key, limit = run_key(job, job.payload)
     return NewRun(
         tenant_id=job.tenant_id,
         job_id=job.id,
@@ -168,6 +170,8 @@ def _run(
         state=state,
         reason=reason,
         overlap=job.overlap if overlap is None else overlap,
+        concurrency_key=key,
+        concurrency_limit=limit,
     )
 
 

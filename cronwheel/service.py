@@ -28,6 +28,7 @@ from cronwheel.model import (
     Priority,
     Run,
     RunState,
+    run_key,
 )
 from cronwheel.planning import max_attempts
 from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
@@ -427,8 +428,14 @@ class JobService:
             )
         now = self.clock.now()
         template = replace(_immediate_run(job, now), reason=f"enqueued by {self.actor}")
+        # Each run's key is rendered from its own payload, else from the job's.
+        keys = (
+            None
+            if job.concurrency is None
+            else [job.concurrency.render(job.payload if p is None else p) for p in payloads]
+        )
         try:
-            return await self.store.enqueue_runs(template, encoded)
+            return await self.store.enqueue_runs(template, encoded, keys)
         except StaleVersion:
             # The job changed between our read and the store's lock: the caller named no
             # version, so this is a race to retry, not a stale edit of theirs.
@@ -523,6 +530,7 @@ async def connect(
 
 
 def _immediate_run(job: Job, now: datetime) -> NewRun:
+    key, limit = run_key(job, job.payload)
     return NewRun(
         tenant_id=job.tenant_id,
         job_id=job.id,
@@ -533,6 +541,8 @@ def _immediate_run(job: Job, now: datetime) -> NewRun:
         max_attempts=max_attempts(job),
         job_version=job.version,
         overlap=job.overlap,
+        concurrency_key=key,
+        concurrency_limit=limit,
     )
 
 

@@ -16,6 +16,7 @@ from cronwheel.errors import InvalidInput
 from cronwheel.jobspec import (
     MAX_PAYLOAD_BYTES,
     MIN_TIMEOUT_SECONDS,
+    ConcurrencySpec,
     HandlerSpec,
     MisfireSpec,
     Name,
@@ -122,6 +123,9 @@ class JobPatch(BaseModel):
     jitter_seconds: float | None = Field(None, ge=0, le=86_400, strict=True)
     catchup_seconds: float | None = Field(None, ge=0, le=365 * 86_400, strict=True)
     delivery: Delivery | None = None
+    concurrency: ConcurrencySpec | None = Field(
+        None, description="A concurrency key and limit; null removes it (decision 0031)."
+    )
 
     @field_validator("payload")
     @classmethod

@@ -136,11 +136,19 @@ class JobOut(_Out):
         default_factory=list,
         description='Notification targets: each {"on": [events], "url": ...}.',
     )
+    concurrency: dict[str, Any] | None = Field(
+        None,
+        description='Its concurrency key template and limit, {"key": ..., "limit": n}: at most'
+        " limit of the tenant's runs whose keys render the same run at once; null: none.",
+    )
     notices: list[NoticeOut] = Field(default_factory=list, description=NOTICES_DOC)
 
     @classmethod
     def of(cls, job: Job, notices: Sequence[Notice] = ()) -> JobOut:
-        skip = ("priority", "retry", "misfire", "last_run", "notices", "action", "notify")
+        skip = (
+            *("priority", "retry", "misfire", "last_run", "notices", "action", "notify"),
+            "concurrency",
+        )
         return cls(
             **fields(job, cls, *skip),
             # A password in a target's URL is shown masked, as in a webhook action's.
@@ -152,6 +160,7 @@ class JobOut(_Out):
             misfire=MisfireOut(**job.misfire.to_dict()),
             last_run=None if job.last_run is None else LastRunOut.of(job.last_run),
             notices=[NoticeOut.of(n) for n in notices],
+            concurrency=None if job.concurrency is None else job.concurrency.to_dict(),
         )
 
 
@@ -217,6 +226,12 @@ class RunOut(_Out):
         description="The last checkpoint an attempt stored (the next attempt resumes from"
         " it); null if none did.",
     )
+    concurrency_key: str | None = Field(
+        None,
+        description="Its concurrency key, rendered from its payload when it was created"
+        " (scoped to its tenant); null: none.",
+    )
+    concurrency_limit: int | None = Field(None, description="Its key's limit; null: none.")
     notices: list[NoticeOut] = Field(default_factory=list, description=NOTICES_DOC)
 
     @classmethod

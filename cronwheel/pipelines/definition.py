@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cronwheel.errors import InvalidInput
 from cronwheel.jobspec import (
+    ConcurrencySpec,
     HandlerSpec,
     PoolName,
     RetrySpec,
@@ -80,6 +81,9 @@ class TaskSpec(BaseModel):
     retry: RetrySpec = Field(default_factory=RetrySpec)  # type: ignore[arg-type]
     timeout_seconds: float = Field(300.0, gt=0, le=7 * 86_400)
     fan_out: FanOutSpec | None = None
+    concurrency: ConcurrencySpec | None = None
+    """A concurrency key and limit for the task's runs (decision 0031), rendered from a
+    fanned-out instance's item, else from the pipeline job's payload."""
 
 
 class EdgeSpec(BaseModel):
@@ -150,6 +154,10 @@ class Definition:
         out: dict[str, Any] = self.spec.model_dump(mode="json", by_alias=True)
         if not out["notify"]:
             del out["notify"]
+        # Likewise a task without a concurrency key has no ``concurrency`` key (0031).
+        for task in out["tasks"].values():
+            if task.get("concurrency") is None:
+                task.pop("concurrency", None)
         return out
 
 

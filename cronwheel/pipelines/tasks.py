@@ -27,11 +27,23 @@ class TaskRun:
     task_spec: str
     inputs: str
     payload: str | None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
-def task_runs(definition: Definition, starts: list[StartTask]) -> list[TaskRun]:
+def has_keys(definition: Definition, starts: list[StartTask]) -> bool:
+    """Whether any of ``starts`` is of a task with a concurrency key: only then does a
+    store read the job's payload to render them."""
+    return any(definition.spec.tasks[s.task].concurrency is not None for s in starts)
+
+
+def task_runs(
+    definition: Definition, starts: list[StartTask], job_payload: Any = None
+) -> list[TaskRun]:
     """The runs of ``starts``: each carries its task's action, retry policy and timeout
-    (``task_spec``, which stands in for its job's at claim), and its inputs."""
+    (``task_spec``, which stands in for its job's at claim), and its inputs; a task with
+    a concurrency key, the key rendered from the instance's item (a fanned-out task's),
+    else from ``job_payload`` (decision 0031)."""
     out = []
     specs: dict[str, str] = {}
     for start in starts:
@@ -47,6 +59,11 @@ def task_runs(definition: Definition, starts: list[StartTask]) -> list[TaskRun]:
                 separators=(",", ":"),
             )
         payload: Any = json.dumps(start.payload) if start.has_payload else None
+        key, limit = None, None
+        if task.concurrency is not None:
+            policy = task.concurrency.policy()
+            key = policy.render(start.payload if start.has_payload else job_payload)
+            limit = policy.limit
         out.append(
             TaskRun(
                 task=start.task,
@@ -57,6 +74,8 @@ def task_runs(definition: Definition, starts: list[StartTask]) -> list[TaskRun]:
                 task_spec=spec,
                 inputs=json.dumps(start.inputs),
                 payload=payload,
+                concurrency_key=key,
+                concurrency_limit=limit,
             )
         )
     return out

@@ -59,6 +59,8 @@ class JobInfo(_Wire):
     last_run: LastRunInfo | None = None
     """The newest finished run; None while none has finished (or from an older server)."""
     notices: list[NoticeInfo] = []
+    concurrency: dict[str, Any] | None = None
+    """Its concurrency key template and limit, ``{"key", "limit"}``; None: none."""
 
 
 class AttemptInfo(_Wire):
@@ -120,6 +122,9 @@ class RunInfo(_Wire):
     """The last checkpoint an attempt stored; None if none did (or an older server)."""
     attempts: list[AttemptInfo] | None = None
     notices: list[NoticeInfo] = []
+    concurrency_key: str | None = None
+    """Its rendered concurrency key; None: none (or an older server)."""
+    concurrency_limit: int | None = None
 
 
 class BackfillInfo(_Wire):

@@ -758,7 +758,12 @@ class Store(abc.ABC):
         stale); a takeover waits for a guarded write in progress to commit."""
 
     @abc.abstractmethod
-    async def enqueue_runs(self, template: NewRun, payloads: Sequence[str | None]) -> list[int]:
+    async def enqueue_runs(
+        self,
+        template: NewRun,
+        payloads: Sequence[str | None],
+        keys: Sequence[str | None] | None = None,
+    ) -> list[int]:
         """Insert one pending run of ``template``'s job per payload, all or nothing, and
         return their ids in payload order; notify the pool.
 
@@ -770,7 +775,8 @@ class Store(abc.ABC):
         microsecond apart, from ``template.scheduled_for`` or one microsecond after the
         job's latest run, whichever is later: ``(job_id, scheduled_for)`` stays a run's
         key, and every run gets its own idempotency key, however many are enqueued at
-        once."""
+        once. ``keys``: each run's concurrency key, rendered from its payload (None: the
+        template's), written by the same statements (decision 0031)."""
 
     # -- shards ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -839,6 +845,13 @@ class Store(abc.ABC):
         A tenant with ``max_running`` takes at most its room (the cap less its runs
         ``running`` anywhere) from a claim; the rest stay pending. Two claimers at once
         never both fill the same room.
+
+        A run with a concurrency key (decision 0031) is claimed only while fewer of its
+        tenant's runs with the same key are ``running`` anywhere than its limit (the
+        smallest of the key's next pending run's and running runs' limits); the rest stay
+        pending and are claimed as the key's runs finish. Keyed runs are read key by key,
+        so a key at its limit never holds back other keys or unkeyed runs. Two claimers
+        at once never both fill the same key's room.
 
         Runs whose job has an overlap policy other than ``allow`` are claimed only once
         due (``available_at <= now``), one per job at a time (the earliest due), and:
@@ -1080,6 +1093,12 @@ class Store(abc.ABC):
         ``secrets_resealed``, with the count) if any changed. Returns how many changed."""
 
     # -- status (read only, cheap) -------------------------------------------------------
+    @abc.abstractmethod
+    async def key_running(self, tenant_id: str, key: str) -> tuple[int, int | None]:
+        """How many of the tenant's runs with concurrency key ``key`` are running, and
+        the smallest limit among them (None: none running): one probe of the running
+        keyed runs' index (decision 0031)."""
+
     @abc.abstractmethod
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime

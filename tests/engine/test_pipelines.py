@@ -619,3 +619,49 @@ def replace_allow(config: WorkerConfig) -> WorkerConfig:
     from cronwheel.actions.egress import LOOPBACK
 
     return dataclasses.replace(config, webhook_allow=LOOPBACK)
+
+
+async def test_a_tasks_concurrency_key_holds_for_its_fanned_out_instances(
+    store: Store,
+) -> None:
+    """A task may name a concurrency key (decision 0031), rendered from each instance's
+    item: instances of one group never run two at once, two groups do."""
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    now: dict[int, int] = {0: 0, 1: 0}
+    peak: dict[int, int] = {0: 0, 1: 0}
+    both = [0]
+
+    @worker.handler("list")
+    def make_list(ctx: RunContext) -> list[dict[str, int]]:
+        return [{"group": i % 2} for i in range(12)]
+
+    @worker.handler("piece")
+    async def piece(ctx: RunContext) -> None:
+        group = ctx.payload["group"]  # type: ignore[index]
+        now[group] += 1
+        peak[group] = max(peak[group], now[group])
+        both[0] = max(both[0], now[0] + now[1])
+        await asyncio.sleep(0.02)  # long enough for instances to overlap, if allowed
+        now[group] -= 1
+
+    definition = {
+        "tasks": {
+            "list": handler("list"),
+            "piece": handler(
+                "piece",
+                fan_out={"max": 100},
+                concurrency={"key": "g:{payload.group}", "limit": 1},
+            ),
+        },
+        "edges": [{"from": "list", "to": "piece"}],
+    }
+    pipeline = await service.create("keyed", definition)
+    started = await service.start(pipeline.id)
+    async with running(worker):
+        done = await eventually(lambda: finished(service, started.id), timeout=60)
+    assert done.state == "succeeded"
+    assert peak == {0: 1, 1: 1}
+    pieces = [t for t in done.tasks if t.task == "piece"]
+    keys = [(await store.get_run(DEFAULT_TENANT, t.run_id)).concurrency_key for t in pieces]  # type: ignore[union-attr,arg-type]
+    assert keys == [f"g:{i % 2}" for i in range(12)]

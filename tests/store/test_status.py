@@ -131,8 +131,9 @@ async def test_status_reads_go_through_indexes(store: Store) -> None:
         # Each read names the index it needs: with sequential scans off, a plan without
         # it would fall back on a whole-index scan of runs_tenant_state instead.
         statements = [
-            # runs_fair (0015) holds tenant_id too: an index-only read of the due runs.
+            # runs_fair and runs_keyed (0016, 0018) hold tenant_id too: index-only reads.
             ("runs_fair", pg_status.DUE, None, T0),
+            ("runs_keyed", pg_status.DUE, None, T0),
             ("runs_leases", pg_status.RUNNING, None),
             ("runs_dead", pg_status.DEAD, None),
             ("attempts_finished", pg_status.RECENT, None, T0, T0),

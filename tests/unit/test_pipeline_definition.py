@@ -78,6 +78,16 @@ def test_a_cycle_is_refused_with_its_path() -> None:
             "",
         ),
         ({"tasks": {"a": HANDLER}, "failure_policy": "maybe"}, "failure_policy", ""),
+        (
+            {"tasks": {"a": {**HANDLER, "concurrency": {"key": "x:{item}", "limit": 1}}}},
+            "tasks.a.concurrency.key",
+            "placeholder",
+        ),
+        (
+            {"tasks": {"a": {**HANDLER, "concurrency": {"key": "x", "limit": 0}}}},
+            "tasks.a.concurrency.limit",
+            "",
+        ),
     ],
 )
 def test_a_bad_definition_names_its_field(
@@ -117,3 +127,13 @@ def test_the_fingerprint_ignores_key_order_and_sees_every_change() -> None:
     cleanup["edges"] = [{"from": "a", "to": "b", "on": "on_failure"}]
     assert parse_definition(cleanup).fingerprint() != one.fingerprint()
     assert one.to_dict()["edges"] == [{"from": "a", "to": "b", "on": "on_success"}]
+
+
+def test_a_task_without_a_concurrency_key_keeps_its_fingerprint() -> None:
+    """Definitions stored before tasks could name a key (0031) keep their content hash."""
+    plain = parse_definition(_pipeline("ab", [("a", "b")]))
+    assert all("concurrency" not in t for t in plain.to_dict()["tasks"].values())
+    keyed = _pipeline("ab", [("a", "b")])
+    keyed["tasks"]["b"] = {**keyed["tasks"]["b"], "concurrency": {"key": "k", "limit": 2}}
+    stored = parse_definition(keyed).to_dict()["tasks"]["b"]["concurrency"]
+    assert stored == {"key": "k", "limit": 2}

@@ -102,7 +102,7 @@ async def why(job_id: JobId, at: At, request: Request, principal: Reader) -> Any
     audit = await state.store.list_audit(job.tenant_id, job.id)
     held = None
     if run is not None and run.state is RunState.PENDING and run.available_at <= now:
-        held = await _held_back(state.store, job.tenant_id, now)
+        held = await _held_back(state.store, run, now)
         if held is None:
             held = await _rate_limited(state.store, run.pool)
     verdict, lines = explain(
@@ -126,9 +126,21 @@ async def why(job_id: JobId, at: At, request: Request, principal: Reader) -> Any
     return dump(answer)
 
 
-async def _held_back(store: Store, tenant_id: str, now: datetime) -> str | None:
-    """Why a due run of the tenant waits for a limit, if one holds it back now: its
-    tenant's max_running, with that many runs in flight (decision 0028)."""
+async def _held_back(store: Store, run: Run, now: datetime) -> str | None:
+    """Why a due run waits for a limit, if one holds it back now: its concurrency key, with
+    that many of the key's runs running (decision 0031), or its tenant's max_running, with
+    that many runs in flight (decision 0028)."""
+    key = run.concurrency_key
+    if key is not None and run.concurrency_limit is not None:
+        running, lowest = await store.key_running(run.tenant_id, key)
+        limit = run.concurrency_limit if lowest is None else min(run.concurrency_limit, lowest)
+        if running >= limit:
+            return (
+                f"It waits for its concurrency key {key!r}: at most {limit} of its tenant's"
+                f" runs with that key run at once, and {running} are running; it starts as"
+                " they finish."
+            )
+    tenant_id = run.tenant_id
     tenant = await store.get_tenant(tenant_id)
     if tenant is None or tenant.max_running is None:
         return None

@@ -33,7 +33,7 @@ from cronwheel.pipelines.engine import (
     plan,
 )
 from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
-from cronwheel.pipelines.tasks import task_runs
+from cronwheel.pipelines.tasks import has_keys, task_runs
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -87,14 +87,15 @@ WITH floor AS MATERIALIZED (
 inserted AS (
     INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
                       max_attempts, job_version, overlap, created_at, payload, pipeline_run_id,
-                      task, task_spec, inputs)
+                      task, task_spec, inputs, concurrency_key, concurrency_limit)
     SELECT $2, $3, f.t + (x.n - 1) * interval '1 microsecond', $4, 'pending', x.pool,
            x.priority, x.max_attempts, $5, 'allow', $4, x.payload::jsonb, $1, x.task,
-           x.spec::jsonb, x.inputs::jsonb
+           x.spec::jsonb, x.inputs::jsonb, x.concurrency_key, x.concurrency_limit
     FROM floor AS f,
          unnest($6::text[], $7::int[], $8::int[], $9::text[], $10::text[], $11::text[],
-                $12::text[]) WITH ORDINALITY
-             AS x(pool, priority, max_attempts, payload, task, spec, inputs, n)
+                $12::text[], $13::text[], $14::int[]) WITH ORDINALITY
+             AS x(pool, priority, max_attempts, payload, task, spec, inputs, concurrency_key,
+                  concurrency_limit, n)
     ORDER BY x.n
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING id, scheduled_for, pool
@@ -188,7 +189,12 @@ async def advance(
             job_version = await conn.fetchval(
                 "SELECT version FROM jobs WHERE id = $1", pr["job_id"]
             )
-        todo = task_runs(definition, decided.start)
+        job_payload = None
+        if has_keys(definition, decided.start):  # only then is the payload read
+            job_payload = await conn.fetchval(
+                "SELECT payload FROM jobs WHERE id = $1", pr["job_id"]
+            )
+        todo = task_runs(definition, decided.start, job_payload)
         for _ in range(100):  # each round loses only to a racing pipeline run's instants
             got = await conn.fetch(
                 _INSERT_RUNS,
@@ -204,6 +210,8 @@ async def advance(
                 [t.task for t in todo],
                 [t.task_spec for t in todo],
                 [t.inputs for t in todo],
+                [t.concurrency_key for t in todo],
+                [t.concurrency_limit for t in todo],
             )
             ids = {r["n"]: r["id"] for r in got}
             left = []

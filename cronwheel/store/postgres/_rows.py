@@ -20,6 +20,7 @@ from cronwheel.model import (
     AttemptOutcome,
     AuditEntry,
     ClaimedRun,
+    Concurrency,
     Delivery,
     Job,
     JobState,
@@ -171,6 +172,17 @@ def new_run_columns(runs: Sequence[NewRun]) -> list[list[Any]]:
     return _columns([(r.job_id, *_run_shared(r)) for r in runs], 11)
 
 
+def new_run_keys(runs: Sequence[NewRun]) -> list[list[Any]]:
+    """The runs' concurrency keys and limits (0019), one element each: two arrays more in
+    the statements that insert runs, never another statement."""
+    return [[r.concurrency_key for r in runs], [r.concurrency_limit for r in runs]]
+
+
+def concurrency_text(job: Job) -> str | None:
+    """A job's concurrency as the store keeps it: JSON text, NULL for none."""
+    return None if job.concurrency is None else dumps(job.concurrency.to_dict())
+
+
 def new_run_template_columns(runs: Sequence[NewRun]) -> list[list[Any]]:
     """``CREATE_JOBS``' $1-$12: the distinct run columns but the job ($1-$10, one element
     per template), then per run its job id and template (from 0). A bulk create's runs
@@ -240,6 +252,9 @@ def job(row: Record) -> Job:
         catchup_seconds=row["catchup_seconds"],
         delivery=Delivery(row["delivery"]),
         notify=tuple(row["notify"] or ()),
+        concurrency=(
+            None if row["concurrency"] is None else Concurrency.from_dict(row["concurrency"])
+        ),
         state=JobState(row["state"]),
         version=row["version"],
         next_fire_at=row["next_fire_at"],
@@ -307,6 +322,9 @@ def run(row: Record) -> Run:
         row["task_spec"],
         row["inputs"],
         row["result"],
+        # Some reads name their columns and leave these out: a run read so has no key.
+        row.get("concurrency_key"),
+        row.get("concurrency_limit"),
     )
 
 

@@ -159,19 +159,22 @@ WHERE w.last_seen_at >= $2 AND (w.tenant_id = $1 OR NOT starts_with(w.id, w.tena
 
 # -- jobs ----------------------------------------------------------------------------
 
+# {keys} and {limits}: the parameters of the runs' concurrency keys and limits (0019).
 _NEW_RUNS = """
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
                          $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::text[],
-                         $11::text[])
+                         $11::text[], {keys}::text[], {limits}::int[])
         AS r(job_id, tenant_id, scheduled_for, available_at, state, pool, priority,
-             max_attempts, job_version, reason, overlap)"""
+             max_attempts, job_version, reason, overlap, concurrency_key, concurrency_limit)"""
 
 _INSERT_RUNS = f"""
     INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
-                      max_attempts, job_version, reason, overlap, created_at, finished_at)
+                      max_attempts, job_version, reason, overlap, created_at, finished_at,
+                      concurrency_key, concurrency_limit)
     SELECT r.tenant_id, r.job_id, r.scheduled_for, r.available_at, r.state, r.pool,
            r.priority, r.max_attempts, r.job_version, r.reason, r.overlap, {{now}},
-           CASE WHEN r.state IN {FINISHED_STATES} THEN {{now}} END
+           CASE WHEN r.state IN {FINISHED_STATES} THEN {{now}} END,
+           r.concurrency_key, r.concurrency_limit
     FROM candidate AS r"""
 
 # A channel is a topic, or the md5 of a topic longer than PostgreSQL's 63-byte identifier
@@ -242,7 +245,8 @@ woken AS (
 # Params: $1-$12 the runs (see _rows.new_run_template_columns: $1-$10 one element per
 # template, $11-$12 one per run); the jobs (see _rows.job_columns): $13-$17 one element
 # per job, $18-$36 one per template, the columns the jobs share; $37 the actor, $38 the
-# runs' created_at; $39 each job's traceparent. The templates are materialised CTEs so
+# runs' created_at; $39 each job's traceparent; $40 each job's concurrency (JSON text);
+# $41-$42 each run's concurrency key and limit. The templates are materialised CTEs so
 # that their JSON is parsed once per template, not once per job. The ids come as text:
 # the uuid codec is a Python call per element, text[] is encoded without one.
 CREATE_JOBS = f"""
@@ -255,8 +259,10 @@ WITH run_template AS MATERIALIZED (
 ),
 candidate AS (
     SELECT t.tenant_id, r.job_id::uuid AS job_id, t.scheduled_for, t.available_at, t.state,
-           t.pool, t.priority, t.max_attempts, t.job_version, t.reason, t.overlap
-    FROM unnest($11::text[], $12::int[]) AS r(job_id, template)
+           t.pool, t.priority, t.max_attempts, t.job_version, t.reason, t.overlap,
+           r.concurrency_key, r.concurrency_limit
+    FROM unnest($11::text[], $12::int[], $41::text[], $42::int[])
+        AS r(job_id, template, concurrency_key, concurrency_limit)
     JOIN run_template AS t ON t.k = r.template + 1
 ),
 template AS MATERIALIZED (
@@ -281,13 +287,15 @@ new_jobs AS (
     INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,
                       timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds,
                       delivery, state, version, next_fire_at, last_fire_at, shard_key,
-                      created_at, updated_at, traceparent, notify)
+                      created_at, updated_at, traceparent, notify, concurrency)
     SELECT j.id::uuid, t.tenant_id, j.name, t.schedule, t.action, t.pool, j.payload::jsonb,
            t.priority, t.retry, t.timeout_seconds, t.misfire, t.overlap, t.jitter_seconds,
            t.catchup_seconds, t.delivery, t.state, t.version, t.next_fire_at, t.last_fire_at,
-           j.shard_key, t.created_at, t.updated_at, j.traceparent, t.notify
-    FROM unnest($13::text[], $14::text[], $15::text[], $16::int[], $17::int[], $39::text[])
-        WITH ORDINALITY AS j(id, name, payload, shard_key, template, traceparent, n)
+           j.shard_key, t.created_at, t.updated_at, j.traceparent, t.notify,
+           j.concurrency::jsonb
+    FROM unnest($13::text[], $14::text[], $15::text[], $16::int[], $17::int[], $39::text[],
+                $40::text[])
+        WITH ORDINALITY AS j(id, name, payload, shard_key, template, traceparent, concurrency, n)
     JOIN template AS t ON t.k = j.template + 1
     ORDER BY j.n
     RETURNING id, tenant_id, name, version, created_at
@@ -311,9 +319,10 @@ inserted AS ({_INSERT_RUNS.format(now="coalesce($38::timestamptz, now())")}
 ),{_WAKE_POOLS.format(source="inserted")}
 SELECT (SELECT count(*) FROM new_jobs) AS jobs, (SELECT count(*) FROM woken) AS woken"""
 
-# Params: $1-$11 the runs (see _NEW_RUNS), $12 their created_at.
+# Params: $1-$11 the runs (see _NEW_RUNS), $12 their created_at, $13-$14 their
+# concurrency keys and limits.
 INSERT_RUNS = f"""
-WITH candidate AS ({_NEW_RUNS}
+WITH candidate AS ({_NEW_RUNS.format(keys="$13", limits="$14")}
 ),
 inserted AS ({_INSERT_RUNS.format(now="$12::timestamptz")}
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
@@ -323,7 +332,8 @@ SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM woken)
 
 # Params: $1 tenant, $2 job id, $3 the earliest scheduled_for, $4 available_at and
 # created_at, $5 pool, $6 priority, $7 max_attempts, $8 job_version, $9 reason, $10 overlap,
-# $11 the payloads (JSON text, NULL for the job's). The job is locked (LOCK_JOB) in the same
+# $11 the payloads (JSON text, NULL for the job's), $12 their concurrency keys, $13 the
+# limit. The job is locked (LOCK_JOB) in the same
 # transaction: the latest run is read under that lock, so concurrent enqueues never pick
 # the same instant. max() is one descent of runs_job_scheduled_for.
 ENQUEUE_RUNS = f"""
@@ -333,10 +343,12 @@ WITH floor AS (
 ),
 inserted AS (
     INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,
-                      max_attempts, job_version, reason, overlap, created_at, payload)
+                      max_attempts, job_version, reason, overlap, created_at, payload,
+                      concurrency_key, concurrency_limit)
     SELECT $1, $2, f.t + (p.n - 1) * interval '1 microsecond', $4, 'pending', $5, $6, $7, $8,
-           $9, $10, $4, p.payload::jsonb
-    FROM floor AS f, unnest($11::text[]) WITH ORDINALITY AS p(payload, n)
+           $9, $10, $4, p.payload::jsonb, p.concurrency_key, $13::int
+    FROM floor AS f,
+         unnest($11::text[], $12::text[]) WITH ORDINALITY AS p(payload, concurrency_key, n)
     ORDER BY p.n
     RETURNING id, scheduled_for, pool, state
 ),{_WAKE_POOLS.format(source="inserted")}
@@ -344,6 +356,11 @@ SELECT array_agg(id ORDER BY scheduled_for) AS ids, (SELECT count(*) FROM woken)
 FROM inserted"""
 
 GET_JOB = "SELECT * FROM jobs WHERE tenant_id = $1 AND id = $2"
+
+# Params: $1 tenant, $2 concurrency key. Through runs_keyed_running.
+KEY_RUNNING = """
+SELECT count(*), min(concurrency_limit) FROM runs
+WHERE tenant_id = $1 AND concurrency_key = $2 AND state = 'running'"""
 
 # Params: $1 tenant, $2 job ids. One probe of runs_job_finished per job.
 LAST_RUNS = """
@@ -386,14 +403,16 @@ LOCK_JOB = "SELECT version, state FROM jobs WHERE tenant_id = $1 AND id = $2 FOR
 
 
 # Params: $1 id, $2-$18 the definition, $19 the new version, $20 the actor, $21 replan,
-# $22 the replanned runs' reason, $23 the notification targets (NULL: none).
+# $22 the replanned runs' reason, $23 the notification targets (NULL: none), $24 the
+# concurrency key and limit (NULL: none). Runs already made keep their keys.
 UPDATE_JOB = """
 WITH job AS (
     UPDATE jobs
     SET name = $2, schedule = $3, action = $4, pool = $5, payload = $6, priority = $7,
         retry = $8, timeout_seconds = $9, misfire = $10, overlap = $11, jitter_seconds = $12,
         catchup_seconds = $13, delivery = $14, state = $15, next_fire_at = $16,
-        last_fire_at = $17, updated_at = $18, version = $19, notify = $23::jsonb
+        last_fire_at = $17, updated_at = $18, version = $19, notify = $23::jsonb,
+        concurrency = $24::jsonb
     WHERE id = $1
     RETURNING *
 ),
@@ -436,7 +455,7 @@ SELECT * FROM job"""
 # Params: $1-$11 the runs (see _NEW_RUNS), $12-$17 the targets: every job of the batch
 # once, in ascending id order, with its advance if it has one (see _rows.target_columns).
 MATERIALIZE_RUNS = f"""
-WITH candidate AS ({_NEW_RUNS}
+WITH candidate AS ({_NEW_RUNS.format(keys="$18", limits="$19")}
 ),
 locked AS (
     -- The batch's jobs that are still active, each locked (in id order) before anything
@@ -507,12 +526,21 @@ _JOB_IS_RUNNING = """EXISTS (
 # cluster-wide: cronwheel_claim_rooms, migration 0016) from a claim, top-up included; the
 # rest of its runs stay pending.
 #
+# A run with a concurrency key (decision 0031) is not in its tenant's slice: the keys with
+# pending runs in each pool are found by a loose index scan of runs_keyed (one probe per
+# (tenant, key)), their room (the limit less the key's running runs, cluster-wide:
+# cronwheel_claim_key_rooms, migration 0019) counted under a lock with a fresh snapshot,
+# and each key with room gives at most its room of runs, read from its own slice of
+# runs_keyed. A key at its limit costs its one probe and never holds back other keys or
+# runs without a key. The runs taken then take their turns with their tenant's others. A
+# claim that meets no keyed run pays one probe per pool, and no lock.
+#
 # Runs under an overlap policy (few: runs_overlap) are claimed only once due and only as
 # their job's earliest due run (its head); ``queue`` heads wait while their job runs,
 # ``skip`` runs are skipped instead, ``replace`` heads displace the running run. They
 # take their turn with their tenant's other runs. The few rows locked and not taken are
 # free again at commit.
-_RUN_PICK = "id, job_id, overlap, priority, available_at, tenant_id"
+_RUN_PICK = "id, job_id, overlap, priority, available_at, tenant_id, concurrency_key"
 CLAIM_RUNS = f"""
 WITH RECURSIVE skipped AS (
     UPDATE runs AS r SET state = 'skipped', reason = $7, finished_at = $5
@@ -531,22 +559,59 @@ waiting AS (
     SELECT p.pool, t.tenant_id FROM unnest($2::text[]) AS p(pool)
     CROSS JOIN LATERAL (
         SELECT tenant_id FROM runs
-        WHERE state = 'pending' AND pool = p.pool AND ($8::text IS NULL OR tenant_id = $8)
+        WHERE state = 'pending' AND concurrency_key IS NULL AND pool = p.pool
+          AND ($8::text IS NULL OR tenant_id = $8)
         ORDER BY tenant_id LIMIT 1
     ) AS t
     UNION ALL
     SELECT w.pool, t.tenant_id FROM waiting AS w
     CROSS JOIN LATERAL (
         SELECT tenant_id FROM runs
-        WHERE state = 'pending' AND pool = w.pool AND tenant_id > w.tenant_id
-          AND ($8::text IS NULL OR tenant_id = $8)
+        WHERE state = 'pending' AND concurrency_key IS NULL AND pool = w.pool
+          AND tenant_id > w.tenant_id AND ($8::text IS NULL OR tenant_id = $8)
         ORDER BY tenant_id LIMIT 1
     ) AS t
+),
+waiting_keys AS (
+    SELECT p.pool, k.tenant_id, k.concurrency_key, k.concurrency_limit
+    FROM unnest($2::text[]) AS p(pool)
+    CROSS JOIN LATERAL (
+        SELECT tenant_id, concurrency_key, concurrency_limit FROM runs
+        WHERE state = 'pending' AND concurrency_key IS NOT NULL AND pool = p.pool
+          AND ($8::text IS NULL OR tenant_id = $8)
+        ORDER BY tenant_id, concurrency_key, priority, available_at LIMIT 1
+    ) AS k
+    UNION ALL
+    SELECT w.pool, k.tenant_id, k.concurrency_key, k.concurrency_limit
+    FROM waiting_keys AS w
+    CROSS JOIN LATERAL (
+        SELECT tenant_id, concurrency_key, concurrency_limit FROM runs
+        WHERE state = 'pending' AND concurrency_key IS NOT NULL AND pool = w.pool
+          AND (tenant_id, concurrency_key) > (w.tenant_id, w.concurrency_key)
+          AND ($8::text IS NULL OR tenant_id = $8)
+        ORDER BY tenant_id, concurrency_key, priority, available_at LIMIT 1
+    ) AS k
+),
+key_limits AS (
+    -- A key pending in several pools counts once, at its smallest limit.
+    SELECT tenant_id, concurrency_key, min(concurrency_limit) AS lim
+    FROM waiting_keys GROUP BY tenant_id, concurrency_key
+),
+key_rooms AS (
+    -- What each key may still start (its limit less its running runs), counted after
+    -- the lock: no lock and no count when no keyed run is waiting.
+    SELECT out_tenant AS tenant_id, out_key AS concurrency_key, out_room AS room
+    FROM cronwheel_claim_key_rooms(
+        array(SELECT tenant_id FROM key_limits ORDER BY tenant_id, concurrency_key),
+        array(SELECT concurrency_key FROM key_limits ORDER BY tenant_id, concurrency_key),
+        array(SELECT lim FROM key_limits ORDER BY tenant_id, concurrency_key)
+    )
 ),
 weights AS (
     -- A primary-key probe per tenant waiting, never a scan of every tenant.
     SELECT w.tenant_id, coalesce(t.claim_weight, 1) AS weight, t.max_running
-    FROM (SELECT DISTINCT tenant_id FROM waiting) AS w
+    -- The tenants waiting with runs without a key (runs_fair) or with one (runs_keyed).
+    FROM (SELECT tenant_id FROM waiting UNION SELECT tenant_id FROM waiting_keys) AS w
     LEFT JOIN LATERAL (
         SELECT claim_weight, max_running FROM tenants WHERE id = w.tenant_id OFFSET 0
     ) AS t ON true
@@ -573,6 +638,7 @@ fair AS (
         SELECT {_RUN_PICK} FROM runs
         WHERE state = 'pending' AND pool = s.pool AND tenant_id = s.tenant_id
           AND available_at <= $3 AND overlap = 'allow' AND attempt < max_attempts
+          AND concurrency_key IS NULL
         ORDER BY priority, available_at
         LIMIT s.share
         FOR UPDATE SKIP LOCKED
@@ -585,11 +651,40 @@ fair AS (
         WHERE state = 'pending' AND pool = s.pool AND tenant_id = s.tenant_id
           AND priority = q.priority
           AND available_at <= least($3, $5 - make_interval(secs => $9::float8))
-          AND overlap = 'allow' AND attempt < max_attempts
+          AND overlap = 'allow' AND attempt < max_attempts AND concurrency_key IS NULL
         ORDER BY available_at
         LIMIT s.share
         FOR UPDATE SKIP LOCKED
     ) AS c
+),
+keyed_slices AS (
+    -- Each key with room: its first runs in priority then due order, up to its room.
+    SELECT c.*, coalesce(g.weight, 1) AS weight FROM waiting_keys AS w
+    JOIN key_rooms AS m
+        ON m.tenant_id = w.tenant_id AND m.concurrency_key = w.concurrency_key AND m.room > 0
+    LEFT JOIN weights AS g ON g.tenant_id = w.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT {_RUN_PICK} FROM runs
+        WHERE state = 'pending' AND concurrency_key = w.concurrency_key AND pool = w.pool
+          AND tenant_id = w.tenant_id AND available_at <= $3 AND overlap = 'allow'
+          AND attempt < max_attempts
+        ORDER BY priority, available_at
+        LIMIT least(m.room, $4)
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+),
+keyed AS (
+    -- A key pending in several pools gives at most its room in all.
+    SELECT k.id, k.job_id, k.overlap, k.priority, k.available_at, k.tenant_id,
+           k.concurrency_key, k.weight
+    FROM (
+        SELECT s.*, row_number() OVER (
+            PARTITION BY s.tenant_id, s.concurrency_key ORDER BY s.priority, s.available_at
+        ) AS knth
+        FROM keyed_slices AS s
+    ) AS k
+    JOIN key_rooms AS m ON m.tenant_id = k.tenant_id AND m.concurrency_key = k.concurrency_key
+    WHERE k.knth <= m.room
 ),
 heads AS (
     SELECT DISTINCT ON (job_id) id, job_id, overlap
@@ -600,13 +695,36 @@ heads AS (
 ),
 policed AS (
     -- A head being claimed by someone else is skipped, and its job waits: one at a time.
-    SELECT r.id, r.job_id, r.overlap, r.priority, r.available_at, r.tenant_id FROM heads AS h
+    SELECT r.id, r.job_id, r.overlap, r.priority, r.available_at, r.tenant_id,
+           r.concurrency_key
+    FROM heads AS h
     CROSS JOIN LATERAL (
         SELECT {_RUN_PICK}, state FROM runs
         WHERE id = h.id OFFSET 0
         FOR UPDATE SKIP LOCKED
     ) AS r
     WHERE r.state = 'pending' AND (h.overlap = 'replace' OR NOT {_JOB_IS_RUNNING.format(run="h")})
+),
+policed_fit AS (
+    -- Heads with a key (several jobs may share one) take what room the key's slices
+    -- left, in priority then due order. Usually no head at all: no work.
+    SELECT p.id, p.job_id, p.overlap, p.priority, p.available_at, p.tenant_id,
+           p.concurrency_key
+    FROM (
+        SELECT p.*, row_number() OVER (
+            PARTITION BY p.tenant_id, p.concurrency_key ORDER BY p.priority, p.available_at, p.id
+        ) AS knth
+        FROM policed AS p
+    ) AS p
+    WHERE CASE WHEN p.concurrency_key IS NULL THEN true
+               ELSE p.knth <= coalesce((
+                   SELECT m.room FROM key_rooms AS m
+                   WHERE m.tenant_id = p.tenant_id AND m.concurrency_key = p.concurrency_key
+               ), 0) - (
+                   SELECT count(*) FROM keyed AS k
+                   WHERE k.tenant_id = p.tenant_id AND k.concurrency_key = p.concurrency_key
+               )
+          END
 ),
 ranked AS (
     SELECT c.*, (row_number() OVER (
@@ -620,7 +738,9 @@ ranked AS (
         SELECT DISTINCT ON (u.id) u.* FROM (
             SELECT * FROM fair
             UNION ALL
-            SELECT p.*, coalesce(g.weight, 1) FROM policed AS p
+            SELECT * FROM keyed
+            UNION ALL
+            SELECT p.*, coalesce(g.weight, 1) FROM policed_fit AS p
             LEFT JOIN weights AS g ON g.tenant_id = p.tenant_id
         ) AS u
         ORDER BY u.id
@@ -635,6 +755,7 @@ topped AS (
         SELECT {_RUN_PICK} FROM runs
         WHERE state = 'pending' AND pool = s.pool AND tenant_id = s.tenant_id
           AND available_at <= $3 AND overlap = 'allow' AND attempt < max_attempts
+          AND concurrency_key IS NULL
         ORDER BY priority, available_at
         OFFSET s.share
         LIMIT least($4 - (SELECT count(*) FROM ranked), s.room - s.share)

@@ -10,11 +10,20 @@ from cronwheel.store.base import FAILED_OUTCOMES
 
 _TENANT = "($1::text IS NULL OR tenant_id = $1)"
 
-# Params: $2 now. Through runs_fair (pending runs by pool, tenant and due time: 0016), an
-# index-only read.
+# Params: $2 now. Through runs_fair (pending runs without a key by pool, tenant and due
+# time: 0016, 0019) and runs_keyed (those with one: 0019), index-only reads: every pending
+# run is in exactly one of them.
+_DUE_OF = f"""
+    SELECT pool, count(*) AS due, min(available_at) AS oldest_due_at
+    FROM runs WHERE state = 'pending' AND concurrency_key IS {{keyed}} AND available_at <= $2
+      AND {_TENANT}
+    GROUP BY pool"""
 DUE = f"""
-SELECT pool, count(*) AS due, min(available_at) AS oldest_due_at
-FROM runs WHERE state = 'pending' AND available_at <= $2 AND {_TENANT}
+SELECT pool, sum(due)::bigint AS due, min(oldest_due_at) AS oldest_due_at FROM (
+{_DUE_OF.format(keyed="NULL")}
+    UNION ALL
+{_DUE_OF.format(keyed="NOT NULL")}
+) AS d
 GROUP BY pool
 """
 

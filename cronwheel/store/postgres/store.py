@@ -501,7 +501,17 @@ class PostgresStore(Store):
                 part = jobs[n * _JOBS_PER_STATEMENT : (n + 1) * _JOBS_PER_STATEMENT]
                 new_runs = rows.new_run_template_columns(runs_of[n])
                 traceparents = [j.traceparent for j in part]
-                yield [*new_runs, *rows.job_columns(part), actor, created_at, traceparents]
+                concurrency = [rows.concurrency_text(j) for j in part]
+                keys = rows.new_run_keys(runs_of[n])
+                yield [
+                    *new_runs,
+                    *rows.job_columns(part),
+                    actor,
+                    created_at,
+                    traceparents,
+                    concurrency,
+                    *keys,
+                ]
 
         try:
             async with self._connection() as conn, conn.transaction():
@@ -579,6 +589,7 @@ class PostgresStore(Store):
                 replan,
                 REASON_REPLANNED,
                 [dict(t) for t in job.notify] or None,
+                None if job.concurrency is None else job.concurrency.to_dict(),
             )
             try:
                 row = await conn.fetchrow(sql.UPDATE_JOB, *args)
@@ -616,11 +627,18 @@ class PostgresStore(Store):
             args = (job_id, state.value, next_fire_at, now, action, actor, details)
             row = await conn.fetchrow(sql.SET_JOB_STATE, *args)
             if runs:
-                await conn.fetchrow(sql.INSERT_RUNS, *rows.new_run_columns(runs), now)
+                await conn.fetchrow(
+                    sql.INSERT_RUNS, *rows.new_run_columns(runs), now, *rows.new_run_keys(runs)
+                )
         assert row is not None  # the row is locked: the update cannot miss it
         return rows.job(row)
 
-    async def enqueue_runs(self, template: NewRun, payloads: Sequence[str | None]) -> list[int]:
+    async def enqueue_runs(
+        self,
+        template: NewRun,
+        payloads: Sequence[str | None],
+        keys: Sequence[str | None] | None = None,
+    ) -> list[int]:
         if not payloads:
             return []
         job_id = template.job_id
@@ -639,7 +657,14 @@ class PostgresStore(Store):
             check_enqueue_target(job["state"], job["version"], t)
             for i in range(0, len(payloads), ENQUEUE_CHUNK):
                 chunk = payloads[i : i + ENQUEUE_CHUNK]
-                row = await conn.fetchrow(sql.ENQUEUE_RUNS, *args, chunk)
+                chunk_keys = (
+                    [t.concurrency_key] * len(chunk)
+                    if keys is None
+                    else list(keys[i : i + ENQUEUE_CHUNK])
+                )
+                row = await conn.fetchrow(
+                    sql.ENQUEUE_RUNS, *args, chunk, chunk_keys, t.concurrency_limit
+                )
                 assert row is not None  # an aggregate always returns its row
                 ids.extend(row["ids"])
         return ids
@@ -833,7 +858,11 @@ class PostgresStore(Store):
             return MaterializeResult(inserted=0, advanced=0)
         row: asyncpg.Record | None
         if guard is None:
-            args = [*rows.new_run_columns(runs), *rows.target_columns(runs, advances)]
+            args = [
+                *rows.new_run_columns(runs),
+                *rows.target_columns(runs, advances),
+                *rows.new_run_keys(runs),
+            ]
             row = await self._one(sql.MATERIALIZE_RUNS, *args)
         else:
             row, runs, advances = await self._guarded_materialize(guard, runs, advances)
@@ -851,7 +880,11 @@ class PostgresStore(Store):
             mine, theirs, refused = guarded(guard, valid, runs, advances)
             row = None
             if mine or theirs:
-                args = [*rows.new_run_columns(mine), *rows.target_columns(mine, theirs)]
+                args = [
+                    *rows.new_run_columns(mine),
+                    *rows.target_columns(mine, theirs),
+                    *rows.new_run_keys(mine),
+                ]
                 row = await conn.fetchrow(sql.MATERIALIZE_RUNS, *args)
         refused_set = set(refused)
         return row, mine, [*theirs, *(a for a in advances if a.job_id in refused_set)]
@@ -1263,6 +1296,11 @@ class PostgresStore(Store):
             return await audit.replace_job_actions(conn, tenant_id, changes, actor, now)
 
     # -- status ----------------------------------------------------------------------
+    async def key_running(self, tenant_id: str, key: str) -> tuple[int, int | None]:
+        row = await self._fetchrow(sql.KEY_RUNNING, tenant_id, key)
+        assert row is not None  # an aggregate always returns its row
+        return int(row[0]), row[1]
+
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime
     ) -> list[PoolStatus]:

@@ -36,17 +36,18 @@ JOB_INSERT = (
     "INSERT INTO jobs (id, tenant_id, name, schedule, action, pool, payload, priority, retry,"
     " timeout_seconds, misfire, overlap, jitter_seconds, catchup_seconds, delivery, state,"
     " version, next_fire_at, last_fire_at, shard_key, created_at, updated_at, traceparent,"
-    " notify)"
+    " notify, concurrency)"
     " VALUES (:id, :tenant_id, :name, :schedule, :action, :pool, :payload, :priority, :retry,"
     " :timeout_seconds, :misfire, :overlap, :jitter_seconds, :catchup_seconds, :delivery,"
     " :state, :version, :next_fire_at, :last_fire_at, :shard_key, :created_at, :updated_at,"
-    " :traceparent, :notify)"
+    " :traceparent, :notify, :concurrency)"
 )
 
 RUN_INSERT = (
     "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool, priority,"
-    " max_attempts, job_version, reason, created_at, finished_at, overlap)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " max_attempts, job_version, reason, created_at, finished_at, overlap, concurrency_key,"
+    " concurrency_limit)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
 )
 
@@ -54,8 +55,9 @@ RUN_INSERT = (
 # its payload.
 ENQUEUE_INSERT = (
     "INSERT INTO runs (state, tenant_id, job_id, pool, priority, max_attempts, job_version,"
-    " reason, overlap, available_at, created_at, scheduled_for, payload)"
-    " VALUES ('pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " reason, overlap, available_at, created_at, concurrency_limit, scheduled_for, payload,"
+    " concurrency_key)"
+    " VALUES ('pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 AUDIT_INSERT = (
@@ -180,6 +182,8 @@ def insert_runs(conn: sqlite3.Connection, runs: Iterable[NewRun], now: int) -> l
                 now,
                 finished,
                 r.overlap.value,
+                r.concurrency_key,
+                r.concurrency_limit,
             ),
         )
         if cursor.rowcount and r.state is RunState.PENDING:

@@ -26,7 +26,7 @@ from cronwheel.pipelines.engine import (
     plan,
 )
 from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
-from cronwheel.pipelines.tasks import task_runs
+from cronwheel.pipelines.tasks import has_keys, task_runs
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
 
@@ -123,12 +123,16 @@ def advance(
         # Each task run at its own instant just after the job's latest: the
         # (job, scheduled_for) key; the write lock means no one races for it here.
         floor = max(at, (latest or 0) + 1)
-        for n, t in enumerate(task_runs(definition, decided.start)):
+        job_payload = None
+        if has_keys(definition, decided.start):  # only then is the payload read
+            (text,) = c.execute("SELECT payload FROM jobs WHERE id = ?", (pr["job_id"],)).fetchone()
+            job_payload = None if text is None else json.loads(text)
+        for n, t in enumerate(task_runs(definition, decided.start, job_payload)):
             run_id = c.execute(
                 "INSERT INTO runs (tenant_id, job_id, scheduled_for, available_at, state, pool,"
                 " priority, max_attempts, job_version, overlap, created_at, payload,"
-                " pipeline_run_id, task, task_spec, inputs)"
-                " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 'allow', ?, ?, ?, ?, ?, ?)"
+                " pipeline_run_id, task, task_spec, inputs, concurrency_key, concurrency_limit)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 'allow', ?, ?, ?, ?, ?, ?, ?, ?)"
                 " RETURNING id",
                 (
                     pr["tenant_id"],
@@ -145,6 +149,8 @@ def advance(
                     t.task,
                     t.task_spec,
                     t.inputs,
+                    t.concurrency_key,
+                    t.concurrency_limit,
                 ),
             ).fetchone()[0]
             tasks.append((t.task, t.instance, "started", run_id, None, None))

@@ -13,6 +13,7 @@ from cronwheel.model import (
     Attempt,
     AttemptOutcome,
     AuditEntry,
+    Concurrency,
     Job,
     LastRun,
     Notification,
@@ -82,12 +83,26 @@ def job_params(job: Job) -> dict[str, Any]:
         "traceparent": job.traceparent,
         # NULL, not [], for none: the state-changing statements look for a NULL.
         "notify": dumps([dict(t) for t in job.notify]) if job.notify else None,
+        "concurrency": concurrency_text(job),
     }
+
+
+def concurrency_text(job: Job) -> str | None:
+    """A job's concurrency as the store keeps it: JSON text, NULL for none (0019)."""
+    return None if job.concurrency is None else dumps(job.concurrency.to_dict())
 
 
 # The columns of :func:`job_rows`: each job's own, then those it may share (see
 # cronwheel.store._batch).
-JOB_ROW_COLUMNS = ("id", "name", "payload", "shard_key", "traceparent", *SHARED_FIELDS)
+JOB_ROW_COLUMNS = (
+    "id",
+    "name",
+    "payload",
+    "shard_key",
+    "traceparent",
+    "concurrency",
+    *SHARED_FIELDS,
+)
 
 
 def job_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
@@ -97,7 +112,7 @@ def job_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
     encoded = [_shared_values(template) for template in shared]
     payloads = by_identity([j.payload for j in jobs], dumps)
     return [
-        (j.id, j.name, payload, shard_key(j.id), j.traceparent) + encoded[pick]
+        (j.id, j.name, payload, shard_key(j.id), j.traceparent, concurrency_text(j)) + encoded[pick]
         for j, payload, pick in zip(jobs, payloads, picks, strict=True)
     ]
 
@@ -127,6 +142,11 @@ def job(row: sqlite3.Row) -> Job:
         catchup_seconds=row["catchup_seconds"],
         delivery=decode.DELIVERIES[row["delivery"]],
         notify=tuple(json.loads(row["notify"])) if row["notify"] else (),
+        concurrency=(
+            None
+            if row["concurrency"] is None
+            else Concurrency.from_dict(json.loads(row["concurrency"]))
+        ),
         state=decode.JOB_STATES[row["state"]],
         version=row["version"],
         next_fire_at=dt_or_none(row["next_fire_at"]),
@@ -194,6 +214,8 @@ def run(row: sqlite3.Row) -> Run:
         None if row["task_spec"] is None else json.loads(row["task_spec"]),
         None if row["inputs"] is None else json.loads(row["inputs"]),
         None if row["result"] is None else json.loads(row["result"]),
+        row["concurrency_key"],
+        row["concurrency_limit"],
     )
 
 

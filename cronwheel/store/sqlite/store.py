@@ -542,15 +542,21 @@ class SqliteStore(Store):
 
         return await self._db.write(fn)
 
-    async def enqueue_runs(self, template: NewRun, payloads: Sequence[str | None]) -> list[int]:
+    async def enqueue_runs(
+        self,
+        template: NewRun,
+        payloads: Sequence[str | None],
+        keys: Sequence[str | None] | None = None,
+    ) -> list[int]:
         if not payloads:
             return []
         t = template
         at = rows.us(t.available_at)
         shared = (
             *(t.tenant_id, t.job_id, t.pool, int(t.priority), t.max_attempts, t.job_version),
-            *(t.reason, t.overlap.value, at, at),
+            *(t.reason, t.overlap.value, at, at, t.concurrency_limit),
         )
+        run_keys = [t.concurrency_key] * len(payloads) if keys is None else keys
 
         def fn(c: sqlite3.Connection) -> list[int]:
             job = ops.job_state(c, t.tenant_id, t.job_id)
@@ -561,7 +567,10 @@ class SqliteStore(Store):
             ).fetchone()
             first = rows.us(t.scheduled_for)
             first = first if latest is None else max(first, latest + 1)
-            runs = ((*shared, first + i, payload) for i, payload in enumerate(payloads))
+            runs = (
+                (*shared, first + i, payload, key)
+                for i, (payload, key) in enumerate(zip(payloads, run_keys, strict=True))
+            )
             c.executemany(ops.ENQUEUE_INSERT, runs)
             found = c.execute(
                 "SELECT id FROM runs WHERE job_id = ? AND scheduled_for >= ?"
@@ -1417,6 +1426,17 @@ class SqliteStore(Store):
         )
 
     # -- status ----------------------------------------------------------------------
+    async def key_running(self, tenant_id: str, key: str) -> tuple[int, int | None]:
+        def fn(c: sqlite3.Connection) -> tuple[int, int | None]:
+            n, lowest = c.execute(
+                "SELECT count(*), min(concurrency_limit) FROM runs INDEXED BY runs_keyed_running"
+                " WHERE tenant_id = ? AND concurrency_key = ? AND state = 'running'",
+                (tenant_id, key),
+            ).fetchone()
+            return int(n), lowest
+
+        return await self._db.read(fn)
+
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime
     ) -> list[PoolStatus]:

@@ -44,7 +44,8 @@ CREATE TABLE jobs (
     created_at       timestamptz NOT NULL,
     updated_at       timestamptz NOT NULL,
     traceparent      text,
-    notify           jsonb  -- notification targets (0011); NULL: none
+    notify           jsonb,  -- notification targets (0011); NULL: none
+    concurrency      jsonb  -- {"key": template, "limit": n} (0019); NULL: none
 );
 
 -- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
@@ -95,7 +96,9 @@ CREATE TABLE runs (
     task              text,
     task_spec         jsonb,
     inputs            jsonb,
-    result            jsonb
+    result            jsonb,
+    concurrency_key   text,  -- the rendered concurrency key and its limit (0019)
+    concurrency_limit integer CHECK (concurrency_limit > 0)
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by
@@ -103,8 +106,15 @@ CREATE TABLE runs (
 CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
 -- The worker's claim: pending runs by pool, priority, then due time.
 CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
--- Claims fair across tenants: each tenant's pending runs by priority then due time (0016).
-CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending';
+-- Claims fair across tenants: each tenant's pending runs by priority then due time (0016),
+-- those without a concurrency key (0019).
+CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending' AND concurrency_key IS NULL;
+-- Concurrency keys (0019): pending keyed runs by key, for the claim's loose index scan;
+-- running keyed runs by key, for the count of what a key has running.
+CREATE INDEX runs_keyed ON runs (pool, tenant_id, concurrency_key, priority, available_at)
+    WHERE state = 'pending' AND concurrency_key IS NOT NULL;
+CREATE INDEX runs_keyed_running ON runs (tenant_id, concurrency_key)
+    WHERE state = 'running' AND concurrency_key IS NOT NULL;
 -- Many tenants, whatever ANALYZE saw: a tenant's slice is read through runs_fair (0016).
 ALTER TABLE runs ALTER COLUMN tenant_id SET (n_distinct = 100);
 -- Claims apply overlap policies to the few runs that have one.
@@ -337,3 +347,28 @@ CREATE TABLE pool_rates (
     refilled_at  timestamptz NOT NULL,
     updated_at   timestamptz NOT NULL
 );
+
+-- Concurrency keys (0019): the room each key has left, counted by the claim that uses it. One advisory lock (held
+-- to the end of the claim's transaction) puts the claims that meet keyed runs in a line,
+-- and the count, in a VOLATILE function, is taken after the lock with a fresh snapshot:
+-- it sees every run the previous claim started, so two workers never both fill the same
+-- key's room. A key's limit is the smallest of its next pending run's and its running
+-- runs' (jobs naming the same key with different limits: the strictest holds). Claims
+-- that meet no keyed run call it with empty arrays: no lock, no count.
+CREATE FUNCTION cronwheel_claim_key_rooms(tenants text[], keys text[], limits integer[])
+RETURNS TABLE (out_tenant text, out_key text, out_room integer)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF coalesce(cardinality(tenants), 0) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('cronwheel.concurrency'));
+    RETURN QUERY
+        SELECT t.id, t.k, greatest(0, least(t.lim, coalesce(r.lim, t.lim)) - r.n)::integer
+        FROM unnest(tenants, keys, limits) AS t(id, k, lim)
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS n, min(x.concurrency_limit) AS lim FROM runs AS x
+            WHERE x.tenant_id = t.id AND x.concurrency_key = t.k AND x.state = 'running'
+        ) AS r;
+END
+$$;

@@ -45,7 +45,8 @@ CREATE TABLE jobs (
     -- What the jobs list's next-fire order sorts by (0010): after every instant for a job
     -- that will not fire. Computed when read; only its index stores it.
     next_fire_sort   INTEGER GENERATED ALWAYS AS (ifnull(CASE WHEN state = 'active' THEN next_fire_at END, 9223372036854775807)) VIRTUAL,
-    notify           TEXT  -- notification targets as JSON (0011); NULL: none
+    notify           TEXT,  -- notification targets as JSON (0011); NULL: none
+    concurrency      TEXT  -- {"key": template, "limit": n} (0019); NULL: none
 );
 
 -- A name is unique among a tenant's live jobs; cancelled ones keep theirs for audit.
@@ -95,7 +96,9 @@ CREATE TABLE runs (
     task              TEXT,
     task_spec         TEXT,
     inputs            TEXT,
-    result            TEXT
+    result            TEXT,
+    concurrency_key   TEXT,  -- the rendered concurrency key and its limit (0019)
+    concurrency_limit INTEGER CHECK (concurrency_limit > 0)
 );
 
 -- I2: one run per occurrence. Scanned backwards it also lists a job's runs by
@@ -103,8 +106,15 @@ CREATE TABLE runs (
 CREATE UNIQUE INDEX runs_job_scheduled_for ON runs (job_id, scheduled_for);
 -- The worker's claim: pending runs by pool, priority, then due time.
 CREATE INDEX runs_claimable ON runs (pool, priority, available_at) WHERE state = 'pending';
--- Claims fair across tenants: each tenant's pending runs by priority then due time (0016).
-CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending';
+-- Claims fair across tenants: each tenant's pending runs by priority then due time (0016),
+-- those without a concurrency key (0019).
+CREATE INDEX runs_fair ON runs (pool, tenant_id, priority, available_at) WHERE state = 'pending' AND concurrency_key IS NULL;
+-- Concurrency keys (0019): pending keyed runs by key, for the claim's loose index scan;
+-- running keyed runs by key, for the count of what a key has running.
+CREATE INDEX runs_keyed ON runs (pool, tenant_id, concurrency_key, priority, available_at)
+    WHERE state = 'pending' AND concurrency_key IS NOT NULL;
+CREATE INDEX runs_keyed_running ON runs (tenant_id, concurrency_key)
+    WHERE state = 'running' AND concurrency_key IS NOT NULL;
 -- Claims apply overlap policies to the few runs that have one.
 CREATE INDEX runs_overlap ON runs (pool, available_at) WHERE state = 'pending' AND overlap <> 'allow';
 -- Overlap checks: a job's running runs.
