@@ -76,6 +76,10 @@ class NotifierConfig:
     initial_delay: float = 1.0
     """The wait after the first failed delivery; it doubles after each further one."""
     max_delay: float = 300.0
+    busy_pause_seconds: float = 1.0
+    """While the process's worker is saturated (``busy``), the pause between two full
+    batches: notifications never take the hot path's CPU, and still go out, a batch a
+    pause, catching up at full speed once the worker has room."""
 
 
 class Notifier:
@@ -91,8 +95,12 @@ class Notifier:
         egress: EgressPolicy | None = None,
         hooks: HandlerRegistry | None = None,
         sealer: Sealer | str | None = None,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
+        self._busy = busy
+        """True while the worker this notifier shares a process with is saturated: then a
+        full batch is followed by a pause instead of the next batch at once."""
         self._sealer_given = sealer
         """Opens targets' sealed URL passwords (cronwheel.sealing): a Sealer or its keys'
         text; None: CRONWHEEL_SECRETS_KEY's. Made with the first sealed URL (most
@@ -146,6 +154,8 @@ class Notifier:
                 outage.ok()
                 if claimed < self.config.batch:
                     await sleep_or_stop(stop, self.config.interval_seconds)
+                elif self._busy is not None and self._busy():
+                    await sleep_or_stop(stop, self.config.busy_pause_seconds)
         finally:
             self._running = False
             if self._shared is not None:

@@ -369,6 +369,11 @@ class Worker:
                     self.store.wait(topics, timeout=self.config.poll_seconds), stop.wait()
                 )
 
+    def saturated(self) -> bool:
+        """Every execution slot has a run (or more wait claimed): the process's other
+        services (its notifier) then keep to a trickle, so they never slow the runs."""
+        return len(self._inflight) >= sum(self.config.pools.values())
+
     def _full(self) -> bool:
         limit = sum(self.config.pools.values()) * self.config.prefetch_factor
         return len(self._inflight) >= limit

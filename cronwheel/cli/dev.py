@@ -207,7 +207,7 @@ def dev(
             Scheduler(store),
             worker,
             maintenance,
-            Notifier(store, hooks=registry, egress=egress, sealer=sealer),
+            Notifier(store, hooks=registry, egress=egress, sealer=sealer, busy=worker.saturated),
         ]
         note = "no authentication: loopback only" if auth.disabled else "token required"
         output.line(f"API on http://{host}:{bound}/v1 ({note}); docs at /docs, metrics at /metrics")

@@ -175,7 +175,9 @@ def worker(
             with metrics_endpoint(metrics_port, metrics_host):
                 # The notifier delivers the outbox the worker's completions write: every
                 # worker process runs one (they share the rows, each claimed by one).
-                notifier = Notifier(store, hooks=registry, egress=w.egress, sealer=keys)
+                notifier = Notifier(
+                    store, hooks=registry, egress=w.egress, sealer=keys, busy=w.saturated
+                )
                 await serve([w, Maintenance(store), notifier], stop=stop)
 
     run_async(main)

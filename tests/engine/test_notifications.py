@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -250,3 +251,39 @@ def test_the_backoff_doubles_and_is_bounded() -> None:
     notifier.config = NotifierConfig(initial_delay=1.0, max_delay=30.0)
     assert [notifier.retry_delay(t) for t in (1, 2, 3, 5, 6, 100_000)] == [1, 2, 4, 16, 30, 30]
     assert {e.value for e in RUN_EVENTS} == set(EVERY)
+
+
+async def test_a_notifier_beside_a_saturated_worker_pauses_between_full_batches(
+    store: Store,
+) -> None:
+    """The notifier shares its worker's process: while the worker is saturated it sends
+    a batch, then pauses, so notifications never take the runs' CPU; they still go out."""
+    import time
+
+    with webhook_target() as target:
+        target.answers["/events"] = [(200, {})]
+        notify = ({"on": ["succeeded"], "url": f"{target.url}/events"},)
+        for _ in range(6):
+            await job_with_run(store, action={"type": "handler", "name": "ok"}, notify=notify)
+        async with running(_worker(store)):
+
+            async def six() -> bool:
+                return len(await store.list_notifications("default")) == 6
+
+            await eventually(six)
+        config = NotifierConfig(interval_seconds=0.05, batch=2, busy_pause_seconds=0.3)
+        notifier = Notifier(store, config=config, secret=SECRET, egress=LOCAL, busy=lambda: True)
+        sent: list[float] = []
+
+        @notifier.on()
+        def hook(envelope: dict[str, object]) -> None:
+            sent.append(time.monotonic())
+
+        async with notifying(notifier):
+
+            async def all_sent() -> bool:
+                return len(sent) == 6
+
+            await eventually(all_sent)
+    batches = [sent[0], sent[2], sent[4]]
+    assert all(later - earlier >= 0.3 for earlier, later in itertools.pairwise(batches))
