@@ -34,6 +34,7 @@ from cronwheel.pipelines.engine import (
 )
 from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
 from cronwheel.pipelines.tasks import has_keys, task_runs
+from cronwheel.store.postgres._sql import _CHANNEL  # the pools' wake-up channels
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cronwheel.pipelines")
 
-_CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) END"
 
 START = """
 INSERT INTO pipeline_runs (id, tenant_id, pipeline_id, version, job_id, state, trigger_run_id,
