@@ -203,8 +203,8 @@ def secret_names(action: Mapping[str, Any]) -> set[str]:
 def seal_notify(
     targets: Iterable[Mapping[str, Any]], tenant_id: str, sealer: Sealer | None
 ) -> tuple[Mapping[str, Any], ...]:
-    """A job's notification targets with their URLs' passwords sealed (refused without
-    a sealer: InvalidInput naming ``notify.N.url``)."""
+    """A job's or a pipeline's notification targets with their URLs' passwords sealed
+    (refused without a sealer: InvalidInput naming ``notify.N.url``)."""
     out = []
     for j, target in enumerate(targets):
         url = str(target.get("url") or "")
@@ -435,7 +435,8 @@ class Rotation:
     left: int
     """Jobs changed by someone else while being resealed, in every pass: run again."""
     pipeline_versions_resealed: int = 0
-    """Pipeline versions whose task actions were stored again."""
+    """Pipeline versions whose task actions or notification targets' URLs were stored
+    again."""
     task_runs_resealed: int = 0
     """Unfinished pipeline task runs whose action was stored again."""
 
@@ -476,8 +477,9 @@ async def rotate(
                 fresh = [await store.get_job(tenant.id, c.job_id) for c in changes]
                 todo = [j for j in fresh if j is not None]
             left += sum(1 for j in todo if _resealed(j, sealer) is not None)
-    # Pipelines: every version's tasks, and the actions that unfinished task runs carry
-    # (a pending task run sends its webhook later, with whatever key is left then).
+    # Pipelines: every version's tasks and notification targets, and the actions that
+    # unfinished task runs carry (a pending task run sends its webhook later, with
+    # whatever key is left then).
     versions, task_runs = await store.reseal_pipelines(
         lambda tenant_id, action: reseal_action(action, tenant_id, sealer)
     )

@@ -24,7 +24,18 @@ from cronwheel.pipelines.model import (
     PipelineState,
     PipelineVersion,
 )
-from cronwheel.sealing import Sealer, refuse_sealed, seal_action
+from cronwheel.sealing import (
+    Sealer,
+    SecretsKeyMissing,
+    SecretUnreadable,
+    keep_masked,
+    keep_masked_notify,
+    open_action,
+    open_url,
+    refuse_sealed,
+    seal_action,
+    seal_notify,
+)
 from cronwheel.store.base import Store
 
 if TYPE_CHECKING:  # the policy's module imports httpcore
@@ -43,6 +54,47 @@ def check_name(name: str) -> str:
     if "\x00" in name:
         raise InvalidInput("name", "may not contain the NUL character")
     return name
+
+
+def _refuse_sealed(definition: Mapping[str, Any]) -> None:
+    """InvalidInput if a task's header value or URL password, or a notification
+    target's URL password, as a user sent it, looks sealed: only cronwheel seals."""
+    tasks = definition.get("tasks")
+    for name, task in tasks.items() if isinstance(tasks, Mapping) else ():
+        if isinstance(task, Mapping) and isinstance(task.get("action"), Mapping):
+            refuse_sealed(task["action"], f"tasks.{name}.action")
+    notify = definition.get("notify")
+    for j, target in enumerate(notify if isinstance(notify, list) else ()):
+        if isinstance(target, Mapping):
+            refuse_sealed({"url": target.get("url")}, f"notify.{j}")
+
+
+def _keep_masked(
+    definition: Mapping[str, Any], current: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], bool]:
+    """``definition`` with the values sent as read (a task's secret header as ``***``, a
+    task's or target's URL as ``user:***@host``) given ``current``'s stored values, task
+    by task name and target by URL; and whether any was."""
+    kept = dict(definition)
+    tasks, old_tasks = definition.get("tasks"), current.get("tasks") or {}
+    if isinstance(tasks, Mapping):
+        new_tasks = dict(tasks)
+        for name, task in tasks.items():
+            old = old_tasks.get(name)
+            if (
+                isinstance(task, Mapping)
+                and isinstance(task.get("action"), Mapping)
+                and isinstance(old, Mapping)
+                and isinstance(old.get("action"), Mapping)
+            ):
+                new_tasks[name] = {**task, "action": keep_masked(task["action"], old["action"])}
+        kept["tasks"] = new_tasks
+    notify = definition.get("notify")
+    if isinstance(notify, list) and current.get("notify"):
+        targets = [t for t in notify if isinstance(t, Mapping)]
+        if len(targets) == len(notify):
+            kept["notify"] = keep_masked_notify(targets, current["notify"])
+    return kept, kept != dict(definition)
 
 
 class PipelineService:
@@ -68,15 +120,36 @@ class PipelineService:
         """Seals the tasks' secret webhook headers (cronwheel.sealing), as for jobs."""
 
     def _stored(self, parsed: Definition, tenant_id: str) -> dict[str, Any]:
-        """The definition as stored: each task's secret headers sealed. (The
-        fingerprint is of the plain definition: sealing is randomised.)"""
+        """The definition as stored: each task's secret headers and URL password, and
+        each notification target's URL password, sealed (values sealed already, kept
+        from the stored version by :func:`_keep_masked`, stay as they are)."""
         stored = parsed.to_dict()
         for name, task in stored.get("tasks", {}).items():
             if isinstance(task, dict) and isinstance(task.get("action"), dict):
                 field = f"tasks.{name}.action"
-                refuse_sealed(task["action"], field)
                 task["action"] = dict(seal_action(task["action"], tenant_id, self.sealer, field))
+        if stored.get("notify"):
+            stored["notify"] = [
+                dict(t) for t in seal_notify(stored["notify"], tenant_id, self.sealer)
+            ]
         return stored
+
+    def _fingerprint(self, parsed: Definition, tenant_id: str, kept: bool) -> str:
+        """The fingerprint of the plain definition (sealing is randomised). When values
+        sent masked were given their stored, sealed, values back (``kept``), they are
+        opened for it, so a definition read and sent back unchanged makes no new
+        version; one this process cannot open counts as changed (a new version)."""
+        if not kept or self.sealer is None:
+            return parsed.fingerprint()
+        plain = parsed.to_dict()
+        try:
+            for task in plain["tasks"].values():
+                task["action"] = dict(open_action(task["action"], tenant_id, self.sealer))
+            for target in plain.get("notify", []):
+                target["url"] = open_url(str(target["url"]), tenant_id, self.sealer)
+        except (SecretsKeyMissing, SecretUnreadable):
+            return parsed.fingerprint()
+        return parse_definition(plain).fingerprint()
 
     def _parse(self, definition: Mapping[str, Any]) -> Definition:
         """The validated definition, or InvalidInput naming the field (``tasks.c``,
@@ -100,6 +173,7 @@ class PipelineService:
     ) -> Pipeline:
         """A new pipeline at version 1. Conflict naming ``name`` if a live pipeline of
         the tenant has it."""
+        _refuse_sealed(definition)
         parsed = self._parse(definition)
         now = self.clock.now()
         pipeline = Pipeline(
@@ -148,15 +222,21 @@ class PipelineService:
     ) -> Pipeline:
         """Store ``definition`` as the pipeline's next version, if the pipeline is still
         at ``expected_version`` (None: whatever its latest is); StaleVersion otherwise. A
-        definition with the same content changes nothing: same version."""
+        definition with the same content changes nothing: same version. A secret header
+        sent as ``***``, or a URL as read (``user:***@host``), keeps the latest version's
+        value (as a job's PATCH does): a definition read and sent back keeps its
+        secrets."""
+        _refuse_sealed(definition)
+        latest = await self.get(pipeline_id, tenant_id=tenant_id)
+        definition, kept = _keep_masked(definition, latest.definition)
         parsed = self._parse(definition)
         if expected_version is None:
-            expected_version = (await self.get(pipeline_id, tenant_id=tenant_id)).latest_version
+            expected_version = latest.latest_version
         return await self.store.update_pipeline(
             tenant_id,
             pipeline_id,
             definition=self._stored(parsed, tenant_id),
-            fingerprint=parsed.fingerprint(),
+            fingerprint=self._fingerprint(parsed, tenant_id, kept),
             expected_version=expected_version,
             now=self.clock.now(),
             actor=self.actor,

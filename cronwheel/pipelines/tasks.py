@@ -87,8 +87,9 @@ Reseal = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
 def resealed_definition(
     tenant_id: str, definition: Mapping[str, Any], reseal: Reseal
 ) -> dict[str, Any] | None:
-    """A stored definition with each task's action sealed again by ``reseal``; None if
-    no task changed."""
+    """A stored definition with each task's action, and each notification target's URL,
+    sealed again by ``reseal``; None if nothing changed. (A target's URL goes through
+    ``reseal`` as a webhook action's would: ``{"type": "webhook", "url": url}``.)"""
     tasks = dict(definition.get("tasks") or {})
     changed = False
     for name, task in tasks.items():
@@ -96,7 +97,18 @@ def resealed_definition(
         if action is not None:
             tasks[name] = {**task, "action": dict(action)}
             changed = True
-    return {**definition, "tasks": tasks} if changed else None
+    targets = [dict(t) for t in definition.get("notify") or ()]
+    for target in targets:
+        resealed = reseal(tenant_id, {"type": "webhook", "url": str(target.get("url") or "")})
+        if resealed is not None:
+            target["url"] = resealed["url"]
+            changed = True
+    if not changed:
+        return None
+    out = {**definition, "tasks": tasks}
+    if targets:
+        out["notify"] = targets
+    return out
 
 
 def resealed_spec(

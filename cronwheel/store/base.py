@@ -704,9 +704,11 @@ class Store(abc.ABC):
     ) -> tuple[int, int]:
         """Key rotation for pipelines (cronwheel.sealing): ``reseal(tenant_id, action)``
         gives a webhook action sealed with the new key, or None if it is already. Every
-        stored version's task actions, and the task actions carried by task runs not
-        finished yet, are written again, in one transaction. Returns (versions, runs)
-        changed. (Versions are immutable in content; only their ciphertext changes.)"""
+        stored version's task actions and notification targets' URLs
+        (:func:`cronwheel.pipelines.tasks.resealed_definition`), and the task actions
+        carried by task runs not finished yet, are written again, in one transaction.
+        Returns (versions, runs) changed. (Versions are immutable in content; only their
+        ciphertext changes.)"""
 
     @abc.abstractmethod
     async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:

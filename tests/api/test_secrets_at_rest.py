@@ -359,8 +359,8 @@ async def test_a_notification_urls_password_is_sealed_and_only_the_notifier_open
     assert password not in await stored_text(store, request)
 
 
-async def _received(target: Any) -> bool:
-    return bool(target.received)
+async def _received(target: Any, n: int = 1) -> bool:
+    return len(target.received) >= n
 
 
 async def test_a_patch_that_sends_the_url_back_as_shown_keeps_its_password(
@@ -408,3 +408,202 @@ async def test_rotation_reseals_pipelines_and_their_waiting_task_runs(
     for started in (waiting, later):
         got = await pipelines.get_run(started.id)
         assert got.state == "succeeded", got
+
+
+# -- a pipeline's notification targets (decision 0026, as a job's) ----------------------
+NOTIFY_PW = "pipepw-4e6a8c0b2d"
+
+
+def _ok_pipeline(url: str, **extra: Any) -> dict[str, Any]:
+    """A pipeline of one handler task, telling ``url`` how its runs end."""
+    return {
+        "tasks": {"a": {"action": {"type": "handler", "name": "ok"}}},
+        "edges": [],
+        "notify": [{"on": ["succeeded", "failed"], "url": url}],
+        **extra,
+    }
+
+
+async def test_a_pipelines_notify_url_password_is_sealed_masked_and_opened_by_the_notifier(
+    store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored sealed; every read shows ``user:***@`` (API, its idempotent replay, the
+    versions, the SDK, the dashboard, the audit log); the notifier sends the password."""
+    from cronwheel.api.auth import SESSION_COOKIE
+    from cronwheel.notifier import Notifier
+    from cronwheel.sdk import AsyncClient
+    from tests.engine.helpers import eventually, running
+    from tests.engine.test_notifications import LOCAL, QUICK, SECRET, notifying
+
+    monkeypatch.delenv(ENV, raising=False)
+    app = create_app(
+        store,
+        auth=AuthConfig(admin_token=ADMIN_TOKEN),
+        sealer=Sealer([SECRETS_KEY]),
+        egress=EgressPolicy.parse(LOOPBACK),  # the target listens on this machine
+    )
+    with webhook_target() as target:
+        url = target.url.replace("http://", f"http://hook:{NOTIFY_PW}@") + "/ended"
+        # A webhook task too: its URL's password and secret header, as a job's action's.
+        task_url = target.url.replace("http://", f"http://task:{NOTIFY_PW}t@") + "/task"
+        webhook = {"type": "webhook", "url": task_url, "headers": {"X-Api-Key": API_KEY}}
+        definition = _ok_pipeline(url, edges=[{"from": "a", "to": "w"}])
+        definition["tasks"]["w"] = {"action": webhook}
+        body = {"name": "told", **definition}
+        key = {"Idempotency-Key": "p-told"}
+        async with connect(app, ADMIN_TOKEN) as client:
+            made = await client.post("/v1/pipelines", json=body, headers=key)
+            assert made.status_code == 201, made.text
+            replayed = await client.post("/v1/pipelines", json=body, headers=key)
+            assert replayed.json() == made.json()  # the idempotency table's masked answer
+            pipeline_id = made.json()["id"]
+            reads = [
+                made.text,
+                (await client.get(f"/v1/pipelines/{pipeline_id}")).text,
+                (await client.get("/v1/pipelines")).text,
+                (await client.get(f"/v1/pipelines/{pipeline_id}/versions")).text,
+                (await client.get("/v1/audit")).text,
+            ]
+        shown = made.json()["notify"][0]["url"]
+        assert shown == target.url.replace("http://", "http://hook:***@") + "/ended"
+        transport = httpx.ASGITransport(app=app)
+        async with AsyncClient("http://test", ADMIN_TOKEN, transport=transport) as cw:
+            info = await cw.get_pipeline(pipeline_id)
+        assert info.notify[0]["url"] == shown
+        async with connect(app, cookies={SESSION_COOKIE: ADMIN_TOKEN}) as tab:
+            page = await tab.get(f"/ui/pipelines/{pipeline_id}")
+            assert page.status_code == 200, page.text
+            reads.append(page.text)
+        for text in (*reads, repr(info)):
+            assert NOTIFY_PW not in text and API_KEY not in text and "cwsealed" not in text
+        assert info.tasks["w"]["action"]["url"].startswith("http://task:***@127.0.0.1:")
+        stored = await store.get_pipeline("default", pipeline_id)
+        assert stored is not None
+        stored_url = str(stored.definition["notify"][0]["url"])
+        assert "cwsealed1." in stored_url
+        assert open_url(stored_url, "default", Sealer([SECRETS_KEY])) == url
+        assert_no_secret(text := await stored_text(store, request))
+        assert NOTIFY_PW not in text
+        # The pipeline runs: its webhook task, then its ending's notification, each sent
+        # with its password by the one that opens it (the worker, the notifier).
+        from cronwheel.pipelines.service import PipelineService
+
+        started = await PipelineService(store).start(pipeline_id)
+        worker = Worker(store, FAST, sealer=SECRETS_KEY)
+        worker.handler("ok")(lambda ctx: None)
+        notifier = Notifier(store, config=QUICK, secret=SECRET, egress=LOCAL, sealer=SECRETS_KEY)
+        async with running(worker), notifying(notifier):
+            await eventually(lambda: _received(target, 2))
+        task_call, ended = target.received
+        assert (task_call.path, ended.path) == ("/task", "/ended")
+        assert task_call.headers["X-Api-Key"] == API_KEY
+        for call, user in ((task_call, f"task:{NOTIFY_PW}t"), (ended, f"hook:{NOTIFY_PW}")):
+            sent = base64.b64decode(call.headers["Authorization"].removeprefix("Basic "))
+            assert sent.decode() == user
+        assert (await PipelineService(store).get_run(started.id)).state == "succeeded"
+    async with connect(app, ADMIN_TOKEN) as client:
+        listed = (await client.get("/v1/notifications")).text
+    assert "hook:***@" in listed and NOTIFY_PW not in listed
+    assert NOTIFY_PW not in await stored_text(store, request)  # the outbox row too
+
+
+async def test_a_pipeline_read_and_sent_back_keeps_its_secrets_and_its_version(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    """PUT of the definition as read (``***`` headers, ``user:***@`` URLs) keeps the
+    stored secrets, as a job's PATCH does: the same content, the same version."""
+    task_url = f"https://task:{NOTIFY_PW}x@example.com/t"
+    notify_url = f"https://hook:{NOTIFY_PW}@example.com/n"
+    definition = _ok_pipeline(notify_url)
+    definition["tasks"]["w"] = {"action": secret_action(task_url)}
+    made = (await client.post("/v1/pipelines", json={"name": "kept", **definition})).json()
+    as_read = {k: made[k] for k in ("tasks", "edges", "failure_policy", "notify")}
+    assert as_read["notify"][0]["url"] == "https://hook:***@example.com/n"
+    assert as_read["tasks"]["w"]["action"]["headers"]["Authorization"] == "***"
+    path, first = f"/v1/pipelines/{made['id']}", {"If-Match": '"1"'}
+    same = await client.put(path, json=as_read, headers=first)
+    assert same.status_code == 200, same.text
+    assert same.json()["version"] == 1  # nothing changed
+    changed = as_read | {"failure_policy": "continue"}
+    second = await client.put(path, json=changed, headers=first)
+    assert second.json()["version"] == 2, second.text
+    stored = await store.get_pipeline("default", made["id"])
+    assert stored is not None and stored.version == 2
+    sealer = Sealer([SECRETS_KEY])
+    assert open_url(str(stored.definition["notify"][0]["url"]), "default", sealer) == notify_url
+    action = stored.definition["tasks"]["w"]["action"]
+    assert open_url(str(action["url"]), "default", sealer) == task_url
+    assert sealer.open(action["headers"]["Authorization"], "default") == BEARER
+    # A URL a client sealed itself is refused, as for a job's target.
+    looks_sealed = stored.definition["notify"][0]["url"]
+    refused = await client.put(
+        path,
+        json=changed | {"notify": [{"on": ["failed"], "url": looks_sealed}]},
+        headers={"If-Match": '"2"'},
+    )
+    problem(refused, 422, "notify.0.url")
+    new = {"name": "other", **_ok_pipeline(looks_sealed)}
+    problem(await client.post("/v1/pipelines", json=new), 422, "notify.0.url")
+
+
+async def test_without_a_key_a_pipelines_notify_url_password_is_refused_naming_it(
+    store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    app = create_app(store, auth=AuthConfig(admin_token=ADMIN_TOKEN))
+    plain, with_password = "https://example.com/x", f"https://hook:{NOTIFY_PW}@example.com/n"
+    async with connect(app, ADMIN_TOKEN) as client:
+        body = {"name": "p", **_ok_pipeline(plain)}
+        body["notify"].append({"on": ["cancelled"], "url": with_password})
+        found = problem(await client.post("/v1/pipelines", json=body), 422, "notify.1.url")
+        assert ENV in found["detail"] and "password" in found["detail"]
+        made = await client.post("/v1/pipelines", json={"name": "p", **_ok_pipeline(plain)})
+        assert made.status_code == 201, made.text
+        update = _ok_pipeline(with_password)
+        path = f"/v1/pipelines/{made.json()['id']}"
+        refused = await client.put(path, json=update, headers={"If-Match": '"1"'})
+        assert ENV in problem(refused, 422, "notify.0.url")["detail"]
+    assert NOTIFY_PW not in await stored_text(store, request)
+
+
+async def test_rotation_reseals_pipelines_notify_urls(
+    store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sealed with the old key, or stored in plain text by an older cronwheel: after
+    rotation the new key alone opens each pipeline version's target URL."""
+    from cronwheel.model import new_id
+    from cronwheel.pipelines.definition import parse_definition
+    from cronwheel.pipelines.model import Pipeline
+    from cronwheel.pipelines.service import PipelineService
+
+    monkeypatch.delenv(ENV, raising=False)
+    old, new = generate_key(), generate_key()
+    url = f"https://hook:{NOTIFY_PW}@example.com/n"
+    sealed = await PipelineService(store, sealer=Sealer([old])).create("sealed", _ok_pipeline(url))
+    legacy_url = "https://hook:legacypw-5k2@example.com/n"
+    parsed = parse_definition(_ok_pipeline(legacy_url))
+    now = datetime.now(UTC)
+    legacy = Pipeline(
+        id=new_id(),
+        tenant_id="default",
+        name="legacy",
+        version=1,
+        definition=parsed.to_dict(),
+        fingerprint=parsed.fingerprint(),
+        created_at=now,
+        updated_at=now,
+        latest_version=1,
+    )
+    await store.create_pipeline(legacy, actor="older-cronwheel")
+    assert "legacypw-5k2" in await stored_text(store, request)  # as it was
+    done = await rotate(store, Sealer([new, old]), now=now)
+    assert done.pipeline_versions_resealed == 2
+    text = await stored_text(store, request)
+    assert "legacypw-5k2" not in text and NOTIFY_PW not in text
+    again = await rotate(store, Sealer([new, old]), now=now)
+    assert again.pipeline_versions_resealed == 0  # nothing left on the old key
+    new_only = Sealer([new])
+    for pipeline_id, plain in ((sealed.id, url), (legacy.id, legacy_url)):
+        stored = await store.get_pipeline("default", pipeline_id)
+        assert stored is not None
+        assert open_url(str(stored.definition["notify"][0]["url"]), "default", new_only) == plain

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from cronwheel.sealing import PREFIX, Sealer, generate_key
+from cronwheel.pipelines.service import PipelineService
+from cronwheel.sealing import PREFIX, Sealer, generate_key, open_url
 from cronwheel.service import JobService
 from cronwheel.store.sqlite import SqliteStore
 from tests.e2e import test_cli
@@ -91,6 +92,11 @@ async def test_secrets_rotate_reseals_with_the_new_key(tmp_path: Path) -> None:
         service = JobService(store, sealer=Sealer([old]))
         action = {"type": "webhook", "url": "https://example.com/h", "headers": {"X-Api-Key": "k"}}
         job = await service.create(name="j", schedule={"kind": "manual"}, action=action)
+        target = {"on": ["failed"], "url": "https://hook:pipe-pw-3c5e@example.com/n"}
+        definition = {"tasks": {"a": {"action": {"type": "handler", "name": "a"}}}, "edges": []}
+        pipeline = await PipelineService(store, sealer=Sealer([old])).create(
+            "p", {**definition, "notify": [target]}
+        )
     finally:
         await store.close()
     new = _run("secrets", "new-key").stdout.strip()
@@ -102,14 +108,33 @@ async def test_secrets_rotate_reseals_with_the_new_key(tmp_path: Path) -> None:
     done = _run("secrets", "rotate", "--db", str(db), "--secrets-key", f"{new},{old}")
     assert done.returncode == 0, done.stderr
     assert "1 of 1 jobs re-encrypted with the first key" in done.stdout
+    assert "1 pipeline versions" in done.stdout  # the pipeline's target URL
     assert new not in done.stdout + done.stderr and old not in done.stdout + done.stderr
     store = await SqliteStore.open(db)
     try:
         stored = await store.get_job("default", job.id)
+        stored_pipeline = await store.get_pipeline("default", pipeline.id)
     finally:
         await store.close()
     assert stored is not None
     assert Sealer([new]).open(stored.action["headers"]["X-Api-Key"], "default") == "k"
+    assert stored_pipeline is not None
+    stored_url = str(stored_pipeline.definition["notify"][0]["url"])
+    assert open_url(stored_url, "default", Sealer([new])) == target["url"]
+
+
+def test_a_pipelines_target_password_is_masked_by_the_cli(api_url: str, tmp_path: Path) -> None:
+    password = "cli-pipe-pw-8d1f"
+    file = tmp_path / "told.json"
+    target = {"on": ["failed"], "url": f"https://hook:{password}@example.com/n"}
+    tasks = {"a": {"action": {"type": "handler", "name": "a"}}}
+    file.write_text(json.dumps({"tasks": tasks, "edges": [], "notify": [target]}))
+    made = ok(cli(api_url, "pipelines", "create", "--file", str(file), "--name", "told"))
+    as_json = ok(cli(api_url, "pipelines", "get", "told", "--json"))
+    shown = ok(cli(api_url, "pipelines", "get", "told"))
+    assert json.loads(as_json)["notify"][0]["url"] == "https://hook:***@example.com/n"
+    for text in (made, as_json, shown):
+        assert password not in text and "cwsealed" not in text
 
 
 def test_audit_on_a_terminal_and_in_a_pipe(api_url: str) -> None:
