@@ -534,3 +534,37 @@ async def test_a_heartbeat_that_raced_a_retry_claim_does_not_stop_the_retry(
     finally:
         release.set()
         await worker._release(list(worker._inflight.values()), "test over")
+
+
+async def test_a_full_worker_claims_a_run_enqueued_meanwhile_at_once(store: Store) -> None:
+    """A worker saturated by one tenant claims another tenant's new run at its
+    notification (a peek past the limit), not after the batch it holds: it then starts
+    at the next free slot (decision 0028, W6)."""
+    config = replace(FAST, pools={"default": 1}, prefetch_factor=1)
+    worker = Worker(store, config)
+    release = asyncio.Event()
+
+    @worker.handler("block")
+    async def block(ctx: RunContext) -> None:
+        await release.wait()
+
+    @worker.handler("noop")
+    async def noop(ctx: RunContext) -> None:
+        pass
+
+    await store.ensure_tenant("bobco", "Bobco", now=datetime.now(UTC))
+    busy, _ = await job_with_run(store, action={"type": "handler", "name": "block"})
+    async with running(worker):
+        await eventually(lambda: _state_is(store, busy.id, "running"))
+        other = replace(make_job(tenant_id="bobco"), next_fire_at=None)
+        await store.create_jobs([other], [make_run(other, datetime.now(UTC))])
+        # The worker holds its one run and has no room: only a peek can claim this one.
+        [claimed] = await eventually(lambda: _runs_in(store, "bobco", other.id, "running"), 10)
+        assert claimed.lease_owner == worker.id
+        assert not release.is_set()
+        release.set()
+        await eventually(lambda: _runs_in(store, "bobco", other.id, "succeeded"))
+
+
+async def _runs_in(store: Store, tenant: str, job_id: str, state: str) -> list[Any]:
+    return [r for r in await store.list_runs(tenant, job_id=job_id) if r.state == state]
