@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import socket
 import statistics
 import sys
 import threading
@@ -20,6 +21,7 @@ from importlib.metadata import version
 from typing import Any
 
 import cronwheel
+import httpx
 from cronwheel.actions.egress import ALLOW_ENV, LOOPBACK
 from cronwheel.scheduler import Scheduler
 
@@ -81,6 +83,8 @@ class Cronwheel:
         self.probes = 0
         self.queue: str | None = None
         self.notify_url = _sink() if NOTIFY else None
+        self.api_port: int | None = None
+        """W6 on SQLite: the serving process's API, through which B enqueues."""
 
     def close(self) -> None:
         self.runner.run(self.cw.close())
@@ -119,7 +123,10 @@ class Cronwheel:
     def processes(self, workload: str) -> list[list[str]]:
         py = sys.executable
         if not self.pg:
-            return [[py, "-m", "cw.serve", "--db", self.url, "--concurrency", str(CONCURRENCY)]]
+            serve = [py, "-m", "cw.serve", "--db", self.url, "--concurrency", str(CONCURRENCY)]
+            if self.api_port is not None:
+                serve += ["--api-port", str(self.api_port)]
+            return [serve]
         # Warnings only, as the peers' workers log by default (Celery's level is WARNING):
         # a line per attempt at info is a production default, not a cost to measure here.
         quiet = ["--log-level", "warning"]
@@ -248,9 +255,26 @@ def _fairness(cw: Cronwheel, p: dict[str, Any]) -> Result:
     intended: dict[str, float] = {}
     a_keys = [f"w6-a-{i:06d}" for i in range(p["a"])]
 
+    api = None
+    if not cw.pg:
+        # The embedded shape's clients enqueue through its API (cronwheel dev): another
+        # process writing the SQLite file waits for its write lock behind the serving
+        # process's back-to-back transactions (B's p99 2.4 s measured so), which is not
+        # how a run reaches a `cronwheel dev`. A's backlog is written directly, before.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            cw.api_port = s.getsockname()[1]
+        api = httpx.Client(base_url=f"http://127.0.0.1:{cw.api_port}", timeout=60)
+
     def b_run(key: str) -> None:
         intended[key] = time.time()
-        cw.runner.run(cw.cw.enqueue(b_job, [key], tenant_id="w6-b"))
+        if api is None:
+            cw.runner.run(cw.cw.enqueue(b_job, [key], tenant_id="w6-b"))
+            return
+        r = api.post(
+            f"/v1/jobs/{b_job}/runs", json={"payloads": [key]}, headers={"Cronwheel-Tenant": "w6-b"}
+        )
+        r.raise_for_status()
 
     def b_every(until: Any) -> list[str]:
         """B's runs, one per tick, until ``until()`` says stop; their keys."""

@@ -5,6 +5,7 @@ be part of what is measured; this runs the same services and prints nothing."""
 from __future__ import annotations
 
 import argparse
+import socket
 
 from cronwheel import eventloop
 from cronwheel.maintenance import Maintenance
@@ -17,7 +18,7 @@ from cronwheel.worker import Worker, WorkerConfig
 from cw.app import worker as app
 
 
-async def main(db: str, concurrency: int) -> None:
+async def main(db: str, concurrency: int, api_port: int | None) -> None:
     store = await open_store(db)
     try:
         await store.migrate()
@@ -28,6 +29,18 @@ async def main(db: str, concurrency: int) -> None:
             Maintenance(store),
             Notifier(store),  # as `cronwheel dev` runs one
         ]
+        if api_port is not None:
+            # As `cronwheel dev` serves it: the embedded shape's clients enqueue through
+            # the serving process, whose writes then wake its worker in-process.
+            from cronwheel.api.auth import AuthConfig
+            from cronwheel.api.server import ApiService
+
+            sock = socket.create_server(("127.0.0.1", api_port))
+            auth = AuthConfig(admin_token=None, disabled=True)
+            api = ApiService(
+                store, host="127.0.0.1", port=api_port, auth=auth, sock=sock, access_log=False
+            )
+            services.append(api)
         tune_process()  # as the CLI's service commands do
         await serve(services)
     finally:
@@ -38,5 +51,6 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--db", required=True)
     p.add_argument("--concurrency", type=int, default=100)
+    p.add_argument("--api-port", type=int, default=None, help="serve the API there too")
     a = p.parse_args()
-    eventloop.run(main(a.db, a.concurrency))  # as the CLI's commands do
+    eventloop.run(main(a.db, a.concurrency, a.api_port))  # as the CLI's commands do
