@@ -319,6 +319,17 @@ async def test_partitions_are_created_ahead(pg_store: Any) -> None:
     assert attempt_parts[0][0] == 5
     await _archive(pg_store, at(70), partitions_ahead=3)
     assert len(await _partitions(pg_store)) == 6
+    # The default partitions say they hold only what finished before the first partition:
+    # creating the next ones need not scan them under an exclusive lock.
+    checks = await _sql(
+        pg_store,
+        "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conname LIKE '%_default_before_partitions' ORDER BY 1",
+    )
+    assert [(table, "2030-01-01 12:00:00" in check) for table, check in checks] == [
+        ("attempt_history_default", True),
+        ("run_history_default", True),
+    ]
 
 
 @pg

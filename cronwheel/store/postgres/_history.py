@@ -187,6 +187,8 @@ async def ensure_partitions(
             await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             existing = await partitions(conn)  # another pass may have made them meanwhile
             lower = existing[-1].upper if existing else _floor(now, width)
+            if not existing:
+                await _bound_defaults(conn, lower)
             while lower < horizon:
                 made = Partition(lower, lower + width)
                 bounds = f"FROM ('{made.lower.isoformat()}') TO ('{made.upper.isoformat()}')"
@@ -200,6 +202,20 @@ async def ensure_partitions(
         existing = await partitions(conn)
         return existing[-1].upper if existing else None
     return lower
+
+
+async def _bound_defaults(conn: Connection, first: datetime) -> None:
+    """Before the first partition: the default partitions will hold only what finished
+    before ``first``, and say so in a CHECK. Creating a partition must otherwise scan the
+    default partition, under an exclusive lock, for rows of its range; the CHECK proves
+    there are none. They are empty now (nothing moves before a partition exists), so
+    validating it reads nothing."""
+    for table, column in (("run_history", "finished_at"), ("attempt_history", "run_finished_at")):
+        constraint = f"{table}_default_before_partitions"
+        await conn.execute(
+            f"ALTER TABLE {table}_default DROP CONSTRAINT IF EXISTS {constraint},"
+            f" ADD CONSTRAINT {constraint} CHECK ({column} < '{first.isoformat()}')"
+        )
 
 
 async def archive(
