@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cronwheel.model import AttemptOutcome, Job, RetryPolicy, RunState, new_id
+from cronwheel.model import AttemptOutcome, Job, JobState, RetryPolicy, RunState, new_id
 from cronwheel.store.base import Completion, Store
 from tests.conftest import open_store
 from tests.store.factories import at, make_job, make_run
@@ -220,6 +220,34 @@ async def test_backfill_does_not_recreate_a_moved_occurrence(store: Store) -> No
     assert written.inserted == 1  # only the occurrence that never had a run
     mine = await store.list_runs("default", job_id=mail.id)
     assert sorted(r.scheduled_for for r in mine) == sorted([*occurrences, at(500)])
+
+
+async def test_a_resume_does_not_record_a_moved_occurrence_as_skipped(store: Store) -> None:
+    mail, _, _ = await _scenario(store)
+    await _archive(store, at(20))
+    await store.set_job_state(
+        "default", mail.id, JobState.PAUSED, next_fire_at=None, now=at(21), actor="ops"
+    )
+    # The occurrences the pause covered, recorded skipped on resume: one already ran.
+    skipped = [
+        make_run(mail, t, state=RunState.SKIPPED, reason="paused") for t in (at(-30), at(10))
+    ]
+    await store.set_job_state(
+        "default",
+        mail.id,
+        JobState.ACTIVE,
+        next_fire_at=at(60),
+        now=at(22),
+        actor="ops",
+        runs=skipped,
+    )
+    mine = await store.list_runs("default", job_id=mail.id)
+    assert sorted((r.scheduled_for, r.state) for r in mine if r.scheduled_for <= at(10)) == [
+        (at(-30), RunState.SUCCEEDED),
+        (at(-29), RunState.SUCCEEDED),
+        (at(-28), RunState.DEAD),
+        (at(10), RunState.SKIPPED),
+    ]
 
 
 # -- PostgreSQL: the move, its partitions, retention, races ------------------------------
