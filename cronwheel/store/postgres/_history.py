@@ -177,6 +177,7 @@ async def ensure_partitions(
     range there."""
     if width < timedelta(seconds=1):
         raise ValueError(f"a history partition must span at least a second, not {width}")
+    width = timedelta(seconds=round(width.total_seconds()))  # bounds named to the second
     existing = await partitions(conn)
     horizon = _floor(now, width) + width * (ahead + 1)
     if existing and existing[-1].upper >= horizon:
