@@ -2,13 +2,18 @@
 
 A producer enqueues ``--rate`` runs per second to a manual job (a batch every 100 ms), a
 worker in the same process executes them (a no-op handler), and maintenance deletes the
-history older than ``--retention-seconds``. Every ``--every`` seconds it prints the runs
-finished in that interval (per second), the start lag's p50 and p99 (started_at behind
-available_at, from the attempts), and the size of the tables that grow: runs and attempts
-(PostgreSQL: their total relation size and dead tuples; SQLite: the database's pages in
-use and free). The goal: after the first retention period, every column flat.
+history older than ``--retention-seconds``. On PostgreSQL maintenance also archives the
+runs finished ``--settle-seconds`` ago into history partitioned every
+``--partition-seconds`` (decision 0032; ``--no-archive`` leaves them in runs), and
+retention drops whole partitions. Every ``--every`` seconds it prints the runs finished
+in that interval (per second), the start lag's p50 and p99 (started_at behind
+available_at, from the attempts), and the size of the tables that grow (PostgreSQL: the
+total relation size of runs, attempts, run_history and attempt_history, every partition
+summed, and the dead tuples of runs; SQLite: the database's pages in use and free). The
+goal: after the first retention period, every column flat.
 
-    python bench/soak.py --store pg --rate 2000 --minutes 30 --retention-seconds 300
+    python bench/soak.py --store pg --rate 2000 --minutes 30 --retention-seconds 300 \
+        --partition-seconds 60
     python bench/soak.py --quick --store sqlite --store pg    # 2 minutes, 500 runs/s
 
 Figures are printed, never asserted. The database is a fresh one (PostgreSQL:
@@ -24,7 +29,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,9 +64,9 @@ async def _lags(cw: JobService, since: datetime, until: datetime) -> list[float]
             ).fetchall()
         )
         return [r[0] for r in rows]
-    async with store._connection() as conn:
+    async with store._connection() as conn:  # archived attempts too (decision 0032)
         rows = await conn.fetch(
-            "SELECT lag_seconds FROM attempts WHERE finished_at >= $1 AND finished_at < $2"
+            "SELECT lag_seconds FROM all_attempts WHERE finished_at >= $1 AND finished_at < $2"
             " AND lag_seconds IS NOT NULL",
             since,
             until,
@@ -89,16 +94,35 @@ async def _sizes(cw: JobService) -> dict[str, str]:
         row = await conn.fetchrow(
             "SELECT pg_total_relation_size('runs') AS runs,"
             " pg_total_relation_size('attempts') AS attempts,"
-            " (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'runs') AS dead"
+            f" ({_PARTITIONS.format(t='run_history')}) AS run_history,"
+            f" ({_PARTITIONS.format(t='attempt_history')}) AS attempt_history,"
+            " (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'runs') AS dead,"
+            " (SELECT count(*) FROM pg_partition_tree('run_history') WHERE isleaf) AS parts"
         )
     return {
         "runs MB": f"{row['runs'] / 1e6:.1f}",
         "attempts MB": f"{row['attempts'] / 1e6:.1f}",
-        "runs dead tuples": f"{row['dead'] or 0:,}",
+        "run_history MB": f"{row['run_history'] / 1e6:.1f}",
+        "attempt_hist MB": f"{row['attempt_history'] / 1e6:.1f}",
+        "runs dead tup": f"{row['dead'] or 0:,}",
+        "partitions": f"{row['parts']}",
     }
 
 
-async def _soak(url: str, rate: int, seconds: float, retention: float, every: float) -> None:
+# Every partition of a partitioned table, summed (its own size is none).
+_PARTITIONS = (
+    "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree('{t}')"
+)
+
+
+async def _soak(
+    url: str,
+    rate: int,
+    seconds: float,
+    retention: float,
+    every: float,
+    archive: MaintenanceConfig,
+) -> None:
     cw = await connect(url)
     handlers = HandlerRegistry()
     handlers.register("noop", lambda ctx: None)
@@ -108,7 +132,7 @@ async def _soak(url: str, rate: int, seconds: float, retention: float, every: fl
     worker = Worker(cw.store, WorkerConfig(pools={"default": 500}), handlers=handlers)
     maintenance = Maintenance(
         cw.store,
-        config=MaintenanceConfig(interval_seconds=1.0, retention_days=retention / 86_400),
+        config=replace(archive, interval_seconds=1.0, retention_days=retention / 86_400),
     )
     stop = asyncio.Event()
     services = [asyncio.create_task(worker.run(stop)), asyncio.create_task(maintenance.run(stop))]
@@ -122,9 +146,21 @@ async def _soak(url: str, rate: int, seconds: float, retention: float, every: fl
             next_at += 0.1
             await asyncio.sleep(max(0.0, next_at - loop.time()))
 
+    if not hasattr(cw.store, "path"):
+        async with cw.store._connection() as conn:  # type: ignore[attr-defined]
+            if await conn.fetchval("SHOW autovacuum") != "on":
+                print("WARNING: autovacuum is off on this server: runs' dead tuples only grow")
     producer = asyncio.create_task(produce())
     started = time.monotonic()
-    print(f"{url.split('://')[0]}: {rate} runs/s for {seconds:.0f} s, retention {retention:.0f} s")
+    print(
+        f"{url.split('://')[0]}: {rate} runs/s for {seconds:.0f} s, retention {retention:.0f} s,"
+        + (
+            f" archive after {archive.archive_settle_seconds:.0f} s into partitions of"
+            f" {archive.history_partition_seconds:.0f} s"
+            if archive.archive
+            else " no archive"
+        )
+    )
     header = None
     since = datetime.now(UTC)
     try:
@@ -180,6 +216,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--retention-seconds", type=float, default=300.0)
     parser.add_argument("--every", type=float, default=60.0, help="seconds between lines")
+    parser.add_argument("--settle-seconds", type=float, default=10.0, help="archive after")
+    parser.add_argument("--partition-seconds", type=float, default=60.0, help="history's")
+    parser.add_argument("--no-archive", action="store_true", help="finished runs stay in runs")
     parser.add_argument("--quick", action="store_true", help="2 min, 500 runs/s, 30 s retention")
     args = parser.parse_args()
     if args.quick:
@@ -202,7 +241,14 @@ def main() -> None:
 def _run(url: str, args: argparse.Namespace) -> None:
     runner = asyncio.Runner(loop_factory=new_event_loop)
     with runner:
-        runner.run(_soak(url, args.rate, args.minutes * 60, args.retention_seconds, args.every))
+        archive = MaintenanceConfig(
+            archive=not args.no_archive,
+            archive_settle_seconds=args.settle_seconds,
+            history_partition_seconds=args.partition_seconds,
+        )
+        runner.run(
+            _soak(url, args.rate, args.minutes * 60, args.retention_seconds, args.every, archive)
+        )
 
 
 if __name__ == "__main__":

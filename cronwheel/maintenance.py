@@ -39,6 +39,20 @@ class MaintenanceConfig:
     retention_days: float | None = 30.0
     """Finished runs older than this are deleted with their attempts; None keeps all."""
     retention_batch: int = 10_000
+    archive: bool = True
+    """Move finished runs out of the live tables into history (PostgreSQL; decision 0032).
+    Off, finished runs stay in ``runs`` until retention deletes them."""
+    archive_settle_seconds: float = 10.0
+    """How long a run stays in the live tables after it finished: more than the
+    scheduler's lead, and time for the reads that follow a completion."""
+    history_partition_seconds: float = 86_400.0
+    """The span of each history partition: retention drops whole partitions, so a run is
+    forgotten up to this long after the retention passed."""
+    history_partitions_ahead: int = 3
+    """Partitions created ahead of the current one."""
+    archive_batch: int = 5_000
+    """Runs moved by one statement; a pass moves up to ``archive_batches_per_pass``."""
+    archive_batches_per_pass: int = 10
 
 
 @dataclass(slots=True)
@@ -47,6 +61,8 @@ class MaintenanceResult:
     dead: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
     deleted: int = 0
+    archived: int = 0
+    """Finished runs moved into history (PostgreSQL)."""
     notifications_deleted: int = 0
     """Delivered and dead notifications forgotten, by the same retention as runs."""
     pipelines_advanced: int = 0
@@ -69,11 +85,14 @@ class Maintenance:
         self.config = config or MaintenanceConfig()
 
     async def run_once(self) -> MaintenanceResult:
-        """One pass: every expired lease rescued, one batch of old history deleted."""
+        """One pass: every expired lease rescued, settled runs archived (PostgreSQL), one
+        batch of old history deleted."""
         result = await self._rescue_all(
             lambda: self.store.rescue_expired(now=self.clock.now(), limit=self.config.rescue_batch)
         )
         result.pipelines_advanced = await self.store.advance_pipelines(now=self.clock.now())
+        if self.config.archive:
+            result.archived = await self._archive()
         if self.config.retention_days is not None:
             before = self.clock.now() - timedelta(days=self.config.retention_days)
             result.deleted = await self.store.delete_history(
@@ -98,6 +117,23 @@ class Maintenance:
                 run_id,
             )
         return result
+
+    async def _archive(self) -> int:
+        """Batches of settled runs into history, until one comes back short (or the
+        pass's share of batches is spent: rescues must not wait behind a backlog)."""
+        moved = 0
+        for _ in range(self.config.archive_batches_per_pass):
+            batch = await self.store.archive_runs(
+                now=self.clock.now(),
+                settle_seconds=self.config.archive_settle_seconds,
+                partition_seconds=self.config.history_partition_seconds,
+                partitions_ahead=self.config.history_partitions_ahead,
+                limit=self.config.archive_batch,
+            )
+            moved += batch
+            if batch < self.config.archive_batch:
+                break
+        return moved
 
     async def rescue_dead_owners(self, owners: list[str]) -> MaintenanceResult:
         """Rescue at once every run still held by ``owners``, workers the caller proved

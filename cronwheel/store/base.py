@@ -941,7 +941,35 @@ class Store(abc.ABC):
         """Delete finished runs (and their attempts) that finished before ``before``, at
         most ``limit``, and as many finished pipeline runs (with their task rows); return
         how many runs. SQLite deletes in small batches, each its own write, so the
-        worker's writes go between them."""
+        worker's writes go between them. PostgreSQL drops the history partitions whose
+        every run finished before ``before`` (granular to the partition width, see
+        :meth:`archive_runs`; the rows of a dropped partition are not counted: a count
+        would read them), then deletes what is left in ``runs`` and in the default
+        partitions by rows."""
+
+    @abc.abstractmethod
+    async def archive_runs(
+        self,
+        *,
+        now: datetime,
+        settle_seconds: float = 10.0,
+        partition_seconds: float = 86_400.0,
+        partitions_ahead: int = 3,
+        limit: int = 5_000,
+    ) -> int:
+        """Maintenance: move one batch (at most ``limit``) of runs that finished more
+        than ``settle_seconds`` before ``now``, with their attempts, out of the live
+        tables into history; return how many moved. Every read that may concern a
+        finished run reads both, so nothing a caller sees changes (decision 0032).
+        A task run waits for its pipeline run to finish. Two passes at once never move
+        the same run.
+
+        PostgreSQL: history is partitioned by the run's finish time, a partition every
+        ``partition_seconds``; the partitions of the current period and the
+        ``partitions_ahead`` next ones are created first, and retention drops whole
+        partitions. SQLite does nothing and returns 0: one writer, no dead tuples to
+        vacuum, and its retention already deletes in small batches; a second table would
+        only add a copy per run."""
 
     # -- notifications (the outbox) ----------------------------------------------------
     # The hot paths write outbox rows themselves, in the statement or transaction that

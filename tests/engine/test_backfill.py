@@ -131,3 +131,26 @@ async def test_after_downtime_backfill_replays_in_order_and_fire_last_all_at_onc
         pending = sorted(r.scheduled_for for r in runs if r.state is RunState.PENDING)
         assert pending == [at(9 * 60), at(10 * 60)]
         assert {r.overlap for r in runs if r.state is not RunState.SKIPPED} == {Overlap.QUEUE}
+
+
+async def test_a_backfill_skips_occurrences_whose_runs_were_archived(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    """On PostgreSQL maintenance moves finished runs out of runs, whose unique index no
+    longer sees them (decision 0032); a backfill still creates their occurrences once."""
+    job = await service.create(name="b", schedule=EVERY_MINUTE, action=HANDLER)
+    clock.advance(3600)
+    await service.backfill(job.id, start=at(60 * 10), end=at(60 * 13))
+    for run in await service.runs(job.id):
+        await store.cancel_run("default", run.id, now=clock.now(), actor="tester")
+    clock.advance(60)
+    moved = await store.archive_runs(now=clock.now(), partition_seconds=3600)
+    assert moved == (3 if store.__class__.__name__ == "PostgresStore" else 0)
+    again = await service.backfill(job.id, start=at(60 * 9), end=at(60 * 14))
+    assert (again.occurrences, again.created) == (5, 2)  # minutes 9 and 13 are new
+    runs = sorted(await service.runs(job.id), key=lambda r: r.scheduled_for)
+    assert [(r.scheduled_for, r.state) for r in runs] == [
+        (at(60 * 9), RunState.PENDING),
+        *((at(60 * m), RunState.CANCELLED) for m in (10, 11, 12)),
+        (at(60 * 13), RunState.PENDING),
+    ]

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from cronwheel.clock import FrozenClock
 from cronwheel.maintenance import Maintenance, MaintenanceConfig
-from cronwheel.model import RetryPolicy, RunState
-from cronwheel.store.base import Store
+from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run
 
 
@@ -59,3 +59,41 @@ async def test_a_pass_deletes_finished_notifications_past_retention(store: Store
     assert (await keep_day.run_once()).notifications_deleted == 1
     # The one not delivered yet is kept, however old: it is still owed to its target.
     assert [n.id for n in await store.list_notifications("default")] == [waiting.id]
+
+
+async def test_a_pass_archives_settled_runs_and_retention_forgets_them(store: Store) -> None:
+    """PostgreSQL moves a finished run into history once it has settled, and retention
+    drops its day's partition; SQLite keeps it in runs and deletes it by rows. Either
+    way a reader sees the run until retention, and not after."""
+    job = make_job()
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(-30))], [])
+    [claimed] = await store.claim_runs(
+        "w", ["default"], limit=1, now=at(0), prefetch_until=at(0), lease_seconds=10
+    )
+    await store.complete_runs(
+        [
+            Completion(
+                run_id=claimed.run.id,
+                fence=claimed.run.fence,
+                worker_id="w",
+                state=RunState.SUCCEEDED,
+                outcome=AttemptOutcome.SUCCEEDED,
+                started_at=at(0),
+                finished_at=at(0),
+            )
+        ]
+    )
+    before = await store.get_run("default", claimed.run.id)
+    postgres = store.__class__.__name__ == "PostgresStore"
+    config = MaintenanceConfig(retention_days=1)
+    early = await Maintenance(store, clock=FrozenClock(at(5)), config=config).run_once()
+    assert early.archived == 0  # not settled yet
+    settled = await Maintenance(store, clock=FrozenClock(at(20)), config=config).run_once()
+    assert settled.archived == (1 if postgres else 0)
+    assert await store.get_run("default", claimed.run.id) == before
+    # Two days on, the day it finished (a partition) is past the one-day retention.
+    later = Maintenance(store, clock=FrozenClock(at(2 * 86_400)), config=config)
+    assert (await later.run_once()).deleted == (0 if postgres else 1)  # a drop counts none
+    assert await store.get_run("default", claimed.run.id) is None
+    assert await store.list_attempts("default", claimed.run.id) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import timedelta
 from typing import Any
 
 from cronwheel.actions import PermanentError, RunContext
@@ -665,3 +666,43 @@ async def test_a_tasks_concurrency_key_holds_for_its_fanned_out_instances(
     pieces = [t for t in done.tasks if t.task == "piece"]
     keys = [(await store.get_run(DEFAULT_TENANT, t.run_id)).concurrency_key for t in pieces]  # type: ignore[union-attr,arg-type]
     assert keys == [f"g:{i % 2}" for i in range(12)]
+
+
+async def test_a_task_retried_after_its_pipeline_run_was_archived(store: Store) -> None:
+    """Once a pipeline run has finished, maintenance may archive its task runs (decision
+    0032); a retry brings them back, and the task that waited gets its parents' results."""
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    broken = threading.Event()
+    broken.set()
+    seen: dict[str, Any] = {}
+    worker.handler("a")(lambda ctx: 1)
+    worker.handler("c")(lambda ctx: {"c": 3})
+
+    @worker.handler("b")
+    def b(ctx: RunContext) -> int:
+        if broken.is_set():
+            raise PermanentError("not yet")
+        assert ctx.inputs is not None
+        return int(ctx.inputs["a"]) + 1
+
+    @worker.handler("d")
+    def d(ctx: RunContext) -> str:
+        seen.update(inputs=ctx.inputs)
+        return "done"
+
+    pipeline = await service.create("archived", {**DIAMOND, "failure_policy": "continue"})
+    started = await service.start(pipeline.id)
+    async with running(worker):
+        failed = await eventually(lambda: finished(service, started.id))
+        # Every task run finished more than the settle time before this instant.
+        later = await store.now() + timedelta(minutes=1)
+        moved = await store.archive_runs(now=later, partition_seconds=60)
+        assert moved == (3 if store.__class__.__name__ == "PostgresStore" else 0)
+        assert await service.get_run(started.id) == failed  # the same tasks and run states
+        broken.clear()
+        again = await service.retry_task(started.id, "b")
+        assert again.state == "running" and states(again)["b.0"] == ("started", None)
+        done = await eventually(lambda: finished(service, started.id))
+    assert done.state == "succeeded"
+    assert seen == {"inputs": {"b": 2, "c": {"c": 3}}}

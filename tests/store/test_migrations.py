@@ -241,6 +241,25 @@ async def _lend_concurrency_keys(store: Store) -> None:
             await _ddl(store, "\n".join(lines))
 
 
+async def _lend_run_history(store: Store) -> None:
+    """Step 20's run_history (PostgreSQL), unpartitioned and empty, lent to a store at an
+    older step: a backfill's insert-if-absent probes it."""
+    from cronwheel.store.sqlite import SqliteStore
+
+    if not isinstance(store, SqliteStore):
+        await _ddl(store, "CREATE TABLE run_history (LIKE runs)")
+
+
+async def _lend_history_views(store: Store) -> None:
+    """Step 20's views of every run and attempt (PostgreSQL), lent to a store at an older
+    step over its live tables alone: today's reads select from them."""
+    from cronwheel.store.sqlite import SqliteStore
+
+    if not isinstance(store, SqliteStore):
+        await _ddl(store, "CREATE VIEW all_runs AS SELECT * FROM runs")
+        await _ddl(store, "CREATE VIEW all_attempts AS SELECT * FROM attempts")
+
+
 async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:
     """SQLite cannot alter a CHECK: step 5 copies the attempts table. Nothing is lost,
     and the new outcome is accepted afterwards."""
@@ -258,6 +277,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     await _lend_step(store, 13)  # the pipeline task columns, read with every run
     await _lend_tenant_claim_settings(store)
     await _lend_concurrency_keys(store)
+    await _lend_run_history(store)
     job = make_job()
     await store.create_jobs([job])
     await store.materialize_runs([make_run(job, at(0)), make_run(job, at(1))], [])
@@ -280,6 +300,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     await _ddl(store, "ALTER TABLE attempts DROP COLUMN http_status")
     assert await store.migrate(target=5) == [5]
     await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")  # lent again
+    await _lend_history_views(store)
     [kept] = await store.list_attempts("default", first.id)
     assert (kept.outcome, kept.error_message) == (AttemptOutcome.FAILED, "before the upgrade")
     permanent = Completion(

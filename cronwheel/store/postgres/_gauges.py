@@ -25,7 +25,7 @@ SELECT 'running', pool, NULL, NULL, count(*), NULL
 FROM runs WHERE state = 'running' GROUP BY pool
 UNION ALL
 SELECT 'dead', NULL, NULL, tenant_id, count(*), NULL
-FROM runs WHERE state = 'dead' GROUP BY tenant_id
+FROM all_runs WHERE state = 'dead' GROUP BY tenant_id
 UNION ALL
 SELECT 'workers', p.pool, NULL, NULL, count(*), NULL
 FROM workers AS w CROSS JOIN LATERAL jsonb_array_elements_text(w.pools) AS p(pool)

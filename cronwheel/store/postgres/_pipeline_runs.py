@@ -34,6 +34,7 @@ from cronwheel.pipelines.engine import (
 )
 from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
 from cronwheel.pipelines.tasks import has_keys, task_runs
+from cronwheel.store.postgres import _history
 from cronwheel.store.postgres._sql import _CHANNEL  # the pools' wake-up channels
 
 if TYPE_CHECKING:
@@ -331,6 +332,10 @@ async def retry_task(
     definition = _definition(pr["definition_text"])
     if task not in definition.spec.tasks:
         return "not_found_task"
+    # Its task runs may have been archived once it finished (decision 0032): back into
+    # runs, where the engine reads their states and results. The lock above waits for a
+    # maintenance pass that is archiving them (it share-locks the pipeline run).
+    await _history.restore_pipeline_run(conn, pipeline_run_id)
     await conn.execute(_MARK_ENDED, pipeline_run_id, now)
     dead = await conn.fetch(
         "SELECT instance, run_id FROM pipeline_tasks WHERE pipeline_run_id = $1 AND task = $2"
@@ -386,7 +391,7 @@ async def _forget_downstream(
 _TASKS_WITH_RUNS = """
 SELECT t.task, t.instance, t.state, t.run_id, t.reason, t.message, t.updated_at,
        r.state AS run_state
-FROM pipeline_tasks AS t LEFT JOIN runs AS r ON r.id = t.run_id
+FROM pipeline_tasks AS t LEFT JOIN all_runs AS r ON r.id = t.run_id
 WHERE t.pipeline_run_id = $1"""
 
 

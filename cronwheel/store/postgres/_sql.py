@@ -319,12 +319,21 @@ inserted AS ({_INSERT_RUNS.format(now="coalesce($38::timestamptz, now())")}
 ),{_WAKE_POOLS.format(source="inserted")}
 SELECT (SELECT count(*) FROM new_jobs) AS jobs, (SELECT count(*) FROM woken) AS woken"""
 
+# Whether the occurrence of the candidate run ``r`` was archived (decision 0032): the unique
+# (job_id, scheduled_for) index covers runs only, so an insert-if-absent of past
+# occurrences (a backfill, the skipped runs of a resume) also probes history, one
+# descent of run_history_job_scheduled_for per partition.
+_ARCHIVED = """EXISTS (
+        SELECT 1 FROM run_history AS h
+        WHERE h.job_id = r.job_id AND h.scheduled_for = r.scheduled_for)"""
+
 # Params: $1-$11 the runs (see _NEW_RUNS), $12 their created_at, $13-$14 their
 # concurrency keys and limits.
 INSERT_RUNS = f"""
 WITH candidate AS ({_NEW_RUNS.format(keys="$13", limits="$14")}
 ),
 inserted AS ({_INSERT_RUNS.format(now="$12::timestamptz")}
+    WHERE NOT {_ARCHIVED}
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING id, tenant_id, job_id, scheduled_for, attempt, pool, state, reason, created_at
 ),{_SKIPPED_OUTBOX}{_WAKE_POOLS.format(source="inserted")}
@@ -368,7 +377,7 @@ SELECT r.job_id, r.id, r.state, r.scheduled_for, r.finished_at, r.attempt, r.rea
        r.last_error
 FROM unnest($2::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
-    SELECT * FROM runs
+    SELECT * FROM all_runs
     WHERE job_id = j.id AND finished_at IS NOT NULL
     ORDER BY finished_at DESC, id DESC
     LIMIT 1
@@ -378,11 +387,12 @@ WHERE r.tenant_id = $1"""
 # A job's last outcome as a condition of a job listing: the same one probe of
 # runs_job_finished per job examined as LAST_RUNS, never a scan of the runs.
 LAST_OUTCOME_IS = (
-    "(SELECT r.state FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL"
+    "(SELECT r.state FROM all_runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL"
     " ORDER BY r.finished_at DESC, r.id DESC LIMIT 1) = {}"
 )
 NO_FINISHED_RUN = (
-    "NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.job_id = jobs.id AND r.finished_at IS NOT NULL)"
+    "NOT EXISTS (SELECT 1 FROM all_runs AS r WHERE r.job_id = jobs.id"
+    " AND r.finished_at IS NOT NULL)"
 )
 
 JOB_ORDER: dict[str, tuple[str | None, str | None]] = {
@@ -481,8 +491,11 @@ advanced AS (
 ),
 inserted AS ({_INSERT_RUNS.format(now="now()")}
     -- Under an OR both lists stay hashed SubPlans, built once whatever the estimates.
+    -- A job that advances gets occurrences from its next_fire_at on, never archived
+    -- ones (decision 0032); the others (a backfill) are past occurrences, which history
+    -- may already hold.
     WHERE r.job_id IN (SELECT id FROM advanced)
-       OR r.job_id IN (SELECT job_id FROM locked WHERE NOT has_advance)
+       OR (r.job_id IN (SELECT job_id FROM locked WHERE NOT has_advance) AND NOT {_ARCHIVED})
     ORDER BY r.job_id, r.scheduled_for
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING id, tenant_id, job_id, scheduled_for, attempt, pool, state, reason, created_at
@@ -1168,7 +1181,9 @@ audited AS (
 )
 SELECT * FROM run"""
 
-GET_RUN = "SELECT * FROM runs WHERE tenant_id = $1 AND id = $2"
+# Live or archived (decision 0032): the reads that may concern a finished run select from
+# all_runs and all_attempts.
+GET_RUN = "SELECT * FROM all_runs WHERE tenant_id = $1 AND id = $2"
 
 # Params: $1 tenant, $2 run ids, $3 now, $4 extra attempts, $5 actor.
 REPLAY_RUNS = f"""
@@ -1188,19 +1203,22 @@ SELECT array(SELECT id FROM replayed) AS replayed, (SELECT count(*) FROM woken) 
 
 # -- reads ---------------------------------------------------------------------------
 
-LIST_ATTEMPTS = "SELECT * FROM attempts WHERE tenant_id = $1 AND run_id = $2 ORDER BY attempt, id"
+LIST_ATTEMPTS = (
+    "SELECT * FROM all_attempts WHERE tenant_id = $1 AND run_id = $2 ORDER BY attempt, id"
+)
 
 # The live view's reads (list_activity), each along an index: the attempts' key,
 # runs_leases, runs_finished and runs_claimable.
-ACTIVITY_ATTEMPTS = "SELECT * FROM attempts WHERE id > $1 ORDER BY id LIMIT $2"
-ACTIVITY_RUNS_BY_ID = "SELECT * FROM runs WHERE id = ANY($1::bigint[])"
+ACTIVITY_ATTEMPTS = "SELECT * FROM all_attempts WHERE id > $1 ORDER BY id LIMIT $2"
+ACTIVITY_RUNS_BY_ID = "SELECT * FROM all_runs WHERE id = ANY($1::bigint[])"
+ACTIVITY_LATEST = "SELECT coalesce(max(id), 0) FROM all_attempts"
 ACTIVITY_RUNNING = (
     "SELECT * FROM runs WHERE state = 'running' ORDER BY lease_expires_at, id LIMIT $1"
 )
 ACTIVITY_CLOSED = """
-SELECT * FROM runs r
+SELECT * FROM all_runs r
 WHERE finished_at >= $1 AND NOT EXISTS (
-    SELECT 1 FROM attempts a
+    SELECT 1 FROM all_attempts a
     WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.finished_at = r.finished_at)
 ORDER BY finished_at, id LIMIT $2"""
 ACTIVITY_WAITING = """
@@ -1276,7 +1294,7 @@ class Select:
 
 
 def dead_page(select: Select, limit: int) -> tuple[Any, ...]:
-    """A page of the dead-letter queue (``select`` is over ``runs r``): each run with its
+    """A page of the dead-letter queue (``select`` is over ``all_runs r``): each run with its
     job's name and its last attempt's error, read along attempts_run by a lateral join,
     one statement for the page. The page is cut first, then joined: a filter that the
     id order cannot serve (a pool's 20,000 dead runs) sorts bare rows, and only the
@@ -1284,10 +1302,10 @@ def dead_page(select: Select, limit: int) -> tuple[Any, ...]:
     text = (
         "SELECT r.*, j.name AS job_name, last.error_class AS last_class,"
         " last.error_message AS last_message"
-        f" FROM (SELECT * FROM runs r WHERE {' AND '.join(select.where)}"
+        f" FROM (SELECT * FROM {select.table} WHERE {' AND '.join(select.where)}"
         f" ORDER BY r.id DESC LIMIT ${len(select.args) + 1}) r"
         " LEFT JOIN jobs j ON j.id = r.job_id AND j.tenant_id = r.tenant_id"
-        " LEFT JOIN LATERAL (SELECT a.error_class, a.error_message FROM attempts a"
+        " LEFT JOIN LATERAL (SELECT a.error_class, a.error_message FROM all_attempts a"
         " WHERE a.run_id = r.id ORDER BY a.attempt DESC, a.id DESC LIMIT 1) last ON true"
         " ORDER BY r.id DESC"
     )

@@ -35,7 +35,9 @@ GROUP BY pool
 """
 
 # Through runs_dead (dead runs only).
-DEAD = f"SELECT pool, count(*) AS dead FROM runs WHERE state = 'dead' AND {_TENANT} GROUP BY pool"
+DEAD = (
+    f"SELECT pool, count(*) AS dead FROM all_runs WHERE state = 'dead' AND {_TENANT} GROUP BY pool"
+)
 
 _FAILED = ", ".join(f"'{outcome}'" for outcome in FAILED_OUTCOMES)
 
@@ -47,7 +49,7 @@ SELECT r.pool AS pool,
        count(*) FILTER (WHERE a.outcome IN ({_FAILED})) AS failures,
        percentile_disc(0.5) WITHIN GROUP (ORDER BY a.lag_seconds) AS lag_p50,
        percentile_disc(0.99) WITHIN GROUP (ORDER BY a.lag_seconds) AS lag_p99
-FROM attempts a JOIN runs r ON r.id = a.run_id
+FROM all_attempts a JOIN all_runs r ON r.id = a.run_id
 WHERE a.finished_at > $3 AND a.finished_at <= $2 AND ($1::text IS NULL OR a.tenant_id = $1)
 GROUP BY r.pool
 """
@@ -59,7 +61,7 @@ SELECT r.pool AS pool,
        floor((extract(epoch FROM a.finished_at - $3) * 1000000 - 1) / $4)::bigint AS bucket,
        count(*) AS finished,
        count(*) FILTER (WHERE a.outcome IN ({_FAILED})) AS failures
-FROM attempts a JOIN runs r ON r.id = a.run_id
+FROM all_attempts a JOIN all_runs r ON r.id = a.run_id
 WHERE a.finished_at > $3 AND a.finished_at <= $2 AND ($1::text IS NULL OR a.tenant_id = $1)
 GROUP BY 1, 2
 """
@@ -71,10 +73,10 @@ LIVE_WORKERS = "SELECT * FROM workers WHERE last_seen_at >= $1 ORDER BY id"
 
 # Params: $1 tenant, $2 job, $3 instant. Through runs_job_scheduled_for.
 RUN_AT_OR_BEFORE = """
-SELECT * FROM runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for <= $3
+SELECT * FROM all_runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for <= $3
 ORDER BY scheduled_for DESC LIMIT 1
 """
 RUN_AFTER = """
-SELECT * FROM runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for > $3
+SELECT * FROM all_runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for > $3
 ORDER BY scheduled_for LIMIT 1
 """

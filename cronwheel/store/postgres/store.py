@@ -13,7 +13,7 @@ import contextlib
 import json
 import math
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import asyncpg
@@ -86,7 +86,7 @@ from cronwheel.store.base import (
     max_jobs_refusal,
 )
 from cronwheel.store.postgres import _audit as audit
-from cronwheel.store.postgres import _gauges, _shards, _status
+from cronwheel.store.postgres import _gauges, _history, _shards, _status
 from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
 from cronwheel.store.postgres import _pipelines as pipelines
 from cronwheel.store.postgres import _rows as rows
@@ -333,6 +333,9 @@ class PostgresStore(Store):
     async def truncate_all_for_tests(self) -> None:
         """Empty every table but the migrations (ids restart), keeping the default tenant."""
         async with self._connection() as conn, conn.transaction():
+            for part in await _history.partitions(conn):  # a test's partitions are its own
+                for table in ("attempt_history", "run_history"):
+                    await conn.execute(f"DROP TABLE {table}_{part.suffix}")
             tables = await conn.fetchval(sql.TABLES_TO_TRUNCATE)
             await conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
             await conn.execute(sql.DEFAULT_TENANT)
@@ -1068,11 +1071,33 @@ class PostgresStore(Store):
             retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
         )
 
+    async def archive_runs(
+        self,
+        *,
+        now: datetime,
+        settle_seconds: float = 10.0,
+        partition_seconds: float = 86_400.0,
+        partitions_ahead: int = 3,
+        limit: int = 5_000,
+    ) -> int:
+        async with self._connection() as conn:
+            return await _history.archive(
+                conn,
+                now=now,
+                settle=timedelta(seconds=settle_seconds),
+                width=timedelta(seconds=partition_seconds),
+                ahead=partitions_ahead,
+                limit=limit,
+            )
+
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         async with self._connection() as conn:
+            await _history.drop_partitions(conn, before=before)
             status = await conn.execute(sql.DELETE_HISTORY, before, limit)
+            deleted = int(status.rsplit(" ", 1)[-1])
+            deleted += await _history.delete_default(conn, before=before, limit=limit)
             await conn.execute(sql.DELETE_PIPELINE_HISTORY, before, limit)
-        return int(status.rsplit(" ", 1)[-1])
+        return deleted
 
     # -- notifications -----------------------------------------------------------------
     async def claim_notifications(
@@ -1137,7 +1162,11 @@ class PostgresStore(Store):
         async with self._connection() as conn, conn.transaction():
             current = await conn.fetchrow(sql.LOCK_RUN, tenant_id, run_id)
             if current is None:
-                raise NotFound("run", run_id)
+                # Archived (decision 0032): finished, so there is nothing to cancel.
+                archived = await conn.fetchrow(sql.GET_RUN, tenant_id, run_id)
+                if archived is None:
+                    raise NotFound("run", run_id)
+                return rows.run(archived)
             if current["state"] == RunState.PENDING:
                 reason = f"cancelled by {actor}"
                 row = await conn.fetchrow(sql.CANCEL_PENDING_RUN, run_id, now, reason, actor)
@@ -1160,8 +1189,21 @@ class PostgresStore(Store):
         ids = [r for r in run_ids if rows.is_run_id(r)]
         if not ids:
             return []
-        row = await self._one(sql.REPLAY_RUNS, tenant_id, ids, now, extra_attempts, actor)
-        replayed = set(row["replayed"])
+        replayed: set[int] = set()
+        async with self._connection() as conn, conn.transaction():
+            # The live ones first: one that maintenance is archiving meanwhile is waited
+            # for, then found gone; the next statement sees it in history and brings it
+            # back (with its attempts and id) to be replayed like the others.
+            row = await conn.fetchrow(sql.REPLAY_RUNS, tenant_id, ids, now, extra_attempts, actor)
+            assert row is not None  # an aggregate always returns its row
+            replayed.update(row["replayed"])
+            rest = [r for r in ids if r not in replayed]
+            if rest and await _history.restore_dead(conn, tenant_id, rest):
+                row = await conn.fetchrow(
+                    sql.REPLAY_RUNS, tenant_id, rest, now, extra_attempts, actor
+                )
+                assert row is not None
+                replayed.update(row["replayed"])
         return list(dict.fromkeys(r for r in run_ids if r in replayed))
 
     # -- reads -----------------------------------------------------------------------
@@ -1182,13 +1224,13 @@ class PostgresStore(Store):
     ) -> list[Run]:
         if job_id is not None and not rows.is_uuid(job_id):
             return []
-        select = sql.Select("runs", ("tenant_id = {}", tenant_id))
+        select = sql.Select("all_runs", ("tenant_id = {}", tenant_id))
         if job_id is not None:
             select.add("job_id = {}::uuid", job_id)
         if state is not None:
             select.add("state = {}", state.value)
         if before_id is not None and job_id is not None:
-            cursor = "scheduled_for < (SELECT scheduled_for FROM runs WHERE id = {}::bigint)"
+            cursor = "scheduled_for < (SELECT scheduled_for FROM all_runs WHERE id = {}::bigint)"
             select.add(cursor, before_id)
         elif before_id is not None:
             select.add("id < {}::bigint", before_id)
@@ -1208,7 +1250,7 @@ class PostgresStore(Store):
     ) -> list[DeadRun]:
         if job_id is not None and not rows.is_uuid(job_id):
             return []
-        select = sql.Select("runs r", ("r.tenant_id = {}", tenant_id))
+        select = sql.Select("all_runs r", ("r.tenant_id = {}", tenant_id))
         select.where.append("r.state = 'dead'")
         if pool is not None:
             select.add("r.pool = {}", pool)
@@ -1254,7 +1296,7 @@ class PostgresStore(Store):
                 if waiting_before is None
                 else await conn.fetch(sql.ACTIVITY_WAITING, waiting_before, limit)
             )
-            latest = await conn.fetchval("SELECT coalesce(max(id), 0) FROM attempts")
+            latest = await conn.fetchval(sql.ACTIVITY_LATEST)
         return Activity(
             attempts=attempts,
             runs_of_attempts=of_attempts,

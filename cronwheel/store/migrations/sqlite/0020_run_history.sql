@@ -1,0 +1,3 @@
+-- cronwheel SQLite schema, step 20: nothing. PostgreSQL archives finished runs into
+-- tables partitioned by time (decision 0032); SQLite keeps one runs table and retention
+-- deletes its old rows in small batches. Numbered in step with PostgreSQL's migrations.
