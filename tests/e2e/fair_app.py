@@ -1,5 +1,5 @@
 """Handlers for the fairness tests with real processes (``--app
-tests.e2e.fair_app:worker``): each start is a line ``tenant key`` appended to
+tests.e2e.fair_app:worker``): each start is a line ``tenant key unix-time`` appended to
 ``starts.log`` in $CRONWHEEL_TEST_MARKS. O_APPEND writes of a short line are atomic and
 in the order they were made, so the file is the order the runs started in."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from cronwheel import RunContext, Worker
@@ -21,7 +22,7 @@ def _started(ctx: RunContext) -> None:
     if _fd is None:
         MARKS.mkdir(parents=True, exist_ok=True)
         _fd = os.open(MARKS / "starts.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.write(_fd, f"{ctx.tenant_id} {ctx.payload}\n".encode())
+    os.write(_fd, f"{ctx.tenant_id} {ctx.payload} {time.time()}\n".encode())
 
 
 @worker.handler("backlog")
