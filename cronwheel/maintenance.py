@@ -1,4 +1,5 @@
-"""Maintenance: rescue runs whose worker vanished, and forget old history.
+"""Maintenance: rescue runs whose worker vanished, archive finished runs into history
+and forget old history, and keep the live tables vacuumed (PostgreSQL, decision 0032).
 
 Rescue is what keeps I4: a worker killed mid-run leaves its runs ``running`` with a lease
 that stops being renewed; once the lease expires, the next pass records a ``lost``
