@@ -4,13 +4,15 @@ A producer enqueues ``--rate`` runs per second to a manual job (a batch every 10
 worker in the same process executes them (a no-op handler), and maintenance deletes the
 history older than ``--retention-seconds``. On PostgreSQL maintenance also archives the
 runs finished ``--settle-seconds`` ago into history partitioned every
-``--partition-seconds`` (decision 0032; ``--no-archive`` leaves them in runs), and
-retention drops whole partitions. Every ``--every`` seconds it prints the runs finished
-in that interval (per second), the start lag's p50 and p99 (started_at behind
-available_at, from the attempts), and the size of the tables that grow (PostgreSQL: the
-total relation size of runs, attempts, run_history and attempt_history, every partition
-summed, and the dead tuples of runs; SQLite: the database's pages in use and free). The
-goal: after the first retention period, every column flat.
+``--partition-seconds`` (decision 0032; ``--no-archive`` leaves them in runs), retention
+drops whole partitions, and maintenance vacuums runs and attempts once their dead tuples
+pass its threshold (``--no-vacuum`` leaves them to autovacuum). Every ``--every``
+seconds it prints the runs finished in that interval (per second), the start lag's p50
+and p99 (started_at behind available_at, from the attempts), and the size of the tables
+that grow (PostgreSQL: the total relation size of runs, attempts, run_history and
+attempt_history, every partition summed, the dead tuples of runs and how many times it
+was vacuumed; SQLite: the database's pages in use and free). The goal: after the first
+retention period, every column flat.
 
     python bench/soak.py --store pg --rate 2000 --minutes 30 --retention-seconds 300 \
         --partition-seconds 60
@@ -36,6 +38,7 @@ from typing import Any
 
 import asyncpg
 from cronwheel.actions.handler import HandlerRegistry
+from cronwheel.errors import StoreUnavailable
 from cronwheel.eventloop import new_event_loop
 from cronwheel.maintenance import Maintenance, MaintenanceConfig
 from cronwheel.service import JobService, connect
@@ -97,6 +100,8 @@ async def _sizes(cw: JobService) -> dict[str, str]:
             f" ({_PARTITIONS.format(t='run_history')}) AS run_history,"
             f" ({_PARTITIONS.format(t='attempt_history')}) AS attempt_history,"
             " (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'runs') AS dead,"
+            " (SELECT vacuum_count + autovacuum_count FROM pg_stat_user_tables"
+            "  WHERE relname = 'runs') AS vacuums,"
             " (SELECT count(*) FROM pg_partition_tree('run_history') WHERE isleaf) AS parts"
         )
     return {
@@ -105,6 +110,7 @@ async def _sizes(cw: JobService) -> dict[str, str]:
         "run_history MB": f"{row['run_history'] / 1e6:.1f}",
         "attempt_hist MB": f"{row['attempt_history'] / 1e6:.1f}",
         "runs dead tup": f"{row['dead'] or 0:,}",
+        "runs vacuums": f"{row['vacuums'] or 0}",
         "partitions": f"{row['parts']}",
     }
 
@@ -142,14 +148,24 @@ async def _soak(
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while not stop.is_set():
-            await cw.enqueue(job.id, [None] * per_tick)
+            try:
+                await cw.enqueue(job.id, [None] * per_tick)
+            except StoreUnavailable as exc:  # a restart of the server: ride it out
+                print(f"enqueue failed, a batch of {per_tick} lost: {exc}", flush=True)
             next_at += 0.1
             await asyncio.sleep(max(0.0, next_at - loop.time()))
 
     if not hasattr(cw.store, "path"):
         async with cw.store._connection() as conn:  # type: ignore[attr-defined]
             if await conn.fetchval("SHOW autovacuum") != "on":
-                print("WARNING: autovacuum is off on this server: runs' dead tuples only grow")
+                print(
+                    "WARNING: autovacuum is off on this server: "
+                    + (
+                        "maintenance vacuums runs and attempts itself"
+                        if archive.vacuum
+                        else "runs' dead tuples only grow (--no-vacuum)"
+                    )
+                )
     producer = asyncio.create_task(produce())
     started = time.monotonic()
     print(
@@ -160,6 +176,7 @@ async def _soak(
             if archive.archive
             else " no archive"
         )
+        + ("" if archive.vacuum else ", no vacuum by maintenance")
     )
     header = None
     since = datetime.now(UTC)
@@ -219,6 +236,9 @@ def main() -> None:
     parser.add_argument("--settle-seconds", type=float, default=10.0, help="archive after")
     parser.add_argument("--partition-seconds", type=float, default=60.0, help="history's")
     parser.add_argument("--no-archive", action="store_true", help="finished runs stay in runs")
+    parser.add_argument(
+        "--no-vacuum", action="store_true", help="maintenance leaves runs to autovacuum"
+    )
     parser.add_argument("--quick", action="store_true", help="2 min, 500 runs/s, 30 s retention")
     args = parser.parse_args()
     if args.quick:
@@ -245,6 +265,7 @@ def _run(url: str, args: argparse.Namespace) -> None:
             archive=not args.no_archive,
             archive_settle_seconds=args.settle_seconds,
             history_partition_seconds=args.partition_seconds,
+            vacuum=not args.no_vacuum,
         )
         runner.run(
             _soak(url, args.rate, args.minutes * 60, args.retention_seconds, args.every, archive)

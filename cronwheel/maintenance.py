@@ -1,4 +1,5 @@
-"""Maintenance: rescue runs whose worker vanished, and forget old history.
+"""Maintenance: rescue runs whose worker vanished, archive finished runs into history
+and forget old history, and keep the live tables vacuumed (PostgreSQL, decision 0032).
 
 Rescue is what keeps I4: a worker killed mid-run leaves its runs ``running`` with a lease
 that stops being renewed; once the lease expires, the next pass records a ``lost``
@@ -23,7 +24,7 @@ from cronwheel._aio import sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock, sync_to
 from cronwheel.model import new_id
-from cronwheel.store.base import RescueResult, Store
+from cronwheel.store.base import RescueResult, Store, Vacuum
 
 log = logging.getLogger("cronwheel.maintenance")
 
@@ -53,6 +54,15 @@ class MaintenanceConfig:
     archive_batch: int = 5_000
     """Runs moved by one statement; a pass moves up to ``archive_batches_per_pass``."""
     archive_batches_per_pass: int = 10
+    vacuum: bool = True
+    """Vacuum ``runs`` and ``attempts`` when their dead tuples pass the threshold below
+    (PostgreSQL; decision 0032): for servers whose autovacuum is off or too slow. Where
+    autovacuum keeps up, the threshold is never reached and a pass only reads the
+    tables' statistics."""
+    vacuum_min_dead_tuples: int = 10_000
+    vacuum_dead_fraction: float = 0.2
+    """A table is vacuumed when its dead tuples pass ``max(vacuum_min_dead_tuples,
+    vacuum_dead_fraction * its live tuples)``."""
 
 
 @dataclass(slots=True)
@@ -68,6 +78,8 @@ class MaintenanceResult:
     pipelines_advanced: int = 0
     """Pipeline runs moved on after a task run ended other than by a worker's completion
     (a rescue, a cancel): decision 0025."""
+    vacuumed: list[Vacuum] = field(default_factory=list)
+    """Live tables found past their dead-tuple threshold, vacuumed or skipped (PostgreSQL)."""
 
 
 class Maintenance:
@@ -83,10 +95,13 @@ class Maintenance:
         self.store = store
         self.clock = clock or SystemClock()
         self.config = config or MaintenanceConfig()
+        self._vacuum_warned: set[tuple[str, str]] = set()
 
     async def run_once(self) -> MaintenanceResult:
         """One pass: every expired lease rescued, settled runs archived (PostgreSQL), one
-        batch of old history deleted."""
+        batch of old history deleted, then the live tables vacuumed if their dead tuples
+        passed the threshold (PostgreSQL): after the archive's and retention's deletes,
+        which leave most of them."""
         result = await self._rescue_all(
             lambda: self.store.rescue_expired(now=self.clock.now(), limit=self.config.rescue_batch)
         )
@@ -101,6 +116,8 @@ class Maintenance:
             result.notifications_deleted = await self.store.delete_notifications(
                 before=before, limit=self.config.retention_batch
             )
+        if self.config.vacuum:
+            result.vacuumed = await self._vacuum()
         if result.retried or result.cancelled:
             # A lease expires only when its worker died, froze or lost the store: worth a
             # line, and rare enough for one per pass.
@@ -134,6 +151,35 @@ class Maintenance:
             if batch < self.config.archive_batch:
                 break
         return moved
+
+    async def _vacuum(self) -> list[Vacuum]:
+        found = await self.store.vacuum_live_tables(
+            min_dead_tuples=self.config.vacuum_min_dead_tuples,
+            dead_fraction=self.config.vacuum_dead_fraction,
+        )
+        for table in found:
+            if table.skipped is None:
+                log.info(
+                    "vacuumed %s: %d dead tuples beside %d live, in %.2f s",
+                    table.table,
+                    table.dead_tuples,
+                    table.live_tuples,
+                    table.seconds,
+                )
+            elif table.busy:
+                log.debug("vacuum of %s skipped: %s", table.table, table.skipped)
+            elif (table.table, table.skipped) not in self._vacuum_warned:
+                # Once per process: the server refused (e.g. the role does not own the
+                # table), and will refuse every pass until an operator acts.
+                self._vacuum_warned.add((table.table, table.skipped))
+                log.warning(
+                    "could not vacuum %s (%d dead tuples): %s. Vacuum it another way"
+                    " (autovacuum, or a role that owns it), or set vacuum off",
+                    table.table,
+                    table.dead_tuples,
+                    table.skipped,
+                )
+        return found
 
     async def rescue_dead_owners(self, owners: list[str]) -> MaintenanceResult:
         """Rescue at once every run still held by ``owners``, workers the caller proved

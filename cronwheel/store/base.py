@@ -273,6 +273,24 @@ class RescueResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Vacuum:
+    """One live table found past its dead-tuple threshold by :meth:`Store.vacuum_live_tables`."""
+
+    table: str
+    dead_tuples: int
+    """Dead tuples the statistics counted before the vacuum."""
+    live_tuples: int
+    seconds: float = 0.0
+    """How long the vacuum took (0 when skipped)."""
+    skipped: str | None = None
+    """Why it was not vacuumed this time (a vacuum of it already running, its lock busy,
+    or the server's warning); None: vacuumed."""
+    busy: bool = False
+    """Skipped because another vacuum, or a lock holder, was at it: the next pass tries
+    again, nothing for an operator to do."""
+
+
+@dataclass(frozen=True, slots=True)
 class Activity:
     """What happened to runs lately, for a live view (the ``cronwheel dev`` console).
     Every list is bounded by the call's ``limit``."""
@@ -970,6 +988,24 @@ class Store(abc.ABC):
         partitions. SQLite does nothing and returns 0: one writer, no dead tuples to
         vacuum, and its retention already deletes in small batches; a second table would
         only add a copy per run."""
+
+    @abc.abstractmethod
+    async def vacuum_live_tables(
+        self, *, min_dead_tuples: int = 10_000, dead_fraction: float = 0.2
+    ) -> list[Vacuum]:
+        """Maintenance: vacuum ``runs`` and ``attempts`` when their dead tuples pass
+        ``max(min_dead_tuples, dead_fraction * live tuples)``, for servers where
+        autovacuum is off or too slow to keep them small (decision 0032). Returns the
+        tables found past the threshold, each vacuumed or skipped with the reason; an
+        empty list when none was past it, or another process holds the vacuum lock.
+
+        PostgreSQL: one read of ``pg_stat_user_tables``; then, per table past the
+        threshold and with no vacuum of it in progress, a plain ``VACUUM (ANALYZE)``
+        outside any transaction (its lock, SHARE UPDATE EXCLUSIVE, does not conflict with
+        the hot path's reads and writes), skipping a table whose lock is busy instead of
+        waiting. One process at a time (a non-blocking advisory lock). SQLite does
+        nothing and returns an empty list: it reuses the pages that deletes free, and
+        has no dead tuples to clear."""
 
     # -- notifications (the outbox) ----------------------------------------------------
     # The hot paths write outbox rows themselves, in the statement or transaction that

@@ -82,11 +82,12 @@ from cronwheel.store.base import (
     RunReport,
     Store,
     TokenTake,
+    Vacuum,
     check_enqueue_target,
     max_jobs_refusal,
 )
 from cronwheel.store.postgres import _audit as audit
-from cronwheel.store.postgres import _gauges, _history, _shards, _status
+from cronwheel.store.postgres import _gauges, _history, _shards, _status, _vacuum
 from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
 from cronwheel.store.postgres import _pipelines as pipelines
 from cronwheel.store.postgres import _rows as rows
@@ -1088,6 +1089,14 @@ class PostgresStore(Store):
                 width=timedelta(seconds=partition_seconds),
                 ahead=partitions_ahead,
                 limit=limit,
+            )
+
+    async def vacuum_live_tables(
+        self, *, min_dead_tuples: int = 10_000, dead_fraction: float = 0.2
+    ) -> list[Vacuum]:
+        async with self._connection() as conn:
+            return await _vacuum.vacuum_live_tables(
+                conn, min_dead_tuples=min_dead_tuples, dead_fraction=dead_fraction
             )
 
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:

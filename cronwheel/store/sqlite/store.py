@@ -62,6 +62,7 @@ from cronwheel.store.base import (
     RunReport,
     Store,
     TokenTake,
+    Vacuum,
     check_enqueue_target,
 )
 from cronwheel.store.sqlite import _admin as admin
@@ -1182,6 +1183,15 @@ class SqliteStore(Store):
         # Nothing to move: one runs table, whose retention deletes in small batches
         # (decision 0032). SQLite leaves no dead tuples for a vacuum to chase.
         return 0
+
+    async def vacuum_live_tables(
+        self, *, min_dead_tuples: int = 10_000, dead_fraction: float = 0.2
+    ) -> list[Vacuum]:
+        """Nothing to do: SQLite reuses the pages that deletes and updates free (the
+        freelist) for the next writes, and an update or delete leaves no dead tuple
+        behind for a vacuum to clear. ``VACUUM`` would only rewrite the whole file, under
+        the one write lock, to give free pages back to the file system."""
+        return []
 
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         at = rows.us(before)
