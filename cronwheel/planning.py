@@ -101,7 +101,10 @@ def plan_job(
     ]
     state = JobState.ACTIVE if following is not None else JobState.COMPLETED
     last = occurrences[-1] if occurrences else job.last_fire_at
-    return JobPlan(runs, JobAdvance(job.id, job.version, following, last, state))
+    advance = JobAdvance(
+        job.id, job.version, following, last, state, expected_next_fire_at=job.next_fire_at
+    )
+    return JobPlan(runs, advance)
 
 
 def _occurrences(

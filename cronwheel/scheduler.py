@@ -3,9 +3,11 @@
 Each tick reads the jobs whose ``next_fire_at`` falls within its lead (the horizon,
 stretched when a herd is coming: :mod:`cronwheel.lead`), plans their runs
 (:mod:`cronwheel.planning`) and writes every plan of a batch in one
-``materialize_runs``. Inserts are insert-if-absent and job advances are guarded by the
-job's version, so two schedulers racing over the same jobs cannot double-fire (I2), and
-an edit or a pause that lands mid-tick wins (I5).
+``materialize_runs``. Inserts are insert-if-absent and a job's advance is a
+compare-and-set on the version and ``next_fire_at`` it was read with, so two schedulers
+racing over the same jobs cannot double-fire (I2), even once the first one's runs have
+been archived out of ``runs`` (decision 0032), and an edit or a pause that lands mid-tick
+wins (I5). A job refused that way is reported stale and planned afresh at the next read.
 """
 
 from __future__ import annotations

@@ -134,8 +134,11 @@ class TokenTake:
 class JobAdvance:
     """Move a due job's ``next_fire_at`` after its runs were planned.
 
-    Applied only if the job is still at ``version`` and ``active``: a job edited, paused
-    or cancelled since it was read is left alone, and its runs are not inserted.
+    Applied only if the job is still at ``version``, ``active`` and at
+    ``expected_next_fire_at`` (the ``next_fire_at`` its runs were planned from): a job
+    edited, paused or cancelled since it was read is left alone, and so is one another
+    scheduler advanced meanwhile (an advance does not change the version); either way
+    its runs are not inserted and it is reported stale.
     """
 
     job_id: str
@@ -143,6 +146,10 @@ class JobAdvance:
     next_fire_at: datetime | None
     last_fire_at: datetime | None
     state: JobState = JobState.ACTIVE
+    expected_next_fire_at: datetime | None = field(kw_only=True)
+    """The job's ``next_fire_at`` as read (compare-and-set): a scheduler that read the
+    job before another advanced it must not write the occurrences again, which the
+    unique index on ``runs`` no longer catches once they are archived (decision 0032)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +159,8 @@ class MaterializeResult:
     advanced: int
     """Jobs whose ``next_fire_at`` moved."""
     stale_jobs: list[str] = field(default_factory=list)
-    """Jobs that changed since they were read: nothing was written for them."""
+    """Jobs that changed (edited, paused, advanced by another scheduler...) since they
+    were read: nothing was written for them; the next read plans them afresh."""
 
 
 @hot_record
@@ -771,8 +779,9 @@ class Store(abc.ABC):
         guard: ShardGuard | None = None,
     ) -> MaterializeResult:
         """In one transaction: advance the jobs and insert their runs if absent. The runs
-        of a job whose advance does not apply (stale version, no longer active) are
-        dropped. With ``guard``, so are the runs and advances of jobs whose shard
+        of a job whose advance does not apply (stale version, ``next_fire_at`` no longer
+        the advance's ``expected_next_fire_at``, no longer active) are dropped, and the job
+        is reported stale. With ``guard``, so are the runs and advances of jobs whose shard
         (``shard_key % shard_count``) the guard's holder no longer leases under the
         guard's epoch, or whose lease has expired by the store's clock (reported as
         stale); a takeover waits for a guarded write in progress to commit."""

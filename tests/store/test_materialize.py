@@ -48,7 +48,9 @@ async def test_materialize_inserts_runs_and_advances_jobs(store: Store) -> None:
     job = make_job(next_fire_at=at(0))
     await store.create_jobs([job])
     runs = [make_run(job, at(0)), make_run(job, at(60), state=RunState.SKIPPED, reason="misfire")]
-    result = await store.materialize_runs(runs, [JobAdvance(job.id, 1, at(120), at(60))])
+    result = await store.materialize_runs(
+        runs, [JobAdvance(job.id, 1, at(120), at(60), expected_next_fire_at=at(0))]
+    )
     assert (result.inserted, result.advanced, result.stale_jobs) == (2, 1, [])
     stored = await store.get_job(job.tenant_id, job.id)
     assert stored is not None
@@ -93,7 +95,7 @@ async def test_a_job_changed_since_it_was_read_gets_nothing(store: Store) -> Non
         job.tenant_id, job.id, JobState.ACTIVE, next_fire_at=at(0), now=T0, actor="t"
     )
     result = await store.materialize_runs(
-        [make_run(job, at(0))], [JobAdvance(job.id, 1, at(60), at(0))]
+        [make_run(job, at(0))], [JobAdvance(job.id, 1, at(60), at(0), expected_next_fire_at=at(0))]
     )
     assert (result.inserted, result.advanced, result.stale_jobs) == (0, 0, [job.id])
     stored = await store.get_job(job.tenant_id, job.id)
@@ -111,7 +113,7 @@ async def test_runs_of_an_inactive_job_are_dropped(store: Store) -> None:
 async def test_a_one_time_job_completes_when_advanced(store: Store) -> None:
     job = make_job(schedule={"kind": "once", "at": at(0).isoformat()}, next_fire_at=at(0))
     await store.create_jobs([job])
-    advance = JobAdvance(job.id, 1, None, at(0), JobState.COMPLETED)
+    advance = JobAdvance(job.id, 1, None, at(0), JobState.COMPLETED, expected_next_fire_at=at(0))
     await store.materialize_runs([make_run(job, at(0))], [advance])
     stored = await store.get_job(job.tenant_id, job.id)
     assert stored is not None

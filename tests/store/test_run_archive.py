@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cronwheel.model import AttemptOutcome, Job, JobState, RetryPolicy, RunState, new_id
+from cronwheel.planning import JobPlan, plan_job
 from cronwheel.store.base import Completion, Store
 from tests.conftest import open_store
 from tests.store.factories import at, make_job, make_run
@@ -248,6 +249,77 @@ async def test_a_resume_does_not_record_a_moved_occurrence_as_skipped(store: Sto
         (at(-28), RunState.DEAD),
         (at(10), RunState.SKIPPED),
     ]
+
+
+async def _plan(store: Store, now: datetime) -> list[JobPlan]:
+    """What a scheduler reads and plans at ``now``: the due jobs' runs and advances."""
+    horizon = timedelta(seconds=2)
+    return [
+        plan_job(j, now, horizon=horizon)
+        for j in await store.fetch_due_jobs(now + horizon, limit=10)
+    ]
+
+
+async def _write(store: Store, plans: list[JobPlan]) -> Any:
+    return await store.materialize_runs(
+        [r for p in plans for r in p.runs], [p.advance for p in plans]
+    )
+
+
+async def test_a_stale_scheduler_does_not_refire_an_archived_occurrence(
+    store: Store, store2: Store
+) -> None:
+    job = make_job(pool="p", next_fire_at=at(0))
+    await store.create_jobs([job])
+    # Two unsharded schedulers read the same due job; the first writes its occurrence,
+    # the run finishes and is archived before the second, stalled, writes what it read.
+    first, stale = await _plan(store, at(0)), await _plan(store2, at(0))
+    assert [p.advance.job_id for p in stale] == [job.id]
+    written = await _write(store, first)
+    assert (written.inserted, written.advanced, written.stale_jobs) == (1, 1, [])
+    [c] = await store.claim_runs(
+        "w", ["p"], limit=1, now=at(1), prefetch_until=at(1), lease_seconds=60
+    )
+    await store.complete_runs(
+        [
+            Completion(
+                run_id=c.run.id,
+                fence=c.run.fence,
+                worker_id="w",
+                state=RunState.SUCCEEDED,
+                outcome=AttemptOutcome.SUCCEEDED,
+                started_at=at(1),
+                finished_at=at(1),
+                lag_seconds=1.0,
+            )
+        ]
+    )
+    await _archive(store, at(20), settle_seconds=0)
+    if _is_postgres(store):  # the unique index on runs no longer sees the occurrence
+        assert await _count(store, "runs") == 0
+        assert await _count(store, "run_history") == 1
+    written = await _write(store2, stale)
+    assert (written.inserted, written.advanced, written.stale_jobs) == (0, 0, [job.id])
+    mine = await store.list_runs("default", job_id=job.id)
+    assert [(r.scheduled_for, r.state) for r in mine] == [(at(0), RunState.SUCCEEDED)]
+    stored = await store.get_job("default", job.id)
+    assert stored is not None and stored.next_fire_at == at(60)
+
+
+async def test_a_stale_read_does_not_hold_back_the_next_fire(store: Store, store2: Store) -> None:
+    job = make_job(pool="p", next_fire_at=at(0))
+    await store.create_jobs([job])
+    stale = await _plan(store2, at(0))
+    await _write(store, await _plan(store, at(0)))
+    assert (await _write(store2, stale)).stale_jobs == [job.id]
+    # The stalled scheduler reads again and goes on from where the other left the job.
+    assert await _plan(store2, at(0)) == []
+    written = await _write(store2, await _plan(store2, at(60)))
+    assert (written.inserted, written.advanced, written.stale_jobs) == (1, 1, [])
+    mine = await store.list_runs("default", job_id=job.id)
+    assert sorted(r.scheduled_for for r in mine) == [at(0), at(60)]
+    stored = await store.get_job("default", job.id)
+    assert stored is not None and stored.next_fire_at == at(120)
 
 
 # -- PostgreSQL: the move, its partitions, retention, races ------------------------------

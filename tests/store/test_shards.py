@@ -59,7 +59,7 @@ async def test_the_guard_lets_the_holder_write_its_shards_only(store: Store) -> 
     [lease] = await store.acquire_shards("s1", [0], now=await store.now(), ttl_seconds=60)
     jobs = [await store.get_job("default", j) for j in job_ids]
     runs = [make_run(j, at(0)) for j in jobs if j]
-    advances = [JobAdvance(j.id, 1, at(60), at(0)) for j in jobs if j]
+    advances = [JobAdvance(j.id, 1, at(60), at(0), expected_next_fire_at=at(0)) for j in jobs if j]
     guard = ShardGuard("s1", {0: lease.epoch}, count)
     result = await store.materialize_runs(runs, advances, guard=guard)
     mine = [j for j in job_ids if shard_key(j) % 2 == 0]
@@ -79,12 +79,16 @@ async def test_a_former_owner_cannot_write_after_a_takeover(store: Store) -> Non
     assert new.epoch == old.epoch + 1
     stale_guard = ShardGuard("s1", {shard: old.epoch}, 4)
     written = await store.materialize_runs(
-        [make_run(job, at(0))], [JobAdvance(job.id, 1, at(60), at(0))], guard=stale_guard
+        [make_run(job, at(0))],
+        [JobAdvance(job.id, 1, at(60), at(0), expected_next_fire_at=at(0))],
+        guard=stale_guard,
     )
     assert (written.inserted, written.advanced, written.stale_jobs) == (0, 0, [job.id])
     fresh_guard = ShardGuard("s2", {shard: new.epoch}, 4)
     written = await store.materialize_runs(
-        [make_run(job, at(0))], [JobAdvance(job.id, 1, at(60), at(0))], guard=fresh_guard
+        [make_run(job, at(0))],
+        [JobAdvance(job.id, 1, at(60), at(0), expected_next_fire_at=at(0))],
+        guard=fresh_guard,
     )
     assert (written.inserted, written.advanced) == (1, 1)
 

@@ -194,17 +194,25 @@ def new_run_template_columns(runs: Sequence[NewRun]) -> list[list[Any]]:
 
 
 def target_columns(runs: Sequence[NewRun], advances: Sequence[JobAdvance]) -> list[list[Any]]:
-    """``MATERIALIZE_RUNS``' $12-$17: every job of the batch once, with its advance if it
+    """``MATERIALIZE_RUNS``' $12-$18: every job of the batch once, with its advance if it
     has one, in ascending id order (the order their rows are locked in)."""
     targets: dict[str, JobAdvance | None] = {r.job_id: None for r in runs}
     targets.update((a.job_id, a) for a in advances)
     rows = [
-        (job_id, False, None, None, None, None)
+        (job_id, False, None, None, None, None, None)
         if a is None
-        else (job_id, True, a.version, a.next_fire_at, a.last_fire_at, a.state.value)
+        else (
+            job_id,
+            True,
+            a.version,
+            a.expected_next_fire_at,
+            a.next_fire_at,
+            a.last_fire_at,
+            a.state.value,
+        )
         for job_id, a in sorted(targets.items(), key=lambda item: item[0].lower())
     ]
-    return _columns(rows, 6)
+    return _columns(rows, 7)
 
 
 def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:

@@ -462,10 +462,11 @@ SELECT * FROM job"""
 
 # -- scheduler -----------------------------------------------------------------------
 
-# Params: $1-$11 the runs (see _NEW_RUNS), $12-$17 the targets: every job of the batch
-# once, in ascending id order, with its advance if it has one (see _rows.target_columns).
+# Params: $1-$11 the runs (see _NEW_RUNS), $12-$18 the targets: every job of the batch
+# once, in ascending id order, with its advance if it has one (see _rows.target_columns),
+# $19-$20 the runs' concurrency keys and limits.
 MATERIALIZE_RUNS = f"""
-WITH candidate AS ({_NEW_RUNS.format(keys="$18", limits="$19")}
+WITH candidate AS ({_NEW_RUNS.format(keys="$19", limits="$20")}
 ),
 locked AS (
     -- The batch's jobs that are still active, each locked (in id order) before anything
@@ -474,26 +475,33 @@ locked AS (
     -- lock also orders this insert with a concurrent pause or cancel: either the cancel
     -- waits and then cancels these runs too, or it wins and nothing goes in.
     SELECT t.* FROM unnest($12::uuid[], $13::bool[], $14::int[], $15::timestamptz[],
-                           $16::timestamptz[], $17::text[])
-        AS t(job_id, has_advance, version, next_fire_at, last_fire_at, state)
+                           $16::timestamptz[], $17::timestamptz[], $18::text[])
+        AS t(job_id, has_advance, version, expected_next_fire_at, next_fire_at,
+             last_fire_at, state)
     CROSS JOIN LATERAL (
         SELECT state FROM jobs WHERE id = t.job_id OFFSET 0 FOR NO KEY UPDATE
     ) AS j
     WHERE j.state = 'active'
 ),
 advanced AS (
+    -- A compare-and-set on the fire time as well as the version: advancing a job does not
+    -- change its version, so only this refuses a scheduler that read the job before
+    -- another advanced it (the unique index on runs no longer sees an occurrence once it
+    -- is archived, decision 0032). The row was locked above: a racing advance has
+    -- committed by now, and the latest version of the row is the one compared.
     UPDATE jobs AS j
     SET next_fire_at = l.next_fire_at, last_fire_at = coalesce(l.last_fire_at, j.last_fire_at),
         state = l.state
     FROM locked AS l
     WHERE j.id = l.job_id AND l.has_advance AND j.version = l.version
+      AND j.next_fire_at IS NOT DISTINCT FROM l.expected_next_fire_at
     RETURNING j.id
 ),
 inserted AS ({_INSERT_RUNS.format(now="now()")}
     -- Under an OR both lists stay hashed SubPlans, built once whatever the estimates.
-    -- A job that advances gets occurrences from its next_fire_at on, never archived
-    -- ones (decision 0032); the others (a backfill) are past occurrences, which history
-    -- may already hold.
+    -- A job that advances gets occurrences from the next_fire_at it still had, never
+    -- archived ones (decision 0032); the others (a backfill) are past occurrences, which
+    -- history may already hold.
     WHERE r.job_id IN (SELECT id FROM advanced)
        OR (r.job_id IN (SELECT job_id FROM locked WHERE NOT has_advance) AND NOT {_ARCHIVED})
     ORDER BY r.job_id, r.scheduled_for

@@ -789,16 +789,21 @@ class SqliteStore(Store):
             if guard is not None:
                 valid = _shards.valid_shards(c, guard, now)
                 todo_runs, todo_advances, stale = guarded(guard, valid, runs, advances)
+            # A compare-and-set on the fire time as well as the version: an advance does
+            # not change the version, so only this refuses a scheduler that read the job
+            # before another advanced it.
             for a in todo_advances:
                 cursor = c.execute(
                     "UPDATE jobs SET next_fire_at = ?, last_fire_at = coalesce(?, last_fire_at),"
-                    " state = ? WHERE id = ? AND version = ? AND state = 'active'",
+                    " state = ? WHERE id = ? AND version = ? AND state = 'active'"
+                    " AND next_fire_at IS ?",
                     (
                         rows.us_or_none(a.next_fire_at),
                         rows.us_or_none(a.last_fire_at),
                         a.state.value,
                         a.job_id,
                         a.version,
+                        rows.us_or_none(a.expected_next_fire_at),
                     ),
                 )
                 (advanced.add if cursor.rowcount else stale.append)(a.job_id)
