@@ -23,15 +23,17 @@ from typing import Any
 import cronwheel
 import httpx
 from cronwheel.actions.egress import ALLOW_ENV, LOOPBACK
+from cronwheel.cli.services import ASYNC_CONCURRENCY
 from cronwheel.scheduler import Scheduler
 
 from lib import adapter, flows, records
 from lib.adapter import Args, Result
 from lib.stats import lag_summary
 
-CONCURRENCY = int(os.environ.get("CWBENCH_CW_CONCURRENCY", "2500"))
-"""Runs at once in the worker's pool (``--concurrency``, default 10); it holds up to 4x
-this many claimed runs (prefetch)."""
+CONCURRENCY = os.environ.get("CWBENCH_CW_CONCURRENCY")
+"""Runs at once in the worker's pool (``--concurrency``); unset: cronwheel's default for a
+pool of async handlers (the bench's ``noop`` is async), which holds up to 4x this many
+claimed runs (prefetch)."""
 BATCH = 5_000
 """Jobs per create_many call: the bulk path."""
 NOTIFY = os.environ.get("CWBENCH_NOTIFY") == "1"
@@ -123,7 +125,9 @@ class Cronwheel:
     def processes(self, workload: str) -> list[list[str]]:
         py = sys.executable
         if not self.pg:
-            serve = [py, "-m", "cw.serve", "--db", self.url, "--concurrency", str(CONCURRENCY)]
+            serve = [py, "-m", "cw.serve", "--db", self.url]
+            if CONCURRENCY is not None:
+                serve += ["--concurrency", CONCURRENCY]
             if self.api_port is not None:
                 serve += ["--api-port", str(self.api_port)]
             return [serve]
@@ -131,7 +135,9 @@ class Cronwheel:
         # a line per attempt at info is a production default, not a cost to measure here.
         quiet = ["--log-level", "warning"]
         worker = [py, "-m", "cronwheel", "worker", "--app", "cw.app:worker", "--db", self.url]
-        worker += ["--concurrency", str(CONCURRENCY), *quiet]
+        if CONCURRENCY is not None:
+            worker += ["--concurrency", CONCURRENCY]
+        worker += quiet
         if workload in ("W1", "W6"):  # immediate runs need no scheduler: only the worker
             return [worker]
         return [worker, [py, "-m", "cronwheel", "scheduler", "--db", self.url, *quiet]]
@@ -140,7 +146,7 @@ class Cronwheel:
         shape = "cluster: worker + scheduler processes" if self.pg else "embedded: one process"
         settings = {
             "shape": shape,
-            "concurrency": CONCURRENCY,
+            "concurrency": int(CONCURRENCY) if CONCURRENCY else f"default ({ASYNC_CONCURRENCY})",
             "enqueue_batch": BATCH,
             "create_many_batch": BATCH,
         }

@@ -8,6 +8,7 @@ import argparse
 import socket
 
 from cronwheel import eventloop
+from cronwheel.cli.services import ASYNC_CONCURRENCY
 from cronwheel.maintenance import Maintenance
 from cronwheel.notifier import Notifier
 from cronwheel.runtime import Service, serve, tune_process
@@ -50,7 +51,8 @@ async def main(db: str, concurrency: int, api_port: int | None) -> None:
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--db", required=True)
-    p.add_argument("--concurrency", type=int, default=100)
+    # As `cronwheel dev` and `cronwheel worker` choose for a pool of async handlers.
+    p.add_argument("--concurrency", type=int, default=ASYNC_CONCURRENCY)
     p.add_argument("--api-port", type=int, default=None, help="serve the API there too")
     a = p.parse_args()
     eventloop.run(main(a.db, a.concurrency, a.api_port))  # as the CLI's commands do

@@ -58,6 +58,10 @@ class HandlerRegistry:
     def pools(self) -> set[str]:
         return {h.pool for h in self._handlers.values()}
 
+    def handlers(self) -> list[RegisteredHandler]:
+        """Every registered handler."""
+        return list(self._handlers.values())
+
     def __contains__(self, name: object) -> bool:
         return name in self._handlers
 

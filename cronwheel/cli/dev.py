@@ -128,7 +128,7 @@ def dev(
     db_url: str,
     app: str | None,
     pools: tuple[str, ...],
-    concurrency: int,
+    concurrency: int | None,
     demo: bool,
     host: str,
     port: int,

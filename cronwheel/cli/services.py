@@ -33,10 +33,35 @@ from cronwheel.worker import Worker, WorkerConfig
 log = logging.getLogger("cronwheel.cli")
 
 
+ASYNC_CONCURRENCY = 2500
+"""A pool's concurrency when ``--concurrency`` is not given and every handler of the pool
+is async (or it runs only webhooks): chosen from measurements (bench/README.md, "Default
+concurrency"). W1's rate rises with it up to about a thousand runs at once and is level
+after; 4 x 2,500 claimed ahead holds a herd of 10,000 runs due at one instant (W2), which
+a thousand did not (its last run started 1.2 s late). An idle slot costs nothing."""
+SYNC_CONCURRENCY = 32
+"""A pool's concurrency when it has a sync handler: each running sync handler holds a
+thread, and past a few dozen threads a process spends its time switching between them.
+Blocking I/O in sync handlers may want more (``--pool NAME=N``); CPU-bound ones a
+process per core."""
+
+
+def default_concurrency(registry: HandlerRegistry, pool: str) -> int:
+    """The concurrency of ``pool`` when none is given (:data:`ASYNC_CONCURRENCY`,
+    :data:`SYNC_CONCURRENCY`)."""
+    sync = any(not h.is_async for h in registry.handlers() if h.pool == pool)
+    return SYNC_CONCURRENCY if sync else ASYNC_CONCURRENCY
+
+
 def pools_of(
-    values: tuple[str, ...], registry: HandlerRegistry, concurrency: int
+    values: tuple[str, ...], registry: HandlerRegistry, concurrency: int | None
 ) -> dict[str, int]:
-    """``--pool reports`` or ``--pool reports=4``; none given: the handlers' pools."""
+    """``--pool reports`` or ``--pool reports=4``; none given: the handlers' pools. A pool
+    without a number runs ``concurrency`` at once, or its default (by its handlers)."""
+
+    def of(pool: str) -> int:
+        return concurrency if concurrency is not None else default_concurrency(registry, pool)
+
     pools: dict[str, int] = {}
     for value in values:
         name, _, n = value.partition("=")
@@ -44,8 +69,8 @@ def pools_of(
             raise click.BadParameter(
                 f"{value!r}: expected NAME or NAME=CONCURRENCY", param_hint="--pool"
             )
-        pools[name] = int(n) if n else concurrency
-    return pools or dict.fromkeys(registry.pools or {"default"}, concurrency)
+        pools[name] = int(n) if n else of(name)
+    return pools or {pool: of(pool) for pool in sorted(registry.pools or {"default"})}
 
 
 def registry_of(app: str | None) -> HandlerRegistry:
@@ -104,7 +129,13 @@ pool_option = click.option(
     "--pool", "pools", multiple=True, help="A pool to serve: NAME or NAME=CONCURRENCY (repeatable)."
 )
 concurrency_option = click.option(
-    "--concurrency", default=10, show_default=True, help="Runs at once per pool."
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help=(
+        f"Runs at once per pool [default: {ASYNC_CONCURRENCY} for a pool of async handlers"
+        f" and webhooks, {SYNC_CONCURRENCY} for one with a sync handler]."
+    ),
 )
 duration_option = click.option(
     "--duration", type=float, default=None, help="Stop after this many seconds."
@@ -135,7 +166,7 @@ def worker(
     db_url: str,
     app: str | None,
     pools: tuple[str, ...],
-    concurrency: int,
+    concurrency: int | None,
     lease_seconds: float,
     grace_seconds: float,
     duration: float | None,
