@@ -472,10 +472,14 @@ class Worker:
     def _apply_heartbeat(self, result: HeartbeatResult, sent: dict[int, _InFlight]) -> None:
         """Stop the runs the heartbeat found lost or cancelled: the flights it was sent
         for, not whatever holds the run id now. While the write was in flight, a run's
-        completion may have been written and the run claimed again (its retry) under a
-        new fence: the old fence is "lost", and the new flight must go on."""
+        completion may have been written (the run is no longer running: "lost") and the
+        run claimed again (its retry) under a new fence: the new flight must go on."""
         for run_id in result.lost:
             flight = self._inflight.get(run_id)
+            if flight is not None and flight.task is not None and flight.task.done():
+                # Finished: its completion, written or on its way, raced this write and
+                # its fence decides. Nothing to abandon, nothing to warn about.
+                continue
             if flight is not None and flight is sent.get(run_id):
                 log.warning(
                     "run %s: lease lost; abandoning it to its new owner",

@@ -568,3 +568,27 @@ async def test_a_full_worker_claims_a_run_enqueued_meanwhile_at_once(store: Stor
 
 async def _runs_in(store: Store, tenant: str, job_id: str, state: str) -> list[Any]:
     return [r for r in await store.list_runs(tenant, job_id=job_id) if r.state == state]
+
+
+async def test_a_heartbeat_that_raced_a_completion_does_not_call_the_run_lost(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch of completions written while a heartbeat's write was in flight: the
+    heartbeat finds those runs no longer running. They finished; no lease was lost."""
+    worker = Worker(store, FAST)
+
+    @worker.handler("noop")
+    async def noop(ctx: RunContext) -> None:
+        pass
+
+    await job_with_run(store)
+    assert await worker.claim() == 1
+    [flight] = worker._inflight.values()
+    assert flight.task is not None
+    await flight.task  # the handler ran; its completion is queued, not yet written
+    # The completion loop's write lands first (the worker has not read its answer yet).
+    await store.complete_runs([worker._completions.get_nowait()])
+    with caplog.at_level(logging.WARNING, "cronwheel.worker"):
+        await worker.heartbeat()
+    assert "lease lost" not in caplog.text
+    assert not flight.lost
