@@ -509,3 +509,31 @@ async def test_two_maintenance_passes_move_each_run_once(pg_store: Any, pg_store
     [row] = await _sql(pg_store, "SELECT count(*), count(DISTINCT run_id) FROM attempt_history")
     assert tuple(row) == (n, n)
     assert await _count(pg_store, "runs") == 0 and await _count(pg_store, "attempts") == 0
+
+
+async def test_reads_of_history_while_partitions_come_and_go_never_deadlock(
+    pg_store: Any, pg_store2: Any
+) -> None:
+    """Creating and dropping partitions locks their parent exclusively: with one table's
+    locks held while waiting for the other's, reads of all_runs and all_attempts
+    deadlocked with it (CI, 2026-11-25). They may wait a moment; they never fail."""
+    job = make_job()
+    await pg_store.create_jobs([job], [make_run(job, at(-5))])
+    stop = asyncio.Event()
+
+    async def read() -> int:
+        reads = 0
+        while not stop.is_set():
+            runs = await pg_store2.list_runs("default", limit=10)
+            await pg_store2.list_attempts("default", runs[0].id)
+            reads += 1
+        return reads
+
+    readers = [asyncio.create_task(read()) for _ in range(3)]
+    try:
+        for step in range(40):  # each pass a new partition pair, and one dropped
+            await _archive(pg_store, at(step), partition_seconds=1, partitions_ahead=1)
+            await pg_store.delete_history(before=at(step - 3), limit=10)
+    finally:
+        stop.set()
+    assert all(n > 0 for n in await asyncio.gather(*readers))

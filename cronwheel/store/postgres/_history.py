@@ -35,7 +35,7 @@ lock on the partitioned table): a long read of history makes maintenance try aga
 next pass instead of queueing every other read of history behind it."""
 
 _STAMP = "%Y%m%dt%H%M%S"
-_NAME = re.compile(r"^run_history_p(\d{8}t\d{6})_(\d{8}t\d{6})$")
+_NAME = re.compile(r"^(?:run|attempt)_history_p(\d{8}t\d{6})_(\d{8}t\d{6})$")
 
 # The columns of attempts, in order: attempt_history has them, then run_finished_at.
 _ATTEMPT_COLUMNS = (
@@ -45,7 +45,9 @@ _ATTEMPT_COLUMNS = (
 
 _PARTITIONS = """
 SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
-WHERE i.inhparent = 'run_history'::regclass"""
+WHERE i.inhparent = $1::regclass"""
+_HISTORY = (("run_history", "finished_at"), ("attempt_history", "run_finished_at"))
+"""The partitioned tables, and the column each is partitioned by."""
 
 # Params: $1 the settle cutoff (now - settle), $2 the upper bound of the newest partition,
 # $3 the batch. Only past occurrences move: a run cancelled before it was due stays until
@@ -149,10 +151,10 @@ def _parse(stamp: str) -> datetime:
     return datetime.strptime(stamp, _STAMP).replace(tzinfo=UTC)
 
 
-async def partitions(conn: Connection) -> list[Partition]:
-    """The partitions of run_history, oldest first (not the default one)."""
+async def partitions(conn: Connection, table: str = "run_history") -> list[Partition]:
+    """The partitions of ``table``, oldest first (not the default one)."""
     found = []
-    for row in await conn.fetch(_PARTITIONS):
+    for row in await conn.fetch(_PARTITIONS, table):
         match = _NAME.match(row["relname"])
         if match is not None:
             found.append(Partition(_parse(match[1]), _parse(match[2])))
@@ -178,45 +180,63 @@ async def ensure_partitions(
     if width < timedelta(seconds=1):
         raise ValueError(f"a history partition must span at least a second, not {width}")
     width = timedelta(seconds=round(width.total_seconds()))  # bounds named to the second
-    existing = await partitions(conn)
     horizon = _floor(now, width) + width * (ahead + 1)
+    uppers = []
+    for table, column in _HISTORY:
+        upper = await _extend(conn, table, column, now=now, width=width, horizon=horizon)
+        if upper is None:
+            return None
+        uppers.append(upper)
+    # Rows move only into a range both tables have (a pass may have extended one of them
+    # and not yet the other).
+    return min(uppers)
+
+
+async def _extend(
+    conn: Connection, table: str, column: str, *, now: datetime, width: timedelta, horizon: datetime
+) -> datetime | None:
+    """``table``'s partitions up to ``horizon``; the upper bound of its newest."""
+    existing = await partitions(conn, table)
     if existing and existing[-1].upper >= horizon:
         return existing[-1].upper
     try:
+        # One table a transaction, its parent locked first (LOCK TABLE takes the parent,
+        # then its partitions: the order every read takes them in). Creating a partition
+        # locks the parent exclusively; holding one table's locks while waiting for the
+        # other's, or taking a partition's before its parent's, deadlocked with reads of
+        # all_runs (found in CI): a read now waits for this, a moment, and never fails.
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", PARTITION_LOCK)
             await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-            existing = await partitions(conn)  # another pass may have made them meanwhile
+            await conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            existing = await partitions(conn, table)  # another pass may have made them
             lower = existing[-1].upper if existing else _floor(now, width)
             if not existing:
-                await _bound_defaults(conn, lower)
+                await _bound_default(conn, table, column, lower)
             while lower < horizon:
                 made = Partition(lower, lower + width)
                 bounds = f"FROM ('{made.lower.isoformat()}') TO ('{made.upper.isoformat()}')"
-                for table in ("run_history", "attempt_history"):
-                    await conn.execute(
-                        f"CREATE TABLE {table}_{made.suffix} PARTITION OF {table}"
-                        f" FOR VALUES {bounds}"
-                    )
+                await conn.execute(
+                    f"CREATE TABLE {table}_{made.suffix} PARTITION OF {table} FOR VALUES {bounds}"
+                )
                 lower = made.upper
     except asyncpg.LockNotAvailableError:
-        existing = await partitions(conn)
+        existing = await partitions(conn, table)
         return existing[-1].upper if existing else None
     return lower
 
 
-async def _bound_defaults(conn: Connection, first: datetime) -> None:
-    """Before the first partition: the default partitions will hold only what finished
+async def _bound_default(conn: Connection, table: str, column: str, first: datetime) -> None:
+    """Before the first partition: the default partition will hold only what finished
     before ``first``, and say so in a CHECK. Creating a partition must otherwise scan the
     default partition, under an exclusive lock, for rows of its range; the CHECK proves
-    there are none. They are empty now (nothing moves before a partition exists), so
+    there are none. It is empty now (nothing moves before a partition exists), so
     validating it reads nothing."""
-    for table, column in (("run_history", "finished_at"), ("attempt_history", "run_finished_at")):
-        constraint = f"{table}_default_before_partitions"
-        await conn.execute(
-            f"ALTER TABLE {table}_default DROP CONSTRAINT IF EXISTS {constraint},"
-            f" ADD CONSTRAINT {constraint} CHECK ({column} < '{first.isoformat()}')"
-        )
+    constraint = f"{table}_default_before_partitions"
+    await conn.execute(
+        f"ALTER TABLE {table}_default DROP CONSTRAINT IF EXISTS {constraint},"
+        f" ADD CONSTRAINT {constraint} CHECK ({column} < '{first.isoformat()}')"
+    )
 
 
 async def archive(
@@ -247,9 +267,12 @@ async def drop_partitions(conn: Connection, *, before: datetime) -> list[Partiti
         if part.upper > before:
             break
         try:
-            async with conn.transaction():
-                await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                for table in ("attempt_history", "run_history"):
+            # Attempts first (a run is never in history without them), one table a
+            # transaction, each parent locked before its partitions (see _extend).
+            for table in ("attempt_history", "run_history"):
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                    await conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
                     await conn.execute(f"DROP TABLE IF EXISTS {table}_{part.suffix}")
         except asyncpg.LockNotAvailableError:
             break
