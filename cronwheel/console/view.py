@@ -4,6 +4,7 @@ pipe or a file gets plain lines, one per event, never wrapped and never blank.""
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Collection
 from contextlib import AbstractContextManager, nullcontext
@@ -15,11 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from cronwheel._aio import sleep_or_stop
+from cronwheel._outage import Outage
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.console.events import EventFeed
 from cronwheel.console.lines import STYLE, one_line, render, stamp, state_label
 from cronwheel.model import DEFAULT_TENANT, Run
 from cronwheel.store.base import Store
+
+log = logging.getLogger("cronwheel.console")
 
 POLL_SECONDS = 0.25
 WAITING_EVERY = 8
@@ -76,17 +80,28 @@ async def watch_runs(
             output.line(text, STYLE.get(style))
     output.line(f"live from {stamp(started, with_date=True)} UTC (each event once, at its time)")
     polls = 0
+    # A read that fails (the store restarting, a connection cut) is reported and tried
+    # again: the console is one service of the process, and it must not take the worker,
+    # the scheduler and the API down with it.
+    outage = Outage(log, "following runs for the console")
     with output.live() as live:
         while True:
             stopping = stop.is_set()
-            events = await feed.poll(check_waiting=polls % WAITING_EVERY == 0)
-            polls += 1
-            for event in events:
-                text, style = render(event, own_worker=own_worker)
-                output.line(text, STYLE.get(style))
-            if live is not None:
-                recent = await store.list_runs(DEFAULT_TENANT, limit=rows)
-                live.update(await _table(feed, recent, clock))
+            try:
+                events = await feed.poll(check_waiting=polls % WAITING_EVERY == 0)
+                polls += 1
+                for event in events:
+                    text, style = render(event, own_worker=own_worker)
+                    output.line(text, STYLE.get(style))
+                if live is not None:
+                    recent = await store.list_runs(DEFAULT_TENANT, limit=rows)
+                    live.update(await _table(feed, recent, clock))
+            except Exception as exc:
+                if stopping:
+                    return
+                await sleep_or_stop(stop, outage.failed(exc))
+                continue
+            outage.ok()
             if stopping:  # one last read after the stop: what happened up to it is shown
                 return
             await sleep_or_stop(stop, POLL_SECONDS)

@@ -7,6 +7,7 @@ import itertools
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -267,3 +268,64 @@ async def test_dev_demo_restarts_on_its_file_and_renews_the_jobs_of_this_start(
     assert "demo: 2 example jobs created" in out, out
     live = out.split("live from", 1)[1]
     assert "demo-webhook attempt 1/3 succeeded" in live, out
+
+
+async def test_dev_on_postgresql_rides_out_a_failing_read(store_url: str, tmp_path: Path) -> None:
+    """A store error in one service is reported and retried: `cronwheel dev` stays up.
+    Its console read the store with no retry, and a deadlock reported to one of its
+    reads took the whole process down (CI, 2026-11-25). Here every read of a run fails
+    for a while: the view they read is renamed away, then back."""
+    if not store_url.startswith("postgresql"):
+        return  # the failure is made with PostgreSQL's catalog
+    port = free_port()
+    log = tmp_path / "dev.log"
+    args = ["dev", "--db", store_url, "--port", str(port), "--duration", "90"]
+    with cronwheel_proc(*args, log=log) as proc:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as api:
+
+            async def ready() -> bool:
+                try:
+                    return (await api.get("/readyz")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await eventually(ready, timeout=60)
+            async with await cronwheel.connect(store_url) as cw:
+                store: Any = cw.store
+                async with store._connection() as conn:
+                    await conn.execute("ALTER VIEW all_runs RENAME TO all_runs_away")
+
+                    async def console_failed() -> bool:
+                        await asyncio.sleep(0)
+                        return proc.poll() is not None or "for the console failed" in (
+                            log.read_text(errors="replace")
+                        )
+
+                    try:
+                        await eventually(console_failed, timeout=60)
+                    finally:
+                        await conn.execute("ALTER VIEW all_runs_away RENAME TO all_runs")
+            assert proc.poll() is None, log.read_text(errors="replace")
+            job = await eventually(lambda: _create_webhookless(api), timeout=60)
+            run = (await api.post(f"/v1/jobs/{job}/trigger")).json()
+
+            async def dead() -> bool:  # no handler of that name: one failed attempt
+                got = await api.get(f"/v1/runs/{run['id']}")
+                return got.status_code == 200 and got.json()["state"] == "dead"
+
+            await eventually(dead, timeout=60)
+            assert proc.poll() is None, log.read_text(errors="replace")
+
+
+async def _create_webhookless(api: httpx.AsyncClient) -> str | None:
+    spec = {
+        "name": "after-the-cut",
+        "schedule": {"kind": "manual"},
+        "action": {"type": "handler", "name": "nobody-serves-this"},
+        "retry": {"max_attempts": 1},
+    }
+    try:
+        got = await api.post("/v1/jobs", json=spec)
+    except httpx.TransportError:
+        return None
+    return str(got.json()["id"]) if got.status_code == 201 else None
