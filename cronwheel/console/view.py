@@ -71,7 +71,19 @@ async def watch_runs(
     output = output or Output()
     clock = clock or SystemClock()
     feed = EventFeed(store, clock, own_pools=own_pools)
-    history = await feed.start()
+    # A read that fails (the store restarting, a connection cut, a deadlock reported to
+    # it) is reported and tried again: the console is one service of the process, and it
+    # must not take the worker, the scheduler and the API down with it.
+    outage = Outage(log, "following runs for the console")
+    while True:
+        try:
+            history = await feed.start()
+            break
+        except Exception as exc:
+            if stop.is_set():
+                return
+            await sleep_or_stop(stop, outage.failed(exc))
+    outage.ok()
     started = feed.started_at or clock.now()
     if history:
         output.line(f"history (before this start, times UTC): the newest {len(history)} events")
@@ -80,10 +92,6 @@ async def watch_runs(
             output.line(text, STYLE.get(style))
     output.line(f"live from {stamp(started, with_date=True)} UTC (each event once, at its time)")
     polls = 0
-    # A read that fails (the store restarting, a connection cut) is reported and tried
-    # again: the console is one service of the process, and it must not take the worker,
-    # the scheduler and the API down with it.
-    outage = Outage(log, "following runs for the console")
     with output.live() as live:
         while True:
             stopping = stop.is_set()
