@@ -106,11 +106,11 @@ PEEK_OVERFLOW = 256
 """How far past a pool's limit peeks may take what it holds: a stream of enqueues
 cannot grow a full worker's claimed runs without bound."""
 WATCHDOG_GRANULARITY = 0.005
+"""Timeouts are enforced by one watchdog that wakes at most this often (seconds), not by
+a timer per run: a run is stopped at most this much after its timeout."""
 POOL_RATES_REFRESH = 5.0
 """Seconds between two reads of which pools are rate limited (decision 0033): a new or
 changed limit reaches every worker within this."""
-"""Timeouts are enforced by one watchdog that wakes at most this often (seconds), not by
-a timer per run: a run is stopped at most this much after its timeout."""
 
 
 @dataclass(slots=True)
@@ -168,9 +168,11 @@ class Worker:
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
         self._warm: set[str] = set()
+        """Pools claimed from at least once."""
         self._rates: dict[str, float] = {}
         self._rates_read_at: datetime | None = None
-        """Pools claimed from at least once."""
+        self._topics = [f"runs:{p}" for p in self.config.pools]
+        """What a worker waits on for new runs: one wake-up topic per pool it serves."""
         self._held: Counter[str] = Counter()
         """Claimed runs per pool: a claim asks for the room left, without a scan."""
         self._instants: dict[datetime, list[_InFlight]] = {}
@@ -366,7 +368,6 @@ class Worker:
         return self._rates
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
-        topics = [f"runs:{p}" for p in self.config.pools]
         outage = Outage(log, "claiming runs")
         while not stop.is_set():
             try:
@@ -384,7 +385,7 @@ class Worker:
             elif claimed == 0:
                 self._news.clear()
                 await first_of(
-                    self.store.wait(topics, timeout=self.config.poll_seconds),
+                    self.store.wait(self._topics, timeout=self.config.poll_seconds),
                     stop.wait(),
                     self._news.wait(),
                 )
@@ -398,12 +399,11 @@ class Worker:
         the enqueue's notification takes it at once (the claim is fair: a newly waiting
         tenant's first run is in it), and it starts at the next free slot. Without
         notifications (SQLite written by another process) this loop only waits."""
-        topics = [f"runs:{p}" for p in self.config.pools]
         outage = Outage(log, "claiming new runs")
         while not stop.is_set():
             try:
                 woken = asyncio.ensure_future(
-                    self.store.wait(topics, timeout=self.config.poll_seconds)
+                    self.store.wait(self._topics, timeout=self.config.poll_seconds)
                 )
                 await first_of(woken, stop.wait())
                 if not _woken(woken) or stop.is_set():

@@ -29,14 +29,11 @@ RUNS = 40  # each leaves 3 dead tuples in runs (claim, completion, archive) and 
 
 
 @pytest.fixture
-async def pg_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """A migrated, empty PostgreSQL store, its statistics flushed."""
-    s = await open_store("postgres", request, tmp_path)
-    try:
-        await _flush_stats(s)  # the truncate's reset lands before the test's own counts
-        yield s
-    finally:
-        await s.close()
+async def pg_store(pg_store: Any) -> Any:
+    """The migrated, empty PostgreSQL store (tests/store/conftest.py), its statistics
+    flushed: the truncate's reset lands before the test's own counts."""
+    await _flush_stats(pg_store)
+    return pg_store
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ import pytest
 from cronwheel.model import AttemptOutcome, Job, JobState, RetryPolicy, RunState, new_id
 from cronwheel.planning import JobPlan, plan_job
 from cronwheel.store.base import Completion, Store
-from tests.conftest import open_store
 from tests.store.factories import at, make_job, make_run
 
 WIDTH = 60.0  # seconds per partition: T0 (2030-01-01 12:00) starts one
@@ -27,16 +25,6 @@ WIDTH = 60.0  # seconds per partition: T0 (2030-01-01 12:00) starts one
 
 def _is_postgres(store: Store) -> bool:
     return store.__class__.__name__ == "PostgresStore"
-
-
-@pytest.fixture
-async def pg_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """A migrated, empty PostgreSQL store."""
-    s = await open_store("postgres", request, tmp_path)
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 @pytest.fixture
