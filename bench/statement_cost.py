@@ -1,0 +1,223 @@
+"""bench/statement_cost.py: what claiming and completing a run costs in PostgreSQL.
+
+W1's rate is bounded by CPU (``bench/cpu_budget.py``); this isolates the store's share.
+One process, one connection at a time, no worker: N runs of one manual job enqueued,
+then claimed 2,500 a statement and completed 1,000 a statement, as a saturated worker
+does, through cronwheel's own store calls (``claim_runs``, ``complete_runs``). Printed
+per run: the wall time of each call (the server's work and the round trip) and the CPU
+time this process spent in it (asyncpg's encoding and decoding, cronwheel's rows), so
+wall less client CPU is about the server's share.
+
+For scale, the same loop over a lean queue table, written here and nowhere in
+cronwheel: the columns a claim needs, two partial indexes, a claim that is one UPDATE of
+the first N pending rows and a completion that deletes the row and appends it to a
+history table with two indexes (the shape of pgqueuer's queue and log). It has no
+fairness between tenants, no attempts, no outbox, no job join, no overlap policies:
+it is the floor a redesign could approach, not a like-for-like system.
+
+    python bench/statement_cost.py                 # 20,000 runs, 3 rounds each
+    python bench/statement_cost.py --runs 100000 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from datetime import timedelta
+
+import asyncpg
+import cronwheel
+from cronwheel.model import AttemptOutcome, RunState
+from cronwheel.store.base import Completion
+
+PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+CLAIM = 2_500
+COMPLETE = 1_000
+DB = f"cwbench_stmt_{os.getpid()}"
+
+
+def _dsn(db: str) -> str:
+    return PG.rsplit("/", 1)[0] + "/" + db
+
+
+async def _fresh() -> None:
+    admin = await asyncpg.connect(PG)
+    try:
+        await admin.execute(f"DROP DATABASE IF EXISTS {DB}")
+        await admin.execute(f"CREATE DATABASE {DB}")
+    finally:
+        await admin.close()
+
+
+async def _drop() -> None:
+    admin = await asyncpg.connect(PG)
+    try:
+        await admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+async def cronwheel_round(n: int) -> dict[str, float]:
+    await _fresh()
+    cw = await cronwheel.connect(_dsn(DB))
+    try:
+        store = cw.store
+        job = await cw.create(
+            name="q", schedule={"kind": "manual"}, action={"type": "handler", "name": "noop"}
+        )
+        for i in range(0, n, 5_000):
+            await cw.enqueue(job.id, [f"k{j}" for j in range(i, min(n, i + 5_000))])
+        now = await store.now()
+        wall = {"claim": 0.0, "complete": 0.0}
+        cpu = {"claim": 0.0, "complete": 0.0}
+        done = 0
+        while True:
+            t, c = time.perf_counter(), time.process_time()
+            claim = await store.claim_runs(
+                "bench",
+                ["default"],
+                limit=CLAIM,
+                now=now,
+                prefetch_until=now + timedelta(seconds=2),
+                lease_seconds=30,
+            )
+            wall["claim"] += time.perf_counter() - t
+            cpu["claim"] += time.process_time() - c
+            if not len(claim):
+                break
+            completions = sorted(
+                (
+                    Completion(
+                        run_id=r.run.id,
+                        fence=r.run.fence,
+                        worker_id="bench",
+                        state=RunState.SUCCEEDED,
+                        outcome=AttemptOutcome.SUCCEEDED,
+                        started_at=now,
+                        finished_at=now,
+                        lag_seconds=0.001,
+                    )
+                    for r in claim
+                ),
+                key=lambda d: d.run_id,
+            )
+            for i in range(0, len(completions), COMPLETE):
+                t, c = time.perf_counter(), time.process_time()
+                await store.complete_runs(completions[i : i + COMPLETE])
+                wall["complete"] += time.perf_counter() - t
+                cpu["complete"] += time.process_time() - c
+            done += len(completions)
+        assert done == n, f"claimed {done} of {n}"
+    finally:
+        await cw.close()
+        await _drop()
+    return _per_run(wall, cpu, n)
+
+
+LEAN_SCHEMA = """
+CREATE TABLE queue (
+    id bigserial PRIMARY KEY, tenant_id text NOT NULL, job_id uuid NOT NULL,
+    pool text NOT NULL, priority int NOT NULL, available_at timestamptz NOT NULL,
+    state text NOT NULL, fence int NOT NULL DEFAULT 0, attempt int NOT NULL DEFAULT 0,
+    lease_owner text, lease_expires_at timestamptz, payload jsonb);
+CREATE INDEX queue_pending ON queue (pool, tenant_id, priority, available_at)
+    WHERE state = 'pending';
+CREATE INDEX queue_leases ON queue (lease_expires_at) WHERE state = 'running';
+CREATE TABLE history (
+    id bigint PRIMARY KEY, tenant_id text, job_id uuid, state text, attempt int,
+    worker_id text, started_at timestamptz, finished_at timestamptz, payload jsonb);
+CREATE INDEX history_job ON history (job_id, finished_at);
+CREATE INDEX history_finished ON history (finished_at);
+"""
+LEAN_ENQUEUE = """
+INSERT INTO queue (tenant_id, job_id, pool, priority, available_at, state, payload)
+SELECT 'default', '00000000-0000-0000-0000-000000000001', 'default', 2, now(), 'pending',
+       to_jsonb('k' || g)
+FROM generate_series($1::int, $2::int) AS g"""
+LEAN_CLAIM = """
+UPDATE queue AS q
+SET state = 'running', fence = q.fence + 1, attempt = q.attempt + 1, lease_owner = $1,
+    lease_expires_at = now() + interval '30 seconds'
+WHERE q.id = ANY (ARRAY(
+    SELECT id FROM queue
+    WHERE state = 'pending' AND pool = 'default' AND tenant_id = 'default'
+    ORDER BY priority, available_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+RETURNING q.*"""
+LEAN_COMPLETE = """
+WITH done AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS d(id, fence)),
+gone AS (
+    DELETE FROM queue AS q USING done WHERE q.id = done.id AND q.fence = done.fence
+    RETURNING q.*)
+INSERT INTO history
+SELECT id, tenant_id, job_id, 'succeeded', attempt, lease_owner, now(), now(), payload
+FROM gone"""
+
+
+async def lean_round(n: int) -> dict[str, float]:
+    await _fresh()
+    conn = await asyncpg.connect(_dsn(DB))
+    try:
+        await conn.execute(LEAN_SCHEMA)
+        for i in range(0, n, 5_000):
+            await conn.execute(LEAN_ENQUEUE, i, min(n, i + 5_000) - 1)
+        wall = {"claim": 0.0, "complete": 0.0}
+        cpu = {"claim": 0.0, "complete": 0.0}
+        done = 0
+        while True:
+            t, c = time.perf_counter(), time.process_time()
+            rows = await conn.fetch(LEAN_CLAIM, "bench", CLAIM)
+            wall["claim"] += time.perf_counter() - t
+            cpu["claim"] += time.process_time() - c
+            if not rows:
+                break
+            rows.sort(key=lambda r: r["id"])
+            for i in range(0, len(rows), COMPLETE):
+                batch = rows[i : i + COMPLETE]
+                t, c = time.perf_counter(), time.process_time()
+                await conn.execute(
+                    LEAN_COMPLETE, [r["id"] for r in batch], [r["fence"] for r in batch]
+                )
+                wall["complete"] += time.perf_counter() - t
+                cpu["complete"] += time.process_time() - c
+            done += len(rows)
+        assert done == n, f"claimed {done} of {n}"
+    finally:
+        await conn.close()
+        await _drop()
+    return _per_run(wall, cpu, n)
+
+
+def _per_run(wall: dict[str, float], cpu: dict[str, float], n: int) -> dict[str, float]:
+    us = {f"{k}_wall_us": v / n * 1e6 for k, v in wall.items()}
+    us |= {f"{k}_client_cpu_us": v / n * 1e6 for k, v in cpu.items()}
+    us["total_wall_us"] = us["claim_wall_us"] + us["complete_wall_us"]
+    return us
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--runs", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    print(
+        f"µs per run, {a.runs:,} runs, claims of {CLAIM:,}, completions of {COMPLETE:,}\n"
+        f"{'':<10} {'claim wall':>10} {'(client cpu)':>12} {'complete wall':>13} "
+        f"{'(client cpu)':>12} {'total wall':>10}"
+    )
+    for _ in range(a.rounds):
+        for name, measure in (("cronwheel", cronwheel_round), ("lean", lean_round)):
+            r = await measure(a.runs)
+            print(
+                f"{name:<10} {r['claim_wall_us']:>10.1f} {r['claim_client_cpu_us']:>12.1f} "
+                f"{r['complete_wall_us']:>13.1f} {r['complete_client_cpu_us']:>12.1f} "
+                f"{r['total_wall_us']:>10.1f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
