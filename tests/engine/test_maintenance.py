@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from cronwheel.clock import FrozenClock
 from cronwheel.maintenance import Maintenance, MaintenanceConfig
-from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
-from cronwheel.store.base import Completion, Store
-from tests.store.factories import at, make_job, make_run
+from cronwheel.model import RetryPolicy, RunState
+from cronwheel.store.base import Store
+from tests.store.factories import at, make_job, make_run, succeeded
 
 
 async def test_a_pass_rescues_every_expired_lease_in_batches(store: Store) -> None:
@@ -71,19 +71,7 @@ async def test_a_pass_archives_settled_runs_and_retention_forgets_them(store: St
     [claimed] = await store.claim_runs(
         "w", ["default"], limit=1, now=at(0), prefetch_until=at(0), lease_seconds=10
     )
-    await store.complete_runs(
-        [
-            Completion(
-                run_id=claimed.run.id,
-                fence=claimed.run.fence,
-                worker_id="w",
-                state=RunState.SUCCEEDED,
-                outcome=AttemptOutcome.SUCCEEDED,
-                started_at=at(0),
-                finished_at=at(0),
-            )
-        ]
-    )
+    await store.complete_runs([succeeded(claimed, at(0))])
     before = await store.get_run("default", claimed.run.id)
     postgres = store.__class__.__name__ == "PostgresStore"
     config = MaintenanceConfig(retention_days=1)

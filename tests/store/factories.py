@@ -1,4 +1,5 @@
-"""Small builders for store tests: a job and its runs with sensible defaults."""
+"""Small builders for store tests: a job, its runs and their completions with sensible
+defaults."""
 
 from __future__ import annotations
 
@@ -6,7 +7,17 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwheel.model import DEFAULT_TENANT, Job, NewRun, Priority, RunState, new_id
+from cronwheel.model import (
+    DEFAULT_TENANT,
+    AttemptOutcome,
+    ClaimedRun,
+    Job,
+    NewRun,
+    Priority,
+    RunState,
+    new_id,
+)
+from cronwheel.store.base import Completion
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -46,3 +57,17 @@ def make_run(job: Job, scheduled_for: datetime, **overrides: Any) -> NewRun:
 
 
 __all__ = ["T0", "Priority", "RunState", "at", "make_job", "make_run"]
+
+
+def succeeded(claimed: ClaimedRun, when: datetime, **overrides: Any) -> Completion:
+    """Worker ``w``'s completion of a claimed run that succeeded at once at ``when``."""
+    done = Completion(
+        run_id=claimed.run.id,
+        fence=claimed.run.fence,
+        worker_id="w",
+        state=RunState.SUCCEEDED,
+        outcome=AttemptOutcome.SUCCEEDED,
+        started_at=when,
+        finished_at=when,
+    )
+    return replace(done, **overrides)

@@ -20,10 +20,9 @@ import pytest
 
 from cronwheel.clock import FrozenClock
 from cronwheel.maintenance import Maintenance, MaintenanceConfig
-from cronwheel.model import AttemptOutcome, RunState
-from cronwheel.store.base import Completion, Store
+from cronwheel.store.base import Store
 from tests.conftest import open_store
-from tests.store.factories import at, make_job, make_run
+from tests.store.factories import at, make_job, make_run, succeeded
 
 RUNS = 40  # each leaves 3 dead tuples in runs (claim, completion, archive) and 1 in attempts
 
@@ -73,21 +72,7 @@ async def _finished_and_archived(store: Store, n: int = RUNS) -> None:
         "w", [job.pool], limit=n, now=at(0), prefetch_until=at(0), lease_seconds=60
     )
     assert len(claimed) == n
-    await store.complete_runs(
-        [
-            Completion(
-                run_id=c.run.id,
-                fence=c.run.fence,
-                worker_id="w",
-                state=RunState.SUCCEEDED,
-                outcome=AttemptOutcome.SUCCEEDED,
-                started_at=at(0),
-                finished_at=at(0),
-                lag_seconds=0.0,
-            )
-            for c in claimed
-        ]
-    )
+    await store.complete_runs([succeeded(c, at(0), lag_seconds=0.0) for c in claimed])
     moved = await store.archive_runs(now=at(60), partition_seconds=60.0, limit=10 * n)
     assert moved == (0 if store.__class__.__name__ == "SqliteStore" else n)
 
@@ -215,21 +200,7 @@ async def test_a_vacuum_and_the_hot_path_do_not_wait_for_each_other(
             timeout=30,
         )
         completed = await asyncio.wait_for(
-            pg_store.complete_runs(
-                [
-                    Completion(
-                        run_id=c.run.id,
-                        fence=c.run.fence,
-                        worker_id="w",
-                        state=RunState.SUCCEEDED,
-                        outcome=AttemptOutcome.SUCCEEDED,
-                        started_at=at(62),
-                        finished_at=at(62),
-                        lag_seconds=0.0,
-                    )
-                    for c in claimed
-                ]
-            ),
+            pg_store.complete_runs([succeeded(c, at(62), lag_seconds=0.0) for c in claimed]),
             timeout=30,
         )
     assert len(claimed) == 2

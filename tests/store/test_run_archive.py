@@ -18,7 +18,7 @@ import pytest
 from cronwheel.model import AttemptOutcome, Job, JobState, RetryPolicy, RunState, new_id
 from cronwheel.planning import JobPlan, plan_job
 from cronwheel.store.base import Completion, Store
-from tests.store.factories import at, make_job, make_run
+from tests.store.factories import at, make_job, make_run, succeeded
 
 WIDTH = 60.0  # seconds per partition: T0 (2030-01-01 12:00) starts one
 
@@ -268,20 +268,7 @@ async def test_a_stale_scheduler_does_not_refire_an_archived_occurrence(
     [c] = await store.claim_runs(
         "w", ["p"], limit=1, now=at(1), prefetch_until=at(1), lease_seconds=60
     )
-    await store.complete_runs(
-        [
-            Completion(
-                run_id=c.run.id,
-                fence=c.run.fence,
-                worker_id="w",
-                state=RunState.SUCCEEDED,
-                outcome=AttemptOutcome.SUCCEEDED,
-                started_at=at(1),
-                finished_at=at(1),
-                lag_seconds=1.0,
-            )
-        ]
-    )
+    await store.complete_runs([succeeded(c, at(1), lag_seconds=1.0)])
     await _archive(store, at(20), settle_seconds=0)
     if _is_postgres(store):  # the unique index on runs no longer sees the occurrence
         assert await _count(store, "runs") == 0
@@ -469,20 +456,7 @@ async def test_two_maintenance_passes_move_each_run_once(pg_store: Any, pg_store
     claimed = await pg_store.claim_runs(
         "w", ["p"], limit=n, now=at(0), prefetch_until=at(0), lease_seconds=600
     )
-    await pg_store.complete_runs(
-        [
-            Completion(
-                run_id=c.run.id,
-                fence=c.run.fence,
-                worker_id="w",
-                state=RunState.SUCCEEDED,
-                outcome=AttemptOutcome.SUCCEEDED,
-                started_at=at(0),
-                finished_at=at(0),
-            )
-            for c in claimed
-        ]
-    )
+    await pg_store.complete_runs([succeeded(c, at(0)) for c in claimed])
 
     async def drain(store: Any) -> int:
         total = 0
