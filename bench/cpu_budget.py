@@ -98,7 +98,20 @@ def _descendants(sample: Sample, root: int, depth: int) -> set[int]:
     return found
 
 
-def budget(system: str, runs: int | None) -> dict[str, float | int | None]:
+@dataclass
+class Budget:
+    """One W1 run's figures, and the CPU each side used per run (µs)."""
+
+    runs_per_s: int
+    runs_per_s_incl_startup: int
+    window_s: float
+    worker_us: float
+    postgres_us: float
+    machine_us: float
+    worker_processes: list[str]
+
+
+def budget(system: str, runs: int | None) -> Budget:
     sampler = Sampler()
     thread = threading.Thread(target=sampler.run, daemon=True)
     thread.start()
@@ -115,8 +128,7 @@ def budget(system: str, runs: int | None) -> dict[str, float | int | None]:
         thread.join()
         if proc.returncode != 0:
             sys.exit(f"bench/run failed for {system}:\n{err.decode()[-2000:]}")
-        result = json.loads(out.read_text())
-    w1 = _w1(result)
+        w1 = json.loads(out.read_text())["results"][0]
     samples = sampler.samples
     # The worker side: processes two or more generations below bench/run (bench/run ->
     # the system's adapter -> its worker processes), for as long as they lived.
@@ -135,20 +147,16 @@ def budget(system: str, runs: int | None) -> dict[str, float | int | None]:
     worker = _ticks_used(samples, first, last, lambda s, i: {p: s.procs[p][1] for p in sides[i]})
     postgres = _ticks_used(samples, first, last, lambda s, i: s.postgres)
     machine = (samples[last].machine_busy - samples[first - 1].machine_busy) / TICKS
-    n = w1.get("n") or 0
-    return {
-        "runs": n,
-        "worker_processes": commands,  # type: ignore[dict-item]
-        "runs_per_s": w1.get("runs_per_s"),
-        "runs_per_s_incl_startup": w1.get("runs_per_s_incl_startup"),
-        "window_s": round(seconds, 2),
-        "worker_cpu_s": round(worker, 2),
-        "postgres_cpu_s": round(postgres, 2),
-        "machine_cpu_s": round(machine, 2),
-        "worker_us_per_run": round(worker / n * 1e6, 1) if n else None,
-        "postgres_us_per_run": round(postgres / n * 1e6, 1) if n else None,
-        "machine_us_per_run": round(machine / n * 1e6, 1) if n else None,
-    }
+    n = w1["n"]
+    return Budget(
+        runs_per_s=w1["runs_per_s"] or 0,
+        runs_per_s_incl_startup=w1["runs_per_s_incl_startup"] or 0,
+        window_s=round(seconds, 2),
+        worker_us=round(worker / n * 1e6, 1),
+        postgres_us=round(postgres / n * 1e6, 1),
+        machine_us=round(machine / n * 1e6, 1),
+        worker_processes=commands,
+    )
 
 
 def _ticks_used(
@@ -161,23 +169,6 @@ def _ticks_used(
     for i in range(first, last + 1):
         latest.update(pick(samples[i], i))
     return sum(t - base.get(pid, 0) for pid, t in latest.items()) / TICKS
-
-
-def _w1(result: object) -> dict[str, float | int | None]:
-    """W1's figures, wherever bench/run's JSON keeps them."""
-    if isinstance(result, dict):
-        if "runs_per_s" in result:
-            return result
-        for value in result.values():
-            found = _w1(value)
-            if found:
-                return found
-    if isinstance(result, list):
-        for value in result:
-            found = _w1(value)
-            if found:
-                return found
-    return {}
 
 
 def main() -> None:
@@ -199,13 +190,12 @@ def main() -> None:
         for system in systems:
             b = budget(system, a.runs)
             print(
-                f"{system:<16} {b['runs_per_s'] or 0:>8,} {b['runs_per_s_incl_startup'] or 0:>10,} "
-                f"{b['window_s']:>6}s {b['worker_us_per_run']:>13} {b['postgres_us_per_run']:>15} "
-                f"{b['machine_us_per_run']:>14}",
+                f"{system:<16} {b.runs_per_s:>8,} {b.runs_per_s_incl_startup:>10,} "
+                f"{b.window_s:>6}s {b.worker_us:>13} {b.postgres_us:>15} {b.machine_us:>14}",
                 flush=True,
             )
             if a.verbose:
-                print("  worker side:", *b["worker_processes"], sep="\n    ")
+                print("  worker side:", *b.worker_processes, sep="\n    ")
 
 
 if __name__ == "__main__":

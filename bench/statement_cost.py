@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import asyncpg
@@ -36,6 +39,27 @@ PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/post
 CLAIM = 2_500
 COMPLETE = 1_000
 DB = f"cwbench_stmt_{os.getpid()}"
+
+
+@dataclass
+class Timings:
+    """Wall and this process's CPU time, summed per step (``claim``, ``complete``)."""
+
+    wall: dict[str, float] = field(default_factory=lambda: {"claim": 0.0, "complete": 0.0})
+    cpu: dict[str, float] = field(default_factory=lambda: {"claim": 0.0, "complete": 0.0})
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        yield
+        self.wall[name] += time.perf_counter() - wall
+        self.cpu[name] += time.process_time() - cpu
+
+    def per_run(self, n: int) -> dict[str, float]:
+        us = {f"{k}_wall_us": v / n * 1e6 for k, v in self.wall.items()}
+        us |= {f"{k}_client_cpu_us": v / n * 1e6 for k, v in self.cpu.items()}
+        us["total_wall_us"] = us["claim_wall_us"] + us["complete_wall_us"]
+        return us
 
 
 def _dsn(db: str) -> str:
@@ -70,21 +94,17 @@ async def cronwheel_round(n: int) -> dict[str, float]:
         for i in range(0, n, 5_000):
             await cw.enqueue(job.id, [f"k{j}" for j in range(i, min(n, i + 5_000))])
         now = await store.now()
-        wall = {"claim": 0.0, "complete": 0.0}
-        cpu = {"claim": 0.0, "complete": 0.0}
-        done = 0
+        timings, done = Timings(), 0
         while True:
-            t, c = time.perf_counter(), time.process_time()
-            claim = await store.claim_runs(
-                "bench",
-                ["default"],
-                limit=CLAIM,
-                now=now,
-                prefetch_until=now + timedelta(seconds=2),
-                lease_seconds=30,
-            )
-            wall["claim"] += time.perf_counter() - t
-            cpu["claim"] += time.process_time() - c
+            with timings.step("claim"):
+                claim = await store.claim_runs(
+                    "bench",
+                    ["default"],
+                    limit=CLAIM,
+                    now=now,
+                    prefetch_until=now + timedelta(seconds=2),
+                    lease_seconds=30,
+                )
             if not len(claim):
                 break
             completions = sorted(
@@ -104,16 +124,14 @@ async def cronwheel_round(n: int) -> dict[str, float]:
                 key=lambda d: d.run_id,
             )
             for i in range(0, len(completions), COMPLETE):
-                t, c = time.perf_counter(), time.process_time()
-                await store.complete_runs(completions[i : i + COMPLETE])
-                wall["complete"] += time.perf_counter() - t
-                cpu["complete"] += time.process_time() - c
+                with timings.step("complete"):
+                    await store.complete_runs(completions[i : i + COMPLETE])
             done += len(completions)
         assert done == n, f"claimed {done} of {n}"
     finally:
         await cw.close()
         await _drop()
-    return _per_run(wall, cpu, n)
+    return timings.per_run(n)
 
 
 LEAN_SCHEMA = """
@@ -162,38 +180,25 @@ async def lean_round(n: int) -> dict[str, float]:
         await conn.execute(LEAN_SCHEMA)
         for i in range(0, n, 5_000):
             await conn.execute(LEAN_ENQUEUE, i, min(n, i + 5_000) - 1)
-        wall = {"claim": 0.0, "complete": 0.0}
-        cpu = {"claim": 0.0, "complete": 0.0}
-        done = 0
+        timings, done = Timings(), 0
         while True:
-            t, c = time.perf_counter(), time.process_time()
-            rows = await conn.fetch(LEAN_CLAIM, "bench", CLAIM)
-            wall["claim"] += time.perf_counter() - t
-            cpu["claim"] += time.process_time() - c
+            with timings.step("claim"):
+                rows = await conn.fetch(LEAN_CLAIM, "bench", CLAIM)
             if not rows:
                 break
             rows.sort(key=lambda r: r["id"])
             for i in range(0, len(rows), COMPLETE):
                 batch = rows[i : i + COMPLETE]
-                t, c = time.perf_counter(), time.process_time()
-                await conn.execute(
-                    LEAN_COMPLETE, [r["id"] for r in batch], [r["fence"] for r in batch]
-                )
-                wall["complete"] += time.perf_counter() - t
-                cpu["complete"] += time.process_time() - c
+                with timings.step("complete"):
+                    await conn.execute(
+                        LEAN_COMPLETE, [r["id"] for r in batch], [r["fence"] for r in batch]
+                    )
             done += len(rows)
         assert done == n, f"claimed {done} of {n}"
     finally:
         await conn.close()
         await _drop()
-    return _per_run(wall, cpu, n)
-
-
-def _per_run(wall: dict[str, float], cpu: dict[str, float], n: int) -> dict[str, float]:
-    us = {f"{k}_wall_us": v / n * 1e6 for k, v in wall.items()}
-    us |= {f"{k}_client_cpu_us": v / n * 1e6 for k, v in cpu.items()}
-    us["total_wall_us"] = us["claim_wall_us"] + us["complete_wall_us"]
-    return us
+    return timings.per_run(n)
 
 
 async def main() -> None:
