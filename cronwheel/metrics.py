@@ -59,6 +59,9 @@ STORE_READ_TIMEOUT = 2.0
 """How long one read of the store-derived gauges serves every scrape."""
 
 
+LOOP_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
 def status_class(status: int) -> str:
     """``2xx`` … ``5xx`` for an HTTP status: the bounded label of a webhook response."""
     return f"{min(max(status // 100, 1), 5)}xx"
@@ -130,6 +133,7 @@ class Metrics:
         for label in SKIP_REASONS:
             self.skipped.labels(label)
         self._replica: tuple[dict[str, Counter], Gauge] | None = None
+        self._loop_lag: Histogram | None = None
         # The worker records a batch at a time: labelled children looked up once per
         # pool and outcome, not once per run.
         self._children: dict[tuple[str, str], tuple[Histogram, Counter]] = {}
@@ -208,6 +212,21 @@ class Metrics:
     def replica_lag(self, seconds: float | None) -> None:
         """The read replica's lag at its last check; None: unknown."""
         self._replica_metrics()[1].set(math.nan if seconds is None else seconds)
+
+    def loop_lag(self, seconds: float) -> None:
+        """How late one turn of a worker's event loop came (registered at the first
+        use: only a process with a worker exports it)."""
+        if self._loop_lag is None:
+            with self._lock:
+                if self._loop_lag is None:
+                    self._loop_lag = Histogram(
+                        "cronwheel_worker_loop_lag_seconds",
+                        "How late a worker's event loop turned, sampled every 0.1 s: past a"
+                        " second, heartbeats, claims and the stop signal wait (issue 26).",
+                        buckets=LOOP_LAG_BUCKETS,
+                        registry=self.registry,
+                    )
+        self._loop_lag.observe(seconds)
 
     def scheduler_tick(
         self, seconds: float, *, lead_seconds: float, shards_owned: int, shard_count: int

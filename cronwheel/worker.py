@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from cronwheel import metrics as _metrics
 from cronwheel import tracing
@@ -34,7 +35,7 @@ from cronwheel.actions.egress import EgressPolicy
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
-from cronwheel.fairslots import FairSlots
+from cronwheel.fairslots import FairSlots, Lane, Lanes
 from cronwheel.lifecycle import (
     Outcome,
     OutcomeKind,
@@ -72,12 +73,22 @@ class WorkerConfig:
     prefetch_seconds: float = 2.0
     """Claim runs due this soon, and start each from a local timer at its instant."""
     prefetch_factor: int = 4
-    """A pool holds at most concurrency times this many claimed runs (running or waiting)."""
+    """A pool holds at most concurrency times this many claimed runs (running or waiting).
+    Runs due now are claimed only for slots no claimed run waits for (backpressure); the
+    rest of this room is for runs due within the prefetch window, such as a herd due at
+    one instant, which then start from their timers."""
     poll_seconds: float = 0.5
     grace_seconds: float = 30.0
     """On shutdown, how long in-flight runs may finish before they are released."""
     clock_sync_seconds: float = 60.0
     completion_batch: int = 1000
+    webhook_connections: int = 200
+    """Webhook requests this worker has in flight at most, all pools together: its HTTP
+    client opens no more connections. A webhook run beyond it waits, holding no slot of
+    its pool (decision 0036)."""
+    webhook_connections_per_target: int = 100
+    """Of those, how many one target (scheme, host and port) may hold: one slow or busy
+    target cannot take every connection."""
     webhook_allow: tuple[str, ...] = ()
     """Internal webhook targets allowed beyond the public internet: CIDRs and host names
     (``("10.1.0.0/16", "billing.svc")``; :data:`~cronwheel.actions.egress.LOOPBACK` for
@@ -93,6 +104,10 @@ class WorkerConfig:
         for pool, concurrency in self.pools.items():
             if concurrency < 1:
                 raise ValueError(f"pools: concurrency of {pool!r} must be at least 1")
+        if self.webhook_connections < 1:
+            raise ValueError("webhook_connections: must be at least 1")
+        if self.webhook_connections_per_target < 1:
+            raise ValueError("webhook_connections_per_target: must be at least 1")
         if self.heartbeat_seconds * 2 > self.lease_seconds:
             raise ValueError("heartbeat_seconds: must be at most half of lease_seconds")
         if self.poll_seconds > self.prefetch_seconds:
@@ -108,6 +123,14 @@ cannot grow a full worker's claimed runs without bound."""
 WATCHDOG_GRANULARITY = 0.005
 """Timeouts are enforced by one watchdog that wakes at most this often (seconds), not by
 a timer per run: a run is stopped at most this much after its timeout."""
+REFILL_FRACTION = 10
+"""A saturated pool claims again once a tenth of its slots are free, not at every run's
+end: one statement per batch of runs. A run enqueued meanwhile is taken by a peek."""
+LOOP_TICK = 0.1
+"""How often the worker checks that its event loop turns (seconds)."""
+LOOP_STALL = 1.0
+"""A turn of the loop later than this is logged: heartbeats, claims and the stop signal
+waited that long (no loop of the worker may stall a second while it holds runs)."""
 POOL_RATES_REFRESH = 5.0
 """Seconds between two reads of which pools are rate limited (decision 0033): a new or
 changed limit reaches every worker within this."""
@@ -130,6 +153,8 @@ class _InFlight:
     """A handler's unexpected exception: its traceback goes with the attempt's log line."""
     forgotten: bool = False
     """The worker is done with this claim (:meth:`Worker._forget`)."""
+    due: bool = False
+    """Counted in the worker's runs due per pool (see :meth:`Worker._begin`)."""
 
 
 class Worker:
@@ -167,14 +192,18 @@ class Worker:
         self._webhooks: WebhookAction | None = None
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
-        self._warm: set[str] = set()
-        """Pools claimed from at least once."""
         self._rates: dict[str, float] = {}
         self._rates_read_at: datetime | None = None
         self._topics = [f"runs:{p}" for p in self.config.pools]
         """What a worker waits on for new runs: one wake-up topic per pool it serves."""
         self._held: Counter[str] = Counter()
         """Claimed runs per pool: a claim asks for the room left, without a scan."""
+        self._refill = {p: max(1, n // REFILL_FRACTION) for p, n in self.config.pools.items()}
+        """Free slots that wake a saturated claim loop (see REFILL_FRACTION)."""
+        self._due: Counter[str] = Counter()
+        """Claimed runs per pool whose instant has come and whose action is not over:
+        running, or waiting for a slot or a connection. Runs due now are claimed only
+        for the rest of the pool's concurrency (backpressure)."""
         self._instants: dict[datetime, list[_InFlight]] = {}
         """Runs waiting for their instant, grouped so that every run due at one instant
         costs one timer, and all of them start in one pass of the loop."""
@@ -182,7 +211,11 @@ class Worker:
         self._watchdog_at = math.inf
         # Claimed runs wait for a slot round robin by tenant, not first come first served:
         # a run of one tenant is not held back by another's prefetched backlog (0028).
-        self._slots = {p: FairSlots(n) for p, n in self.config.pools.items()}
+        # A webhook run also waits for a connection lane (its target's), holding no slot.
+        self._lanes = Lanes(
+            self.config.webhook_connections, self.config.webhook_connections_per_target
+        )
+        self._slots = {p: FairSlots(n, self._lanes) for p, n in self.config.pools.items()}
         self._threads = ThreadPoolExecutor(
             max_workers=sum(self.config.pools.values()), thread_name_prefix="cronwheel-handler"
         )
@@ -197,6 +230,8 @@ class Worker:
         """Set when runs leave the in-flight set: a full worker claims again at once."""
         self._started_at: datetime | None = None
         self.completed = 0
+        self.max_loop_lag = 0.0
+        """The longest the event loop was late to turn, in seconds (see _loop_watch)."""
         self._tracer: Tracer | None = None
         """Looked up once per claimed batch: None while tracing is off."""
         self._reporting: set[int] = set()
@@ -251,6 +286,7 @@ class Worker:
                 self._webhook_secret,
                 metrics=self.metrics,
                 egress=self.egress,
+                connections=self.config.webhook_connections,
                 sealer=Sealer.from_text(self._sealer)
                 if isinstance(self._sealer, str)
                 else self._sealer or Sealer.from_env(),
@@ -277,6 +313,7 @@ class Worker:
             asyncio.create_task(self._heartbeat_loop(stop), name="heartbeat"),
             asyncio.create_task(self._completion_loop(), name="completions"),
             asyncio.create_task(self._clock_loop(stop), name="clock"),
+            asyncio.create_task(self._loop_watch(stop), name="loop-watch"),
         ]
         peeks = asyncio.create_task(self._peek_loop(stop), name="peeks")
         try:
@@ -319,43 +356,56 @@ class Worker:
         total = 0
         self._tracer = tracing.tracer()
         for pool, concurrency in self.config.pools.items():
-            room = concurrency * self.config.prefetch_factor - self._held[pool]
+            ahead = concurrency * self.config.prefetch_factor - self._held[pool]
             if peek:
-                room = min(PEEK_CLAIM, room + PEEK_OVERFLOW)
-            if room <= 0:
+                room = min(PEEK_CLAIM, ahead + PEEK_OVERFLOW)
+                if room > 0:
+                    total += await self._claim_pool(pool, room, now, until)
                 continue
-            if pool not in self._warm and not peek:
-                # The first claim takes what can start at once: claiming a whole prefetch
-                # of a backlog in one statement held back the first start by its length.
-                room = min(room, concurrency)
-                self._warm.add(pool)
-            limited = pool in await self._pool_rates(now)
-            if limited:
-                # A rate-limited pool (decision 0033): claim only what its cluster-wide
-                # bucket grants, and due now (a prefetched run would start a burst later).
-                granted = await self.store.take_pool_tokens(pool, room, now=now)
-                if granted is not None:
-                    if granted <= 0:
-                        continue
-                    room = granted
-            claimed = await self.store.claim_runs(
-                self.id,
-                [pool],
-                limit=room,
-                now=now,
-                prefetch_until=now if limited else until,
-                lease_seconds=self.config.lease_seconds,
-            )
-            if limited and len(claimed) < room:
-                await self.store.take_pool_tokens(pool, len(claimed) - room, now=now)
-            self.metrics.runs_skipped("overlap", claimed.overlap_skipped)
-            # One reading of both clocks: every timer of the batch is set on the loop's
-            # clock from it, so the time spent starting the batch does not delay them.
-            origin = (self.clock.now(), asyncio.get_running_loop().time())
-            for c in claimed:
-                self._start(c, origin)
-            total += len(claimed)
+            # Backpressure: runs due now are claimed only for slots that no claimed run
+            # waits for, so a saturated worker leaves the backlog to the others (and to
+            # its own next claims, which are fair across tenants). Runs due later, within
+            # the prefetch window, are claimed ahead for their instant once nothing due
+            # is left: their timers make them start on time.
+            startable = min(concurrency - self._due[pool], ahead)
+            if startable <= 0:
+                continue
+            claimed = await self._claim_pool(pool, startable, now, now)
+            total += claimed
+            if claimed < startable and ahead - claimed > 0:
+                total += await self._claim_pool(pool, ahead - claimed, now, until)
         return total
+
+    async def _claim_pool(self, pool: str, room: int, now: datetime, until: datetime) -> int:
+        """One claim of up to ``room`` runs of ``pool`` due by ``until``."""
+        limited = pool in await self._pool_rates(now)
+        if limited:
+            # A rate-limited pool (decision 0033): claim only what its cluster-wide
+            # bucket grants, and due now (a prefetched run would start a burst later).
+            if until > now:
+                return 0
+            granted = await self.store.take_pool_tokens(pool, room, now=now)
+            if granted is not None:
+                if granted <= 0:
+                    return 0
+                room = granted
+        claimed = await self.store.claim_runs(
+            self.id,
+            [pool],
+            limit=room,
+            now=now,
+            prefetch_until=until,
+            lease_seconds=self.config.lease_seconds,
+        )
+        if limited and len(claimed) < room:
+            await self.store.take_pool_tokens(pool, len(claimed) - room, now=now)
+        self.metrics.runs_skipped("overlap", claimed.overlap_skipped)
+        # One reading of both clocks: every timer of the batch is set on the loop's
+        # clock from it, so the time spent starting the batch does not delay them.
+        origin = (self.clock.now(), asyncio.get_running_loop().time())
+        for c in claimed:
+            self._start(c, origin)
+        return len(claimed)
 
     async def _pool_rates(self, now: datetime) -> dict[str, float]:
         """The rate-limited pools, read again every few seconds: a pool without a limit
@@ -423,8 +473,12 @@ class Worker:
         return len(self._inflight) >= sum(self.config.pools.values())
 
     def _full(self) -> bool:
-        limit = sum(self.config.pools.values()) * self.config.prefetch_factor
-        return len(self._inflight) >= limit
+        """No pool can take a run now: each has every slot promised, or holds its most."""
+        factor = self.config.prefetch_factor
+        return all(
+            self._due[pool] >= concurrency or self._held[pool] >= concurrency * factor
+            for pool, concurrency in self.config.pools.items()
+        )
 
     async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
         outage = Outage(log, "heartbeat")
@@ -504,6 +558,27 @@ class Worker:
             except Exception:  # keep the last offset; the claim loop reports the outage
                 log.debug("clock sync failed", exc_info=True)
 
+    async def _loop_watch(self, stop: asyncio.Event) -> None:
+        """Measure how late the event loop turns; say so when it stalls. A stall starves
+        the heartbeat (leases expire under runs still going), the claims of other
+        tenants' runs and the stop signal: whatever causes one is a defect to fix."""
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            before = loop.time()
+            await asyncio.sleep(LOOP_TICK)
+            lag = max(0.0, loop.time() - before - LOOP_TICK)
+            self.max_loop_lag = max(self.max_loop_lag, lag)
+            self.metrics.loop_lag(lag)
+            if lag > LOOP_STALL:
+                log.warning(
+                    "worker %s: its event loop stalled for %.1f s with %d runs in hand;"
+                    " heartbeats and claims waited meanwhile (a sync call in an async"
+                    " handler? a machine out of CPU?)",
+                    self.id,
+                    lag,
+                    len(self._inflight),
+                )
+
     # -- one run -------------------------------------------------------------------------
     def _announcement(self) -> WorkerInfo:
         now = self.clock.now()
@@ -540,7 +615,7 @@ class Worker:
         now, loop_now = origin
         when = loop_now + (run.available_at - now).total_seconds()
         if when <= loop.time():
-            flight.task = loop.create_task(self._fire(flight))
+            self._begin(flight, loop)
             return
         waiting = self._instants.get(run.available_at)
         if waiting is None:
@@ -553,7 +628,20 @@ class Worker:
         loop = asyncio.get_running_loop()
         for flight in self._instants.pop(instant, ()):
             if flight.task is None and self._inflight.get(flight.claimed.run.id) is flight:
-                flight.task = loop.create_task(self._fire(flight))
+                self._begin(flight, loop)
+
+    def _begin(self, flight: _InFlight, loop: asyncio.AbstractEventLoop) -> None:
+        """The run's instant has come: it goes for a slot (and its lane) and runs."""
+        flight.task = loop.create_task(self._fire(flight))
+        flight.due = True
+        self._due[flight.claimed.run.pool] += 1
+
+    def _settle(self, flight: _InFlight) -> None:
+        """The run's action is over (or will never begin): its slot is free for another
+        run due now (see claim)."""
+        if flight.due:
+            flight.due = False
+            self._due[flight.claimed.run.pool] -= 1
 
     def _forget(self, flight: _InFlight) -> None:
         """Done with this claim. The run's entry goes only if it is still this claim's: a
@@ -563,6 +651,7 @@ class Worker:
         if flight.forgotten:
             return
         flight.forgotten = True
+        self._settle(flight)
         self._held[flight.claimed.run.pool] -= 1
         if self._inflight.get(flight.claimed.run.id) is flight:
             del self._inflight[flight.claimed.run.id]
@@ -572,7 +661,8 @@ class Worker:
         # This task's own context: every record logged while the run executes carries
         # its ids (a sync handler's thread gets a copy, see call_handler).
         current_run.set(run)
-        async with self._slots[run.pool].hold(run.tenant_id):
+        lane = lane_of(flight.claimed.action)
+        async with self._slots[run.pool].hold(run.tenant_id, lane):
             if flight.lost:
                 self._forget(flight)
                 return
@@ -586,6 +676,10 @@ class Worker:
                     self._tracer, flight.claimed, flight.ctx, started, self.id, execute
                 )
             finished = self.clock.now()
+        self._settle(flight)
+        pool = run.pool
+        if self.config.pools[pool] - self._due[pool] >= self._refill[pool]:
+            self._room.set()  # enough slots are free for a claim worth a statement
         if flight.lost:  # someone else owns the run now: our result would be fenced out
             self._forget(flight)
             return
@@ -813,6 +907,19 @@ class Worker:
         for f in flights:
             self._forget(f)
         self._room.set()
+
+
+def lane_of(action: Mapping[str, Any]) -> Lane:
+    """The connection lane a run needs: its webhook target's origin; None for others."""
+    if action.get("type") != "webhook":
+        return None
+    try:
+        url = urlsplit(str(action.get("url")))
+        port = url.port
+    except ValueError:  # refused by the request itself, later: any lane will do
+        return "?"
+    scheme = url.scheme.lower()
+    return f"{scheme}://{(url.hostname or '').lower()}:{port or (443 if scheme == 'https' else 80)}"
 
 
 def _woken(wait: asyncio.Future[bool]) -> bool:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import select
 import socket
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,7 +45,9 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         if self.policy.host_allowed(host):
-            return await self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+            return _Stream(
+                await self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+            )
         addresses = await self._resolve(host, port, timeout)
         # Refused if any address is: a name with one public and one internal address
         # could otherwise be steered to the internal one.
@@ -52,8 +56,10 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
         error: Exception | None = None
         for ip in addresses:
             try:
-                return await self.inner.connect_tcp(
-                    str(ip), port, timeout, local_address, socket_options
+                return _Stream(
+                    await self.inner.connect_tcp(
+                        str(ip), port, timeout, local_address, socket_options
+                    )
                 )
             except httpcore.ConnectError as exc:
                 error = exc
@@ -92,18 +98,73 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
-def checked_transport(policy: EgressPolicy, **limits: Any) -> Any:
+class _Stream(httpcore.AsyncNetworkStream):
+    """A connection whose "is it readable" answer is cheap. httpcore asks it of every idle
+    connection of a pool at every request's start and end (has the server closed it?),
+    and anyio answers by building a dict of every attribute of the socket, a peer-name
+    system call included: a fifth of a busy webhook worker's CPU. The socket is looked
+    up once here; everything else goes to anyio's stream."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self.inner = inner
+        self._socket = inner.get_extra_info("socket")
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self.inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self.inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        # The TLS stream reads the same socket: its readability is the socket's.
+        tls = await self.inner.start_tls(ssl_context, server_hostname, timeout)
+        stream = _Stream(tls)
+        stream._socket = self._socket
+        return stream
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            return _readable(self._socket)
+        if info == "socket":
+            return self._socket
+        return self.inner.get_extra_info(info)
+
+
+def _readable(sock: socket.socket | None) -> bool:
+    """Whether a read would not block: data, or the peer's close, is waiting (a socket
+    that is gone counts as readable: its next read ends)."""
+    fd = -1 if sock is None else sock.fileno()
+    if fd < 0:
+        return True
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
+
+
+def checked_transport(
+    policy: EgressPolicy, ssl_context: ssl.SSLContext | None = None, **limits: Any
+) -> Any:
     """An httpx transport whose connections pass the policy (see CheckedBackend).
+    ``ssl_context``: shared by the caller's transports (making one costs milliseconds).
 
     httpx does not take a network backend as an argument, so the transport's connection
     pool is replaced by one built the same way with ours; the worker's tests of names
     resolving to loopback fail if this ever stops being the pool httpx uses."""
     import httpx
 
-    transport = httpx.AsyncHTTPTransport(**limits)
+    context = ssl_context or httpx.create_ssl_context()
+    transport = httpx.AsyncHTTPTransport(verify=context, **limits)
     pool_limits: httpx.Limits = limits.get("limits", httpx.Limits())
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=httpx.create_ssl_context(),
+        ssl_context=context,
         max_connections=pool_limits.max_connections,
         max_keepalive_connections=pool_limits.max_keepalive_connections,
         keepalive_expiry=pool_limits.keepalive_expiry,

@@ -8,19 +8,23 @@ plain-string ``body``, ``application/json`` otherwise), unless the job's headers
 
 Tenants are hostile (docs/security.md): each tenant's requests are signed with its own
 key; a job's headers cannot replace cronwheel's; the response is streamed and at most
-:data:`MAX_RESPONSE_READ` bytes of it are read (none of a 2xx); and what the run's
-history keeps of a network failure is its class ("connection refused", "timed out",
-"TLS error"), never the operating system's text, which could map the operator's ports.
+:data:`MAX_RESPONSE_READ` bytes of it are read (of a 2xx too, and dropped: its
+connection is then kept for the next request); and what the run's history keeps of
+a network failure is its class ("connection refused", "timed out", "TLS error"), never
+the operating system's text, which could map the operator's ports.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import email.utils
 import json
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -37,6 +41,11 @@ from cronwheel.sealing import Sealer, SecretsKeyMissing, SecretUnreadable, open_
 RETRYABLE_STATUS = frozenset({408, 429})
 USER_AGENT = f"cronwheel/{installed_version()}"
 """How every webhook request introduces itself, unless its job sets its own."""
+IDLE_TARGET_SECONDS = 60.0
+"""A target not called for this long has its clients closed (checked as new ones come)."""
+CONNECTIONS_PER_CLIENT = 25
+"""Connections of one HTTP client (see WebhookAction): small enough that httpcore's scan
+of them at every request is cheap, large enough to reuse connections to a busy target."""
 MAX_ERROR_BODY = 500
 MAX_RESPONSE_READ = 8 * 1024
 """Bytes of a non-2xx answer read for its excerpt (MAX_ERROR_BODY characters); the rest
@@ -198,7 +207,8 @@ class WebhookAction:
     """Sends webhook runs over one pooled client, to the targets ``egress`` allows
     (default: the public internet only), each tenant's signed with its own key derived
     from the operator's ``secret``. ``sealer`` opens the jobs' encrypted secret headers
-    (cronwheel.sealing), just before each request."""
+    (cronwheel.sealing), just before each request. ``connections``: how many it opens at
+    most (the worker's lanes keep its requests in flight within it)."""
 
     def __init__(
         self,
@@ -208,20 +218,19 @@ class WebhookAction:
         metrics: _metrics.Metrics | None = None,
         egress: EgressPolicy | None = None,
         sealer: Sealer | None = None,
+        connections: int = 200,
     ) -> None:
         self.secret = secret
         self.sealer = sealer
         self.egress = egress or EgressPolicy()
         self.metrics = metrics or _metrics.default()
-        limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-        # follow_redirects=False: a 3xx ends the attempt, so no hop escapes the policy.
-        # A transport of our own also means no proxy from the environment: the policy
-        # checks the address the worker itself connects to.
-        self.client = client or httpx.AsyncClient(
-            transport=checked_transport(self.egress, limits=limits),
-            follow_redirects=False,
-        )
+        self.connections = connections
+        self._client = client
+        """A client given by the caller (tests) serves every target."""
+        self._ssl = None if client is not None else httpx.create_ssl_context()
+        self._targets: dict[str, _Target] = {}
         self._keys: dict[str, bytes] = {}
+        self._closing: set[asyncio.Future[None]] = set()
 
     def key_of(self, tenant_id: str) -> bytes:
         """The tenant's signing key (derived once per tenant and process)."""
@@ -242,13 +251,19 @@ class WebhookAction:
         method = str(action.get("method") or "POST").upper()
         url = mask_url(str(action["url"]))
         headers = request_headers(action, ctx, body, self.key_of(ctx.tenant_id))
+        target, shard = self._client_for(str(action["url"]))
+        client = target.clients[shard]
+        target.busy[shard] += 1
         try:
-            request = self.client.build_request(
+            request = client.build_request(
                 method, str(action["url"]), content=body, headers=headers, timeout=timeout
             )
-            response = await self.client.send(request, stream=True)
+            response = await client.send(request, stream=True)
             try:
-                excerpt = b"" if response.is_success else await _excerpt(response)
+                # A 2xx answer's body is read too (up to the same bound) and dropped: a
+                # response closed unread closes its connection, and every request would
+                # then pay a new connection (and a TLS handshake) to a busy target.
+                excerpt = await _excerpt(response)
             finally:
                 await response.aclose()
         except EgressRefused:
@@ -264,11 +279,91 @@ class WebhookAction:
             return Outcome(
                 OutcomeKind.FAILED, exc.__class__.__name__, f"{method} {url}: {_failure(exc)}"
             )
+        finally:
+            target.busy[shard] -= 1
+            target.used_at = time.monotonic()
         self.metrics.webhook_response(response.status_code)
         return _without_secrets(outcome_of(response, excerpt), action)
 
+    def _client_for(self, url: str) -> tuple[_Target, int]:
+        """The clients of the URL's target (its origin), and the least busy of them.
+
+        Each target has clients of its own, of :data:`CONNECTIONS_PER_CLIENT`
+        connections each: httpcore scans every connection of a client's pool (and asks
+        the idle ones' sockets whether they are readable) at each request's start and
+        end, so one pool of 200 spent a third of a busy worker's CPU on that scan; and a
+        target's connections stay within its own limit (a receiver that serves so many
+        connections at once is never sent more)."""
+        origin = _origin(url)
+        target = self._targets.get(origin)
+        if target is None:
+            self._forget_idle_targets()
+            if self._client is not None:
+                target = _Target([self._client])
+            else:
+                shards = max(1, math.ceil(self.connections / CONNECTIONS_PER_CLIENT))
+                each = math.ceil(self.connections / shards)
+                # As many kept alive as opened: httpcore closes an idle connection
+                # whenever it holds more connections than that (it counts them all, not
+                # the idle ones), and a busy target would pay a new connection (and a
+                # TLS handshake) per request. follow_redirects=False: a 3xx ends the
+                # attempt, so no hop escapes the policy; a transport of our own means no
+                # proxy from the environment: the policy checks the address connected to.
+                limits = httpx.Limits(max_connections=each, max_keepalive_connections=each)
+                target = _Target(
+                    [
+                        httpx.AsyncClient(
+                            transport=checked_transport(self.egress, self._ssl, limits=limits),
+                            follow_redirects=False,
+                        )
+                        for _ in range(shards)
+                    ]
+                )
+            self._targets[origin] = target
+        return target, min(range(len(target.clients)), key=target.busy.__getitem__)
+
+    def _forget_idle_targets(self) -> None:
+        """Close the clients of targets unused for a while: a worker that has called
+        thousands of targets keeps connections only to those it calls now."""
+        now = time.monotonic()
+        for origin, target in list(self._targets.items()):
+            if not any(target.busy) and now - target.used_at > IDLE_TARGET_SECONDS:
+                del self._targets[origin]
+                if self._client is None:
+                    for client in target.clients:
+                        closing = asyncio.ensure_future(client.aclose())
+                        self._closing.add(closing)
+                        closing.add_done_callback(self._closing.discard)
+
     async def close(self) -> None:
-        await self.client.aclose()
+        for target in self._targets.values():
+            if self._client is None:
+                for client in target.clients:
+                    await client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+        self._targets.clear()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+@dataclasses.dataclass(slots=True)
+class _Target:
+    """The HTTP clients of one target (origin) and how many requests each has."""
+
+    clients: list[httpx.AsyncClient]
+    busy: list[int] = dataclasses.field(default_factory=list)
+    used_at: float = dataclasses.field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.busy = [0] * len(self.clients)
+
+
+def _origin(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{parts.port}"
+    except ValueError:
+        return url
 
 
 def _failure(exc: httpx.TransportError) -> str:

@@ -35,6 +35,8 @@ from cronwheel.cli.services import (
     registry_of,
     stop_after,
     store_of,
+    webhook_connections_option,
+    webhook_per_target_option,
     webhook_secret,
 )
 from cronwheel.console import Output, watch_runs
@@ -123,6 +125,8 @@ def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
 @duration_option
 @tenant_labels_option
 @webhook_allow_option
+@webhook_connections_option
+@webhook_per_target_option
 @secrets_key_option
 def dev(
     db_url: str,
@@ -137,6 +141,8 @@ def dev(
     duration: float | None,
     metrics_tenant_labels: bool,
     webhook_allow: tuple[str, ...],
+    webhook_connections: int,
+    webhook_per_target: int,
     secrets_key: str | None,
 ) -> None:
     """Everything in one process on one store file: API, scheduler, worker, maintenance."""
@@ -152,7 +158,10 @@ def dev(
     # server listens there). Listening wider, it is as strict as a cluster.
     local = LOOPBACK if is_loopback(host) else ()
     config = WorkerConfig(
-        pools=pools_of(pools, registry, concurrency), webhook_allow=(*local, *webhook_allow)
+        pools=pools_of(pools, registry, concurrency, webhook_connections),
+        webhook_allow=(*local, *webhook_allow),
+        webhook_connections=webhook_connections,
+        webhook_connections_per_target=webhook_per_target,
     )
     egress = EgressPolicy.from_env(*config.webhook_allow)
     webhook_secret()

@@ -46,21 +46,44 @@ Blocking I/O in sync handlers may want more (``--pool NAME=N``); CPU-bound ones 
 process per core."""
 
 
-def default_concurrency(registry: HandlerRegistry, pool: str) -> int:
-    """The concurrency of ``pool`` when none is given (:data:`ASYNC_CONCURRENCY`,
-    :data:`SYNC_CONCURRENCY`)."""
-    sync = any(not h.is_async for h in registry.handlers() if h.pool == pool)
+WEBHOOK_CONNECTIONS = 200
+"""Webhook requests a worker has in flight at most (``--webhook-connections``): chosen
+from measurements against receivers with 20-200 ms of latency (bench/README.md, "W7").
+Past this many, a webhook worker spends its CPU on the HTTP stack's bookkeeping and its
+event loop turns late; a pool that runs only webhooks gets this concurrency by default."""
+WEBHOOK_CONNECTIONS_PER_TARGET = 100
+"""Of those, the most one target (scheme, host, port) may hold: a slow or busy target
+leaves room for the others (``--webhook-connections-per-target``)."""
+
+
+def default_concurrency(
+    registry: HandlerRegistry, pool: str, webhooks: int = WEBHOOK_CONNECTIONS
+) -> int:
+    """The concurrency of ``pool`` when none is given: :data:`SYNC_CONCURRENCY` with a
+    sync handler, :data:`ASYNC_CONCURRENCY` with async handlers only, and ``webhooks``
+    (the worker's webhook connections) for a pool without handlers: only webhooks run
+    there, and no more of them can be in flight (decision 0036)."""
+    handlers = [h for h in registry.handlers() if h.pool == pool]
+    if not handlers:
+        return webhooks
+    sync = any(not h.is_async for h in handlers)
     return SYNC_CONCURRENCY if sync else ASYNC_CONCURRENCY
 
 
 def pools_of(
-    values: tuple[str, ...], registry: HandlerRegistry, concurrency: int | None
+    values: tuple[str, ...],
+    registry: HandlerRegistry,
+    concurrency: int | None,
+    webhooks: int = WEBHOOK_CONNECTIONS,
 ) -> dict[str, int]:
     """``--pool reports`` or ``--pool reports=4``; none given: the handlers' pools. A pool
-    without a number runs ``concurrency`` at once, or its default (by its handlers)."""
+    without a number runs ``concurrency`` at once, or its default (by its handlers, and
+    ``webhooks`` for a pool of webhooks only)."""
 
     def of(pool: str) -> int:
-        return concurrency if concurrency is not None else default_concurrency(registry, pool)
+        if concurrency is not None:
+            return concurrency
+        return default_concurrency(registry, pool, webhooks)
 
     pools: dict[str, int] = {}
     for value in values:
@@ -133,9 +156,26 @@ concurrency_option = click.option(
     type=click.IntRange(min=1),
     default=None,
     help=(
-        f"Runs at once per pool [default: {ASYNC_CONCURRENCY} for a pool of async handlers"
-        f" and webhooks, {SYNC_CONCURRENCY} for one with a sync handler]."
+        f"Runs at once per pool [default: {ASYNC_CONCURRENCY} for a pool of async handlers,"
+        f" {SYNC_CONCURRENCY} for one with a sync handler, --webhook-connections for one of"
+        " webhooks only]."
     ),
+)
+webhook_connections_option = click.option(
+    "--webhook-connections",
+    type=click.IntRange(min=1, max=100_000),
+    default=WEBHOOK_CONNECTIONS,
+    show_default=True,
+    help="Webhook requests in flight at most, all pools together (a pool of webhooks only"
+    " runs this many at once unless its concurrency is given).",
+)
+webhook_per_target_option = click.option(
+    "--webhook-connections-per-target",
+    "webhook_per_target",
+    type=click.IntRange(min=1, max=100_000),
+    default=WEBHOOK_CONNECTIONS_PER_TARGET,
+    show_default=True,
+    help="Of those, the most one target (scheme, host, port) may hold.",
 )
 duration_option = click.option(
     "--duration", type=float, default=None, help="Stop after this many seconds."
@@ -161,6 +201,8 @@ duration_option = click.option(
 @duration_option
 @metrics_port_options
 @webhook_allow_option
+@webhook_connections_option
+@webhook_per_target_option
 @secrets_key_option
 def worker(
     db_url: str,
@@ -173,12 +215,16 @@ def worker(
     metrics_port: int | None,
     metrics_host: str,
     webhook_allow: tuple[str, ...],
+    webhook_connections: int,
+    webhook_per_target: int,
     secrets_key: str | None,
 ) -> None:
     """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
     registry = registry_of(app)
     config = WorkerConfig(
-        pools=pools_of(pools, registry, concurrency),
+        pools=pools_of(pools, registry, concurrency, webhook_connections),
+        webhook_connections=webhook_connections,
+        webhook_connections_per_target=webhook_per_target,
         lease_seconds=lease_seconds,
         heartbeat_seconds=min(5.0, lease_seconds / 3),
         grace_seconds=grace_seconds,

@@ -475,11 +475,10 @@ async def test_a_retry_claimed_while_the_failed_attempt_is_written_still_starts(
     assert outcomes == [AttemptOutcome.FAILED, AttemptOutcome.SUCCEEDED]
 
 
-async def test_the_first_claim_takes_what_can_start_at_once_then_the_prefetch(
-    store: Store,
-) -> None:
-    # Issue 18: a worker started on a backlog claimed its whole prefetch (concurrency x 4)
-    # in one statement before its first start. Its first claim now takes what can start.
+async def test_a_saturated_worker_claims_only_what_it_can_start(store: Store) -> None:
+    # Issue 26: a worker claimed up to 4 x its concurrency of due runs, most of which
+    # waited in it for a slot (held from the other workers, charged if it died). Runs
+    # due now are claimed for free slots only; more once slots free up.
     job = replace(make_job(action={"type": "handler", "name": "block"}), next_fire_at=None)
     now = datetime.now(UTC)
     await store.create_jobs([job], [make_run(job, now - timedelta(seconds=i)) for i in range(50)])
@@ -488,8 +487,26 @@ async def test_the_first_claim_takes_what_can_start_at_once_then_the_prefetch(
     worker.handlers.register("block", lambda ctx: release.wait(30))
     try:
         assert await worker.claim() == 3
-        assert await worker.claim() == 9  # then up to the prefetch: 3 x 4 held in all
-        assert await worker.claim() == 0
+        assert await worker.claim() == 0  # every slot has its run: nothing more
+        assert await worker.claim(peek=True) > 0  # but a peek still takes a few (fairness)
+    finally:
+        release.set()
+        await worker._release(list(worker._inflight.values()), "test over")
+
+
+async def test_runs_due_later_are_claimed_ahead_once_nothing_due_is_left(store: Store) -> None:
+    # The prefetch is for runs due within the window: their timers start them on time.
+    job = replace(make_job(action={"type": "handler", "name": "block"}), next_fire_at=None)
+    now = datetime.now(UTC)
+    due = [make_run(job, now - timedelta(seconds=1))]
+    later = [make_run(job, now + timedelta(seconds=0.4, milliseconds=i)) for i in range(20)]
+    await store.create_jobs([job], [*due, *later])
+    release = threading.Event()
+    worker = Worker(store, replace(FAST, pools={"default": 3}))
+    worker.handlers.register("block", lambda ctx: release.wait(30))
+    try:
+        assert await worker.claim() == 12  # the due run, then 11 more ahead: 3 x 4 held
+        assert len(worker._instants) == 11
     finally:
         release.set()
         await worker._release(list(worker._inflight.values()), "test over")

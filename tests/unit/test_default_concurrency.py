@@ -8,7 +8,12 @@ import pytest
 
 from cronwheel.actions import RunContext
 from cronwheel.actions.handler import HandlerRegistry
-from cronwheel.cli.services import ASYNC_CONCURRENCY, SYNC_CONCURRENCY, pools_of
+from cronwheel.cli.services import (
+    ASYNC_CONCURRENCY,
+    SYNC_CONCURRENCY,
+    WEBHOOK_CONNECTIONS,
+    pools_of,
+)
 
 
 def _registry() -> HandlerRegistry:
@@ -36,9 +41,13 @@ def test_async_pools_run_many_at_once_and_a_sync_handler_makes_a_pool_small() ->
     assert ASYNC_CONCURRENCY > SYNC_CONCURRENCY
 
 
-def test_webhooks_only_get_the_async_default() -> None:
-    assert pools_of((), HandlerRegistry(), None) == {"default": ASYNC_CONCURRENCY}
-    assert pools_of(("hooks",), HandlerRegistry(), None) == {"hooks": ASYNC_CONCURRENCY}
+def test_a_pool_of_webhooks_only_runs_as_many_as_the_worker_has_connections() -> None:
+    # Issue 26: 2,500 webhooks at once over 200 connections queued 2,300 requests inside
+    # the HTTP client, and the worker's loop stalled on them for 40 s.
+    assert pools_of((), HandlerRegistry(), None) == {"default": WEBHOOK_CONNECTIONS}
+    assert pools_of(("hooks",), HandlerRegistry(), None) == {"hooks": WEBHOOK_CONNECTIONS}
+    assert pools_of(("hooks",), HandlerRegistry(), None, webhooks=40) == {"hooks": 40}
+    assert WEBHOOK_CONNECTIONS < ASYNC_CONCURRENCY
 
 
 def test_a_given_concurrency_or_pool_size_wins_over_the_defaults() -> None:
