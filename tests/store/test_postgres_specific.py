@@ -332,7 +332,7 @@ async def test_batched_writes_stay_linear_whatever_the_statistics_say(
     leases = sorted((c.run.id, c.run.fence) for c in claimed)
     heartbeat = (sql.HEARTBEAT, "w", [i for i, _ in leases], [f for _, f in leases], at(1), 60.0)
     assert await _work(store, *heartbeat) < linear
-    claim = (sql.CLAIM_RUNS, "w2", ["default"], at(1), batch, at(1), 60.0, "skip", None, 60.0)
+    claim = (sql.CLAIM_RUNS, "w2", ["default"], at(1), batch, at(1), 60.0, "skip", None, 60.0, True)
     assert await _work(store, *claim) < linear
     done = [
         Completion(
@@ -358,7 +358,7 @@ async def test_a_fair_claim_works_by_the_batch_not_by_the_backlog(
         await store.materialize_runs(backlog[i : i + 5000], [])
     await store.materialize_runs([make_run(jobs[1], at(-1)), make_run(jobs[2], at(-1))], [])
     batch = 100
-    claim = (sql.CLAIM_RUNS, "w", ["default"], at(0), batch, at(0), 60.0, "skip", None, 60.0)
+    claim = (sql.CLAIM_RUNS, "w", ["default"], at(0), batch, at(0), 60.0, "skip", None, 60.0, True)
     for analyzed in (False, True):
         if analyzed:
             async with store._connection() as conn:
