@@ -1019,7 +1019,7 @@ class PostgresStore(Store):
             [s.started_at for s in ordered],
         )
         marked = {r["id"] for r in found}
-        return [s.run_id for s in ordered if s.run_id in marked]
+        return list(dict.fromkeys(s.run_id for s in starts if s.run_id in marked))
 
     async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
