@@ -5,7 +5,8 @@ Rescue is what keeps I4: a worker killed mid-run leaves its runs ``running`` wit
 that stops being renewed; once the lease expires, the next pass records a ``lost``
 attempt and makes the run claimable again (or dead, if that was its last attempt or its
 job is at-most-once: a run whose worker vanished may have started, and such a run never
-starts twice).
+starts twice). A run the worker had claimed ahead and not started yet is only unclaimed:
+no attempt, nothing charged.
 Several maintenance passes may run at once: each run is rescued exactly once.
 """
 
@@ -70,6 +71,9 @@ class MaintenanceResult:
     retried: list[int] = field(default_factory=list)
     dead: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
+    unstarted: list[int] = field(default_factory=list)
+    """Runs claimed ahead that their worker never started: claimable again, charged
+    nothing (a cancelled one is in ``cancelled``)."""
     deleted: int = 0
     archived: int = 0
     """Finished runs moved into history (PostgreSQL)."""
@@ -118,13 +122,15 @@ class Maintenance:
             )
         if self.config.vacuum:
             result.vacuumed = await self._vacuum()
-        if result.retried or result.cancelled:
+        if result.retried or result.cancelled or result.unstarted:
             # A lease expires only when its worker died, froze or lost the store: worth a
             # line, and rare enough for one per pass.
             log.info(
-                "rescued %d runs whose lease expired (%d claimable again, %d cancelled)",
-                len(result.retried) + len(result.cancelled),
+                "rescued %d runs whose lease expired (%d claimable again after a lost"
+                " attempt, %d never started and claimable again at no cost, %d cancelled)",
+                len(result.retried) + len(result.unstarted) + len(result.cancelled),
                 len(result.retried),
+                len(result.unstarted),
                 len(result.cancelled),
             )
         for run_id in result.dead:
@@ -242,7 +248,12 @@ class Maintenance:
             result.retried += rescued.retried
             result.dead += rescued.dead
             result.cancelled += rescued.cancelled
-            found = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
-            metrics.default().attempts_lost(found)  # each rescue records a lost attempt
-            if found < self.config.rescue_batch:
+            result.unstarted += rescued.unstarted
+            # A started run's rescue records a lost attempt; an unstarted one's records
+            # none. A cancelled run may be either (the result does not say): counted as
+            # lost, as the rare cancel of a run claimed ahead is.
+            lost = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
+            metrics.default().attempts_lost(lost)
+            metrics.default().runs_unclaimed(len(rescued.unstarted))
+            if lost + len(rescued.unstarted) < self.config.rescue_batch:
                 return result

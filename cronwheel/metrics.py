@@ -100,6 +100,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.unclaimed = Counter(
+            "cronwheel_runs_unclaimed_total",
+            "Runs claimed ahead whose worker's lease expired before it started them, made"
+            " claimable again by a rescue without an attempt.",
+            registry=r,
+        )
         self.webhooks = Counter(
             "cronwheel_webhook_responses_total",
             "Webhook requests by what came back: a status class, a timeout or a connection error.",
@@ -173,6 +179,11 @@ class Metrics:
         """Attempts a rescue recorded as ``lost`` (their worker's lease expired)."""
         if n:
             self.attempts.labels(UNKNOWN_POOL, "lost").inc(n)
+
+    def runs_unclaimed(self, n: int) -> None:
+        """Runs a rescue gave back unstarted (claimed ahead, never begun): no attempt."""
+        if n:
+            self.unclaimed.inc(n)
 
     def runs_skipped(self, reason: str, n: int) -> None:
         if n:

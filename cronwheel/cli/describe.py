@@ -81,8 +81,10 @@ def run_lines(run: Mapping[str, Any]) -> list[str]:
         lines.append(
             _line("lease", f"{run['lease_owner']} until {text(run.get('lease_expires_at'))}")
         )
+    # A running run without a start was claimed ahead: its worker has not begun it.
+    claimed = "not yet: claimed, waiting to start" if run.get("state") == "running" else ""
     lines += [
-        _line("started", text(run.get("started_at")) or "not yet"),
+        _line("started", text(run.get("started_at")) or claimed or "not yet"),
         _line("finished", text(run.get("finished_at")) or "not yet"),
     ]
     if run.get("last_error"):

@@ -84,12 +84,13 @@ class _FileInUseError(click.ClickException):
 
 def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
     """What the start recovered of the runs its dead predecessor held."""
-    n = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled)
+    n = len(rescued.retried) + len(rescued.dead) + len(rescued.cancelled) + len(rescued.unstarted)
     who = f"the previous cronwheel dev (pid {pid})" if pid else "the previous cronwheel dev"
     parts = [
         f"{len(ids)} {what}"
         for ids, what in (
             (rescued.retried, "claimable again"),
+            (rescued.unstarted, "never started, claimable again"),
             (rescued.dead, "dead"),
             (rescued.cancelled, "cancelled"),
         )
@@ -199,7 +200,7 @@ def dev(
             # The lock was free: the dev before us is dead, and so are its workers.
             rescued = await maintenance.rescue_dead_owners(owner.previous)
             owner.record([worker.id])
-            if rescued.retried or rescued.dead or rescued.cancelled:
+            if rescued.retried or rescued.dead or rescued.cancelled or rescued.unstarted:
                 output.line(_recovered(rescued, owner.previous_pid))
         services: list[Service] = [
             ApiService(

@@ -112,8 +112,9 @@ def _arrow(step: str | None, run: Run | None, attempt_number: int) -> str:
     if step == "retried":
         # The retry was claimed already (a worker claims runs due within its prefetch
         # window): its planned start is the retry's instant.
-        if run.started_at is not None and run.attempt == attempt_number + 1:
-            return f" → retry at {stamp(run.started_at)}"
+        if run.attempt == attempt_number + 1:
+            # Claimed ahead and not started yet: its instant is the planned start.
+            return f" → retry at {stamp(run.started_at or run.available_at)}"
         return " → retried"
     reason = f" ({run.reason})" if run.reason and step != "succeeded" else ""
     return f" → run {step}{reason}"
@@ -133,8 +134,15 @@ def render(
 def state_label(run: Run, now: datetime) -> str:
     """A run's true state for the live table: claimed runs have not started until their
     start comes, pending ones say when they are due."""
-    if run.state is RunState.RUNNING and run.started_at is not None and run.started_at > now:
-        return f"claimed, starts in {_until(run.started_at - now)}"
+    if run.state is RunState.RUNNING:
+        # Claimed ahead without a start yet: it starts when its worker gets to it, at its
+        # instant at the soonest.
+        start = run.started_at
+        if start is None and run.available_at <= now:
+            return "claimed, waiting to start"
+        start = start or run.available_at
+        if start > now:
+            return f"claimed, starts in {_until(start - now)}"
     if run.state is RunState.PENDING and run.available_at > now:
         return f"due in {_until(run.available_at - now)}"
     return run.state.value

@@ -261,6 +261,15 @@ class Release:
 
 
 @dataclass(frozen=True, slots=True)
+class Start:
+    """A run claimed ahead whose action has begun (:meth:`Store.mark_started`)."""
+
+    run_id: int
+    fence: int
+    started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseResult:
     retried: list[int]
     """Runs that are claimable again."""
@@ -278,6 +287,10 @@ class RescueResult:
     """Runs whose lease expired on their last allowed attempt: poison runs."""
     cancelled: list[int] = field(default_factory=list)
     """Runs whose lease expired after their cancellation was asked for."""
+    unstarted: list[int] = field(default_factory=list)
+    """Runs claimed ahead whose lease expired before they started (no ``started_at``):
+    claimable again, charged nothing, with no attempt recorded (or cancelled, if that was
+    asked for: they are in ``cancelled`` then, not here)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -854,11 +867,19 @@ class Store(abc.ABC):
         lease_seconds: float,
         tenant_id: str | None = None,
         priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
+        started: bool = True,
     ) -> Claim:
         """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until`` (of
         one tenant only, with ``tenant_id``: a remote worker acts for its tenant). Each
         claim bumps the run's fence and attempt, and leases it until ``max(available_at,
         now) + lease_seconds``. Two claimers never get the same run.
+
+        ``started``: the claimer starts every run at once, at ``max(available_at, now)``,
+        which the claim records as the run's ``started_at`` (a remote worker over HTTP).
+        False: the runs are claimed ahead of their start (the in-process worker, which
+        prefetches and waits for slots and connections); their ``started_at`` is None until
+        :meth:`mark_started` or their completion records it, and a lease that expires
+        before then charges nothing (see :meth:`rescue_expired`).
 
         Fair across tenants (decision 0028): the tenants with pending runs in ``pools``
         share the batch in proportion to their ``claim_weight`` (default 1). Within a
@@ -915,6 +936,15 @@ class Store(abc.ABC):
         under its lease's fence: a run that is lost gets neither."""
 
     @abc.abstractmethod
+    async def mark_started(self, worker_id: str, starts: Sequence[Start]) -> list[int]:
+        """Record that runs claimed ahead (``claim_runs(started=False)``) have started, in
+        one write: each run still ``running`` under ``worker_id``'s lease with the start's
+        fence and no ``started_at`` gets the start's ``started_at``. Return the run ids so
+        marked. A stale fence, another owner, a finished run or one already marked
+        changes nothing and is not returned (a completion that landed first carries its
+        own start)."""
+
+    @abc.abstractmethod
     async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
         """Apply fenced completions and record their attempts; return the run ids that
         were accepted. A completion whose fence is stale, or whose run is no longer
@@ -951,7 +981,13 @@ class Store(abc.ABC):
         attempt, then make them pending again (due at once), dead when that was their
         last attempt or their job is at-most-once (a run whose worker vanished may have
         started: it is never started twice), or cancelled when their cancellation had
-        been asked for. A run made dead says why in its ``reason``."""
+        been asked for. A run made dead says why in its ``reason``.
+
+        A run that never started (``started_at`` is None: claimed ahead, neither marked
+        started nor completed) is unclaimed instead, as a release before the start is
+        (:meth:`release_runs`): no attempt recorded, its ``attempt`` back down by one,
+        nothing charged, ``pending`` again (at-most-once too: it never began) or
+        ``cancelled`` if that was asked for; it is listed in ``unstarted``."""
 
     @abc.abstractmethod
     async def rescue_runs_of_dead_owner(
@@ -960,8 +996,9 @@ class Store(abc.ABC):
         """Runs still ``running`` under a lease of one of ``owners``, which the caller has
         proved dead (e.g. ``cronwheel dev`` holding the lock its dead predecessor held),
         rescued at once as :meth:`rescue_expired` would once their leases expired: a
-        ``lost`` attempt (``WorkerGone``), then pending, dead or cancelled. Never call it
-        on a lease rule alone: an owner that is only slow would run its runs twice."""
+        ``lost`` attempt (``WorkerGone``), then pending, dead or cancelled; a run that never
+        started is unclaimed, as there. Never call it on a lease rule alone: an owner that
+        is only slow would run its runs twice."""
 
     @abc.abstractmethod
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:

@@ -87,3 +87,23 @@ async def test_the_page_read_after_a_replay_shows_the_run_replayed(
     await store.replay_runs("default", [c.run.id], extra_attempts=1, now=now, actor="alice")
     after = await _page(app, f"/ui/runs/{c.run.id}")
     assert re.search(r"\bpending\b", after) and f'data-live="/ui/live/runs/{c.run.id}"' in after
+
+
+async def test_a_run_claimed_ahead_shows_it_has_not_started(app: FastAPI, store: Store) -> None:
+    # Claimed ahead, its worker has not begun it: no start, and no made-up duration.
+    now = datetime.now(UTC)
+    job = make_job("claimed-ahead")
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, now)], [])
+    [c] = await store.claim_runs(
+        "w1", ["default"], limit=1, now=now, prefetch_until=now, lease_seconds=60, started=False
+    )
+    for shown in (
+        await _page(app, f"/ui/runs/{c.run.id}"),
+        await _page(app, f"/ui/live/runs/{c.run.id}"),
+    ):
+        assert "not yet: claimed by its worker, waiting to start" in shown
+        assert "No attempt yet." in shown
+    async with connect(app, ADMIN_TOKEN) as api:
+        got = (await api.get(f"/v1/runs/{c.run.id}")).json()
+    assert (got["state"], got["started_at"], got["attempt"]) == ("running", None, 1)

@@ -85,3 +85,29 @@ async def test_a_pass_archives_settled_runs_and_retention_forgets_them(store: St
     assert (await later.run_once()).deleted == (0 if postgres else 1)  # a drop counts none
     assert await store.get_run("default", claimed.run.id) is None
     assert await store.list_attempts("default", claimed.run.id) == []
+
+
+async def test_a_pass_gives_back_unstarted_runs_without_counting_a_lost_attempt(
+    store: Store,
+) -> None:
+    from cronwheel import metrics
+    from cronwheel.store.base import Start
+    from tests.engine.test_metrics_events import sample
+
+    job = make_job(retry=RetryPolicy(max_attempts=1))
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(i)) for i in range(4)], [])
+    begun, *waiting = await store.claim_runs(
+        "w", ["default"], limit=10, now=at(0), prefetch_until=at(3), lease_seconds=10, started=False
+    )
+    await store.mark_started("w", [Start(begun.run.id, begun.run.fence, at(0))])
+    registry = metrics.default().registry
+    lost = sample(registry, "cronwheel_attempts_total", pool="unknown", outcome="lost")
+    unclaimed = sample(registry, "cronwheel_runs_unclaimed_total")
+    result = await Maintenance(
+        store, clock=FrozenClock(at(60)), config=MaintenanceConfig(rescue_batch=2)
+    ).run_once()
+    assert (result.dead, result.retried) == ([begun.run.id], [])
+    assert sorted(result.unstarted) == sorted(c.run.id for c in waiting)
+    assert sample(registry, "cronwheel_attempts_total", pool="unknown", outcome="lost") == lost + 1
+    assert sample(registry, "cronwheel_runs_unclaimed_total") == unclaimed + 3

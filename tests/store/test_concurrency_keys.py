@@ -253,7 +253,7 @@ async def test_postgres_a_claim_behind_a_full_keys_backlog_works_by_the_batch(
     await store.materialize_runs(others, [])
     await _claim(store, 1)  # the key is full from now on
     batch = 100
-    claim = (sql.CLAIM_RUNS, "w", ["default"], at(0), batch, at(0), 60.0, "skip", None, 60.0)
+    claim = (sql.CLAIM_RUNS, "w", ["default"], at(0), batch, at(0), 60.0, "skip", None, 60.0, True)
     for analyzed in (False, True):
         if analyzed:
             async with store._connection() as conn:

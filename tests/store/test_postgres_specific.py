@@ -22,7 +22,7 @@ import pytest
 
 from cronwheel.errors import NotFound, StoreUnavailable
 from cronwheel.model import AttemptOutcome, Overlap, RunState
-from cronwheel.store.base import Completion, JobAdvance
+from cronwheel.store.base import Completion, JobAdvance, Start
 from cronwheel.store.migrate import fresh_schema, migrations
 from cronwheel.store.postgres import PostgresStore, _gauges, _rows
 from cronwheel.store.postgres import _sql as sql
@@ -263,7 +263,13 @@ async def test_heartbeats_and_completions_of_one_worker_do_not_deadlock(
     job = make_job()
     await store.create_jobs([job], [make_run(job, at(n)) for n in range(300)])
     claimed = await store.claim_runs(
-        "w", ["default"], limit=300, now=at(300), prefetch_until=at(300), lease_seconds=30
+        "w",
+        ["default"],
+        limit=300,
+        now=at(300),
+        prefetch_until=at(300),
+        lease_seconds=30,
+        started=False,
     )
     leases = [(c.run.id, c.run.fence) for c in claimed]
     done = [
@@ -279,13 +285,15 @@ async def test_heartbeats_and_completions_of_one_worker_do_not_deadlock(
         for c in claimed
     ]
     halves = [done[::2], list(reversed(done[1::2]))]
+    starts = [Start(run_id, fence, at(300)) for run_id, fence in reversed(leases)]
     results = await asyncio.gather(
         store.heartbeat("w", list(reversed(leases)), now=at(301), lease_seconds=30),
         store.complete_runs(halves[0]),
+        store.mark_started("w", starts),
         store.heartbeat("w", leases, now=at(301), lease_seconds=30),
         store.complete_runs(halves[1]),
     )
-    assert len(results[1]) + len(results[3]) == 300
+    assert len(results[1]) + len(results[4]) == 300
 
 
 def _rows_touched(plan: dict[str, Any]) -> int:
@@ -326,13 +334,25 @@ async def test_batched_writes_stay_linear_whatever_the_statistics_say(
     # Every plan node touches about a batch of rows; a quadratic plan touches batch².
     linear = 50 * batch
     claimed = await store.claim_runs(
-        "w", ["default"], limit=batch, now=at(0), prefetch_until=at(0), lease_seconds=60
+        "w",
+        ["default"],
+        limit=batch,
+        now=at(0),
+        prefetch_until=at(0),
+        lease_seconds=60,
+        started=False,
     )
     assert len(claimed) == batch
     leases = sorted((c.run.id, c.run.fence) for c in claimed)
-    heartbeat = (sql.HEARTBEAT, "w", [i for i, _ in leases], [f for _, f in leases], at(1), 60.0)
+    ids, fences = [i for i, _ in leases], [f for _, f in leases]
+    heartbeat = (sql.HEARTBEAT, "w", ids, fences, at(1), 60.0)
     assert await _work(store, *heartbeat) < linear
-    claim = (sql.CLAIM_RUNS, "w2", ["default"], at(1), batch, at(1), 60.0, "skip", None, 60.0)
+    assert await _work(store, sql.MARK_STARTED, "w", ids, fences, [at(0)] * batch) < linear
+    async with store._connection() as conn:
+        assert (
+            await conn.fetchval("SELECT count(*) FROM runs WHERE started_at = $1", at(0)) == batch
+        )
+    claim = (sql.CLAIM_RUNS, "w2", ["default"], at(1), batch, at(1), 60.0, "skip", None, 60.0, True)
     assert await _work(store, *claim) < linear
     done = [
         Completion(
@@ -358,7 +378,7 @@ async def test_a_fair_claim_works_by_the_batch_not_by_the_backlog(
         await store.materialize_runs(backlog[i : i + 5000], [])
     await store.materialize_runs([make_run(jobs[1], at(-1)), make_run(jobs[2], at(-1))], [])
     batch = 100
-    claim = (sql.CLAIM_RUNS, "w", ["default"], at(0), batch, at(0), 60.0, "skip", None, 60.0)
+    claim = (sql.CLAIM_RUNS, "w", ["default"], at(0), batch, at(0), 60.0, "skip", None, 60.0, True)
     for analyzed in (False, True):
         if analyzed:
             async with store._connection() as conn:

@@ -106,6 +106,8 @@ def test_a_run_shows_its_notices_and_says_when_it_has_no_attempt_yet() -> None:
     assert "attempts:        none yet" in lines
     assert "notice:          ! no live worker serves pool 'email' [no_live_worker]" in lines
     assert "started:         not yet" in lines
+    claimed = run_lines({**run, "state": "running", "attempt": 1, "lease_owner": "w1"})
+    assert "started:         not yet: claimed, waiting to start" in claimed
 
 
 def test_schedules_in_words() -> None:

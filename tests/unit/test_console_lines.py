@@ -44,6 +44,15 @@ def test_a_claimed_run_is_not_running_before_its_start() -> None:
     assert state_label(_run(), clock.now()) == "pending"
 
 
+def test_a_run_claimed_ahead_is_not_running_before_its_worker_starts_it() -> None:
+    # No start recorded yet: its instant is the soonest it may start, and past that it
+    # waits for its worker (a slot, a connection), never "running".
+    claimed = _run(state=RunState.RUNNING, attempt=1, lease_owner="w1")
+    assert state_label(claimed, T0 - timedelta(seconds=2)) == "claimed, starts in 2.0 s"
+    assert state_label(claimed, T0 + timedelta(seconds=5)) == "claimed, waiting to start"
+    assert state_label(replace(claimed, started_at=T0), T0 + timedelta(seconds=5)) == "running"
+
+
 def test_a_line_never_breaks() -> None:
     assert one_line("boom\r\nat line 2\n\tthen\x1b[31m") == "boom⏎at line 2⏎ then [31m"
     assert stamp(T0 + timedelta(milliseconds=5)) == "12:00:00.005"

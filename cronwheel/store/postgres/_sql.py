@@ -817,7 +817,8 @@ claimed AS (
     UPDATE runs AS r
     SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1, lease_owner = $1,
         lease_expires_at = greatest(r.available_at, $5) + make_interval(secs => $6),
-        started_at = greatest(r.available_at, $5), cancel_requested = false
+        started_at = CASE WHEN $10::bool THEN greatest(r.available_at, $5) END,
+        cancel_requested = false
     -- An array of ids: a primary-key probe each, whatever the estimates of the CTEs
     -- above (joined to them, a stale estimate made it a scan of every run).
     WHERE r.id = ANY (ARRAY(SELECT id FROM picked))
@@ -890,6 +891,26 @@ HEARTBEAT_WITH_REPORTS = _HEARTBEAT.format(
     reported=",\n" + _REPORTED.format(d="held", at="$4::timestamptz"),
 )
 
+# Params: $1 worker, $2 run ids (ascending), $3 fences, $4 started_at. Locked and planned
+# like _HEARTBEAT (the worker's heartbeat and completions may be in flight beside it).
+# "started_at IS NULL": a start once recorded is never moved (a mark sent again).
+MARK_STARTED = """
+WITH begun AS (
+    SELECT m.*
+    FROM unnest($2::bigint[], $3::int[], $4::timestamptz[]) AS m(id, fence, started_at)
+    CROSS JOIN LATERAL (
+        SELECT fence, lease_owner, state, started_at FROM runs WHERE id = m.id OFFSET 0
+        FOR NO KEY UPDATE
+    ) AS r
+    WHERE r.fence = m.fence AND r.lease_owner = $1 AND r.state = 'running'
+      AND r.started_at IS NULL
+)
+UPDATE runs AS r
+SET started_at = begun.started_at
+FROM begun
+WHERE r.id = begun.id
+RETURNING r.id"""
+
 _REPORTED_AT_FINISH = _REPORTED.format(d="d", at="d.finished_at")
 
 # Params: the completions' columns, ascending run id (see _rows.completion_columns).
@@ -915,6 +936,8 @@ accepted AS (
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
         last_error = d.error_message, reason = coalesce(d.reason, r.reason),
         result = coalesce(d.result::jsonb, r.result),
+        -- A run claimed ahead and never marked: its completion says when it started.
+        started_at = coalesce(r.started_at, d.started_at),
 {_REPORTED_AT_FINISH}
     FROM done AS d
     WHERE r.id = d.run_id
@@ -936,10 +959,14 @@ SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) 
 
 # Params of both rescues: $1 now, $2 limit, $3 the reason of an at-most-once run made
 # dead, $4 that of a run that was on its last attempt (and $5 the dead owners, text[]).
+# A run without started_at was claimed ahead and never began: it is unclaimed as
+# RELEASE_RUNS unclaims a run released before its start (attempt back down, its previous
+# attempt's start back, no attempt row, no event, its budget and due time untouched),
+# pending again even when at-most-once, or cancelled if that was asked for.
 _RESCUE = """
 WITH expired AS (
     SELECT id, job_id AS id_job, lease_owner, lease_expires_at, attempt, max_attempts,
-           cancel_requested
+           cancel_requested, started_at IS NOT NULL AS started
     FROM runs
     WHERE state = 'running' AND {which}
     ORDER BY lease_expires_at, id
@@ -949,8 +976,9 @@ WITH expired AS (
 verdict AS (
     -- An at-most-once run may have started before its worker vanished: it is never
     -- started again, whatever its budget says.
-    SELECT e.id, e.lease_owner, e.lease_expires_at,
+    SELECT e.id, e.lease_owner, e.lease_expires_at, e.started,
            CASE WHEN e.cancel_requested THEN 'cancelled'
+                WHEN NOT e.started THEN 'pending'
                 WHEN j.delivery = 'at_most_once' OR e.attempt >= e.max_attempts THEN 'dead'
                 ELSE 'pending' END AS next_state,
            CASE WHEN j.delivery = 'at_most_once' THEN $3 ELSE $4 END AS dead_reason,
@@ -961,15 +989,21 @@ verdict AS (
 rescued AS (
     UPDATE runs AS r
     SET state = v.next_state,
-        available_at = CASE WHEN v.next_state = 'pending' THEN $1 ELSE r.available_at END,
+        attempt = CASE WHEN v.started THEN r.attempt ELSE r.attempt - 1 END,
+        started_at = CASE WHEN v.started THEN r.started_at ELSE (
+            SELECT a.started_at FROM attempts AS a
+            WHERE a.run_id = r.id AND a.attempt = r.attempt - 1
+            ORDER BY a.id DESC LIMIT 1) END,
+        available_at = CASE WHEN v.started AND v.next_state = 'pending' THEN $1
+                            ELSE r.available_at END,
         finished_at = CASE WHEN v.next_state = 'pending' THEN NULL ELSE $1 END,
         reason = CASE WHEN v.next_state = 'dead' THEN v.dead_reason ELSE r.reason END,
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
-        last_error = v.message
+        last_error = CASE WHEN v.started THEN v.message ELSE r.last_error END
     FROM verdict AS v
     WHERE r.id = v.id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.fence, r.pool, r.state, r.started_at,
-              v.lease_owner, v.lease_expires_at, v.message, r.scheduled_for
+              v.lease_owner, v.lease_expires_at, v.message, r.scheduled_for, v.started
 ),{outbox}
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
@@ -977,14 +1011,20 @@ recorded AS (
     SELECT tenant_id, id, job_id, attempt, lease_owner, fence, started_at, $1, 'lost',
            '{error_class}', message
     FROM rescued
+    WHERE started
 ),{wake}
-SELECT array(SELECT id FROM rescued WHERE state = 'pending' ORDER BY lease_expires_at, id)
-           AS retried,
+SELECT array(SELECT id FROM rescued WHERE state = 'pending' AND started
+             ORDER BY lease_expires_at, id) AS retried,
        array(SELECT id FROM rescued WHERE state = 'dead' ORDER BY lease_expires_at, id)
            AS dead,
        array(SELECT id FROM rescued WHERE state = 'cancelled' ORDER BY lease_expires_at, id)
            AS cancelled,
+       array(SELECT id FROM rescued WHERE state = 'pending' AND NOT started
+             ORDER BY lease_expires_at, id) AS unstarted,
        (SELECT count(*) FROM woken) AS woken"""
+
+# Only a run that had started has an attempt to tell of.
+_RESCUE_EVENT = f"CASE WHEN s.started THEN {_OUTCOME_EVENT} END"
 
 # The expiry is spelled like Python's isoformat().
 RESCUE_EXPIRED = _RESCUE.format(
@@ -994,7 +1034,7 @@ RESCUE_EXPIRED = _RESCUE.format(
                                   'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
            )""",
     error_class="LeaseExpired",
-    outbox=_outbox("rescued", _OUTCOME_EVENT, "s.message", "$1::timestamptz"),
+    outbox=_outbox("rescued", _RESCUE_EVENT, "s.message", "$1::timestamptz"),
     wake=_WAKE_POOLS.format(source="rescued"),
 )
 
@@ -1002,7 +1042,7 @@ RESCUE_DEAD_OWNERS = _RESCUE.format(
     which="lease_owner = ANY($5::text[])",
     message="format('worker %s ended without reporting (its process died)', e.lease_owner)",
     error_class="WorkerGone",
-    outbox=_outbox("rescued", _OUTCOME_EVENT, "s.message", "$1::timestamptz"),
+    outbox=_outbox("rescued", _RESCUE_EVENT, "s.message", "$1::timestamptz"),
     wake=_WAKE_POOLS.format(source="rescued"),
 )
 

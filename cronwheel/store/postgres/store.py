@@ -80,6 +80,7 @@ from cronwheel.store.base import (
     ReleaseResult,
     RescueResult,
     RunReport,
+    Start,
     Store,
     TokenTake,
     Vacuum,
@@ -942,6 +943,7 @@ class PostgresStore(Store):
         lease_seconds: float,
         tenant_id: str | None = None,
         priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
+        started: bool = True,
     ) -> Claim:
         """One statement: apply overlap policies, share the batch fairly among tenants,
         lock with SKIP LOCKED, lease, and join each run's job."""
@@ -957,6 +959,7 @@ class PostgresStore(Store):
             REASON_OVERLAP_SKIP,
             tenant_id,
             max(priority_aging_seconds, 1e-6),  # a period, never zero: it divides
+            started,
         )
         found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)
         # Always at least one row, carrying the skip count; with nothing claimed, its run
@@ -1002,6 +1005,21 @@ class PostgresStore(Store):
             lost=[run_id for run_id, _ in leases if run_id not in held],
             cancel_requested=[run_id for run_id, _ in leases if held.get(run_id)],
         )
+
+    async def mark_started(self, worker_id: str, starts: Sequence[Start]) -> list[int]:
+        if not starts:
+            return []
+        # Ascending run id, the order rows are locked in; a run given twice, its first.
+        ordered = sorted({s.run_id: s for s in reversed(starts)}.values(), key=lambda s: s.run_id)
+        found = await self._fetch(
+            sql.MARK_STARTED,
+            worker_id,
+            [s.run_id for s in ordered],
+            [s.fence for s in ordered],
+            [s.started_at for s in ordered],
+        )
+        marked = {r["id"] for r in found}
+        return list(dict.fromkeys(s.run_id for s in starts if s.run_id in marked))
 
     async def complete_runs(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
@@ -1051,9 +1069,7 @@ class PostgresStore(Store):
         row = await self._one(
             sql.RESCUE_EXPIRED, now, limit, REASON_AT_MOST_ONCE_LOST, REASON_LEASE_LOST_LAST
         )
-        return RescueResult(
-            retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
-        )
+        return _rescued(row)
 
     async def rescue_runs_of_dead_owner(
         self, owners: Sequence[str], *, now: datetime, limit: int = 1000
@@ -1068,9 +1084,7 @@ class PostgresStore(Store):
             REASON_LEASE_LOST_LAST,
             list(owners),
         )
-        return RescueResult(
-            retried=list(row["retried"]), dead=list(row["dead"]), cancelled=list(row["cancelled"])
-        )
+        return _rescued(row)
 
     async def archive_runs(
         self,
@@ -1417,6 +1431,15 @@ async def _check_max_jobs(conn: Connection, jobs: Sequence[Job]) -> None:
         live: int = await conn.fetchval(sql.COUNT_LIVE_JOBS, tenant_id, limit + 1)
         if live + per_tenant[tenant_id] > limit:
             raise max_jobs_refusal(live, per_tenant[tenant_id], limit)
+
+
+def _rescued(row: asyncpg.Record) -> RescueResult:
+    return RescueResult(
+        retried=list(row["retried"]),
+        dead=list(row["dead"]),
+        cancelled=list(row["cancelled"]),
+        unstarted=list(row["unstarted"]),
+    )
 
 
 def _state_action(before: JobState, after: JobState) -> str:

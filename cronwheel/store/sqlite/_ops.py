@@ -367,6 +367,17 @@ HEARTBEAT_WITH_REPORTS = (
     " RETURNING runs.id, runs.cancel_requested"
 )
 
+# Params: the JSON rows [id, fence, started_at] (one per run), worker. "started_at IS
+# NULL": a start once recorded is never moved (a mark sent again).
+MARK_STARTED = (
+    "UPDATE runs SET started_at = d.started_at"
+    " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS fence,"
+    " json_extract(value, '$[2]') AS started_at FROM json_each(?)) AS d"
+    " WHERE runs.id = d.id AND runs.fence = d.fence AND runs.lease_owner = ?"
+    " AND runs.state = 'running' AND runs.started_at IS NULL"
+    " RETURNING runs.id"
+)
+
 COMPLETE_RUNS = (
     "UPDATE runs SET state = json_extract(d.value, '$[2]'),"
     " finished_at = json_extract(d.value, '$[3]'),"
@@ -375,7 +386,9 @@ COMPLETE_RUNS = (
     " last_error = json_extract(d.value, '$[5]'),"
     " reason = coalesce(json_extract(d.value, '$[6]'), reason),"
     + _reported(7, "json_extract(d.value, '$[10]')")
-    + ", result = coalesce(json_extract(d.value, '$[11]'), result)"
+    + ", result = coalesce(json_extract(d.value, '$[11]'), result),"
+    # A run claimed ahead and never marked: its completion says when it started.
+    " started_at = coalesce(started_at, json_extract(d.value, '$[12]'))"
     " FROM json_each(?) AS d"
     " WHERE runs.id = json_extract(d.value, '$[0]')"
     " AND runs.fence = json_extract(d.value, '$[1]') AND runs.state = 'running'"
@@ -404,6 +417,7 @@ def complete_many(
                 d.checkpoint,
                 rows.us(d.finished_at),
                 d.result,
+                rows.us_or_none(d.started_at),
             )
             for d in completions
         ]
@@ -535,6 +549,15 @@ def release_one(c: sqlite3.Connection, release: Release, at: int) -> tuple[RunSt
     if state is RunState.DEAD:
         record_events(c, [_event(row, "dead", release.why, at)])
     return state, row["pool"]
+
+
+def unclaim_unstarted(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
+    """Free a run whose lease expired before it started (claimed ahead, never marked):
+    unclaimed as a release before the start is, charged nothing and recorded nowhere,
+    pending again (at-most-once too: it never began) or cancelled if that was asked."""
+    state = RunState.CANCELLED if row["cancel_requested"] else RunState.PENDING
+    c.execute(UNCLAIM, (state.value, at if state.finished else None, row["id"]))
+    return state
 
 
 def _event(row: sqlite3.Row, event: str | None, error: str | None, at: int) -> Event:

@@ -60,6 +60,7 @@ from cronwheel.store.base import (
     ReleaseResult,
     RescueResult,
     RunReport,
+    Start,
     Store,
     TokenTake,
     Vacuum,
@@ -896,6 +897,7 @@ class SqliteStore(Store):
         lease_seconds: float,
         tenant_id: str | None = None,
         priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
+        started: bool = True,
     ) -> Claim:
         now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
         # The tenant filter is written into the text only when asked for, so the common
@@ -916,7 +918,7 @@ class SqliteStore(Store):
         sql = (
             "UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
             " lease_owner = ?, lease_expires_at = max(available_at, ?) + ?,"
-            " started_at = max(available_at, ?), cancel_requested = 0"
+            " started_at = CASE WHEN ? THEN max(available_at, ?) END, cancel_requested = 0"
             " WHERE id IN (SELECT value FROM json_each(?)) RETURNING *"
         )
 
@@ -935,7 +937,7 @@ class SqliteStore(Store):
             picked = _fair.picks(c, ask)
             turns = {p.id: turn for turn, p in enumerate(picked)}
             ids = json.dumps(list(turns))
-            params = (worker_id, now_us, ttl_us, now_us, ids)
+            params = (worker_id, now_us, ttl_us, started, now_us, ids)
             claimed = [rows.run(r) for r in c.execute(sql, params).fetchall()]
             claimed.sort(key=lambda r: turns[r.id])  # the order they were taken in
             ops.replace_running(c, [r for r in claimed if r.overlap is Overlap.REPLACE])
@@ -995,6 +997,20 @@ class SqliteStore(Store):
                 lost=[run_id for run_id, _ in leases if run_id not in found],
                 cancel_requested=[run_id for run_id, _ in leases if found.get(run_id)],
             )
+
+        return await self._db.write(fn)
+
+    async def mark_started(self, worker_id: str, starts: Sequence[Start]) -> list[int]:
+        if not starts:
+            return []
+        firsts: dict[int, Start] = {}
+        for start in starts:  # a run given twice: its first start
+            firsts.setdefault(start.run_id, start)
+        batch = json.dumps([[s.run_id, s.fence, rows.us(s.started_at)] for s in firsts.values()])
+
+        def fn(c: sqlite3.Connection) -> list[int]:
+            marked = {r[0] for r in c.execute(ops.MARK_STARTED, (batch, worker_id))}
+            return [run_id for run_id in firsts if run_id in marked]
 
         return await self._db.write(fn)
 
@@ -1064,10 +1080,15 @@ class SqliteStore(Store):
             result = RescueResult(retried=[], dead=[], cancelled=[])
             pools = []
             for row in c.execute(select, params).fetchall():
-                state = ops.rescue_one(c, row, at, gone=gone)
+                if row["started_at"] is None:
+                    state = ops.unclaim_unstarted(c, row, at)
+                    into = result.unstarted if state is RunState.PENDING else result.cancelled
+                else:
+                    state = ops.rescue_one(c, row, at, gone=gone)
+                    into = ops.RESCUED[state](result)
                 if state is RunState.PENDING:
                     pools.append(row["pool"])
-                ops.RESCUED[state](result).append(row["id"])
+                into.append(row["id"])
             return result, pools
 
         result, pools = await self._db.write(fn)
