@@ -48,12 +48,20 @@ from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
     ClaimedRun,
+    Delivery,
     NotifyEvent,
     WorkerInfo,
     new_id,
 )
 from cronwheel.pipelines.model import PipelineRunStart
-from cronwheel.store.base import Completion, HeartbeatResult, Release, RunReport, Store
+from cronwheel.store.base import (
+    Completion,
+    HeartbeatResult,
+    Release,
+    RunReport,
+    Start,
+    Store,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -220,6 +228,9 @@ class Worker:
             max_workers=sum(self.config.pools.values()), thread_name_prefix="cronwheel-handler"
         )
         self._completions: asyncio.Queue[Completion] = asyncio.Queue()
+        self._starts: dict[int, Start] = {}
+        """Starts of runs claimed ahead that are not stored yet (see _start_loop)."""
+        self._starting = asyncio.Event()
         self._writes_done = asyncio.Event()  # set while no batch of completions is in flight
         self._writes_done.set()
         self._completion_outage = Outage(log, "writing completions")
@@ -312,6 +323,7 @@ class Worker:
         background = [
             asyncio.create_task(self._heartbeat_loop(stop), name="heartbeat"),
             asyncio.create_task(self._completion_loop(), name="completions"),
+            asyncio.create_task(self._start_loop(), name="starts"),
             asyncio.create_task(self._clock_loop(stop), name="clock"),
             asyncio.create_task(self._loop_watch(stop), name="loop-watch"),
         ]
@@ -336,13 +348,18 @@ class Worker:
     async def run_once(self) -> int:
         """Claim what is due now, execute it, write the completions; return how many ran.
         For tests and scripts: the long-running shape is :meth:`run`."""
-        claimed = await self.claim()
-        while self._instants:  # runs claimed ahead of their instant: wait for it to come
-            soonest = min(self._instants)
-            await asyncio.sleep(max(0.0, (soonest - self.clock.now()).total_seconds()))
-        tasks = [f.task for f in list(self._inflight.values()) if f.task is not None]
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await self._flush_all()
+        starts = asyncio.create_task(self._start_loop(), name="starts")
+        try:
+            claimed = await self.claim()
+            while self._instants:  # runs claimed ahead of their instant: wait for it
+                soonest = min(self._instants)
+                await asyncio.sleep(max(0.0, (soonest - self.clock.now()).total_seconds()))
+            tasks = [f.task for f in list(self._inflight.values()) if f.task is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._flush_all()
+        finally:
+            starts.cancel()
+            await asyncio.gather(starts, return_exceptions=True)
         return claimed
 
     async def claim(self, *, peek: bool = False) -> int:
@@ -396,6 +413,9 @@ class Worker:
             now=now,
             prefetch_until=until,
             lease_seconds=self.config.lease_seconds,
+            # Claimed ahead of their start (their instant, a slot, a connection): a run
+            # is charged an attempt only once it has begun (see _fire).
+            started=False,
         )
         if limited and len(claimed) < room:
             await self.store.take_pool_tokens(pool, len(claimed) - room, now=now)
@@ -667,6 +687,18 @@ class Worker:
                 self._forget(flight)
                 return
             started = self.clock.now()
+            if flight.claimed.delivery is Delivery.AT_MOST_ONCE:
+                # Its start is stored before it begins: a worker that dies after this
+                # leaves a run that is never started again, one that dies before it
+                # leaves a run that never began (it is claimable again, uncharged).
+                if not await self._mark_now(flight, started):
+                    self._forget(flight)
+                    return
+            else:
+                # Stored soon, beside the action: a run that ends first carries its start
+                # in its completion, and no write is spent on it.
+                self._starts[run.id] = Start(run.id, run.fence, started)
+                self._starting.set()
             flight.started = True
             if self._tracer is None:
                 outcome = await self._execute(flight)
@@ -714,6 +746,8 @@ class Worker:
                 done, progress=progress, progress_message=message, checkpoint=checkpoint
             )
         log_attempt_end(flight.claimed, done, flight.error)
+        if (mark := self._starts.get(run.id)) is not None and mark.fence == run.fence:
+            del self._starts[run.id]  # the completion records the start
         self._completions.put_nowait(done)
 
     async def _execute(self, flight: _InFlight) -> Outcome:
@@ -813,6 +847,45 @@ class Worker:
         if flight.task is not None and flight.claimed.action.get("type") == "webhook":
             flight.task.cancel()  # aborts the HTTP request
 
+    # -- starts ------------------------------------------------------------------------
+    async def _mark_now(self, flight: _InFlight, started: datetime) -> bool:
+        """Store an at-most-once run's start before it begins; False: the run is no longer
+        this worker's (its lease was lost, it was cancelled), so it must not begin."""
+        run = flight.claimed.run
+        outage = Outage(log, "recording a start")
+        while not flight.lost:
+            try:
+                marked = await self.store.mark_started(self.id, [Start(run.id, run.fence, started)])
+                return run.id in marked
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+        return False
+
+    async def _start_loop(self) -> None:
+        """Store the starts of runs claimed ahead, in one write for all that began since
+        the last. Until its start is stored, a run whose worker dies is given back as one
+        that never began (issue 26): claimable again, charged nothing."""
+        outage = Outage(log, "recording starts")
+        while True:
+            await self._starting.wait()
+            self._starting.clear()
+            if not self._starts:
+                continue
+            batch = sorted(self._starts.values(), key=lambda m: m.run_id)
+            self._starts.clear()
+            try:
+                await self.store.mark_started(self.id, batch)
+                outage.ok()
+            except Exception as exc:
+                # Tried again with the next starts, for the runs still going: a run that
+                # ended meanwhile carries its start in its completion.
+                for mark in batch:
+                    flight = self._inflight.get(mark.run_id)
+                    if flight is not None and flight.claimed.run.fence == mark.fence:
+                        self._starts.setdefault(mark.run_id, mark)
+                await asyncio.sleep(outage.failed(exc))
+                self._starting.set()
+
     # -- completions ---------------------------------------------------------------------
     async def _completion_loop(self) -> None:
         while True:
@@ -867,8 +940,9 @@ class Worker:
     # -- shutdown ------------------------------------------------------------------------
     async def _drain(self) -> None:
         """Stop claiming; release runs not started yet; give the rest the grace period."""
-        now = self.clock.now()
-        waiting = [f for f in self._inflight.values() if f.claimed.run.available_at > now]
+        # Runs not begun (waiting for their instant, a slot or a connection) go back at
+        # once, uncharged: the grace period is for the runs already going.
+        waiting = [f for f in self._inflight.values() if not f.started]
         await self._release(waiting, "released before it started: the worker is stopping")
         running = [f.task for f in self._inflight.values() if f.task is not None]
         if running:

@@ -116,3 +116,14 @@ def fan_gather(ctx: RunContext) -> int:
     with open(MARKS / "gather.log", "a") as log:
         log.write(json.dumps({"run": ctx.run_id, "inputs": ctx.inputs["piece"]}) + "\n")
     return sum(ctx.inputs["piece"])
+
+
+@worker.handler("held")
+def held(ctx: RunContext) -> None:
+    """Marks its start, then works for CRONWHEEL_TEST_HOLD seconds (default 0): a worker
+    started with a long hold is killed while its runs are going."""
+    _mark(ctx, "started")
+    deadline = time.monotonic() + float(os.environ.get("CRONWHEEL_TEST_HOLD", "0"))
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    _mark(ctx, "done")

@@ -315,6 +315,11 @@ async def test_a_worker_that_lost_its_lease_cannot_complete_the_run(store: Store
     job, _ = await job_with_run(store)
     claim_task = asyncio.create_task(slow_worker.run_once())
     await eventually(lambda: _true(started.is_set()))
+
+    async def start_stored() -> bool:  # written beside the action (issue 26)
+        return (await one_run(store, job.id)).started_at is not None
+
+    await eventually(start_stored)
     # its lease is taken over: rescued as if expired, then claimed by another worker
     later = await store.now() + timedelta(seconds=60)
     await store.rescue_expired(now=later)

@@ -1,0 +1,89 @@
+"""Issue 26 item 3 with real processes: a worker holds runs claimed ahead of their start
+(their instant, a free slot); SIGKILLed, it must not have them charged attempts they
+never made. Before: ``retry.max_attempts: 1``, concurrency 2, ten runs, a SIGKILL, and
+all ten dead ("lease expired on its last attempt"), eight of which never executed."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import cronwheel
+from cronwheel.model import AttemptOutcome, RetryPolicy, Run, RunState
+from tests.e2e.procs import cronwheel as cronwheel_proc
+from tests.engine.helpers import eventually
+from tests.store.factories import make_job, make_run
+
+RUNS = 10
+WORKER = ["worker", "--app", "tests.e2e.app:worker", "--lease", "2"]
+
+
+def _started(marks: Path) -> dict[int, int]:
+    """Run id → pid of the process that began it (handler ``held``'s marks)."""
+    found = {}
+    for mark in marks.iterdir():
+        run_id, _attempt, what, pid = mark.name.split("-")
+        if what == "started":
+            found[int(run_id)] = int(pid)
+    return found
+
+
+async def test_runs_claimed_ahead_and_not_begun_are_not_charged_when_their_worker_dies(
+    store_url: str, marks: Path, tmp_path: Path
+) -> None:
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    async with await cronwheel.connect(store_url) as cw:
+        job = replace(
+            make_job(action={"type": "handler", "name": "held"}, retry=RetryPolicy(max_attempts=1)),
+            next_fire_at=None,
+            created_at=datetime.now(UTC),
+        )
+        # Due in 1.5 s: within the worker's prefetch window, so it claims them ahead; with
+        # two slots, two begin at the instant and the others wait for a slot.
+        instant = datetime.now(UTC) + timedelta(seconds=1.5)
+        await cw.store.create_jobs(
+            [job], [make_run(job, instant + timedelta(microseconds=i)) for i in range(RUNS)]
+        )
+        hold = {**env, "CRONWHEEL_TEST_HOLD": "60"}
+        first_args = [*WORKER, "--db", store_url, "--concurrency", "2"]
+        with cronwheel_proc(*first_args, env=hold, log=tmp_path / "first.log") as first:
+
+            async def two_begun() -> bool:
+                # Begun, and their starts stored (the worker stores them beside the
+                # action: a worker killed in between leaves runs that count as not begun).
+                begun = _started(marks)
+                runs = [await cw.run(run_id) for run_id in begun]
+                return len(begun) >= 2 and all(r.started_at is not None for r in runs)
+
+            await eventually(two_begun, timeout=60)
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+        begun = _started(marks)
+        assert set(begun.values()) == {first.pid} and len(begun) == 2, begun
+        # Another worker (its maintenance rescues the dead worker's leases) takes the rest.
+        second_args = [*WORKER, "--db", store_url, "--concurrency", "10"]
+        with cronwheel_proc(*second_args, env=env, log=tmp_path / "second.log"):
+
+            async def all_finished() -> list[Run] | None:
+                runs = await cw.runs(job.id, limit=RUNS + 1)
+                finished = all(r.state in (RunState.SUCCEEDED, RunState.DEAD) for r in runs)
+                return runs if len(runs) == RUNS and finished else None
+
+            runs = await eventually(all_finished, timeout=90)
+        for run in runs:
+            attempts = await cw.attempts(run.id)
+            if run.id in begun:
+                # It began under the dead worker: its one allowed attempt was made.
+                assert run.state is RunState.DEAD, run
+                assert [a.outcome for a in attempts] == [AttemptOutcome.LOST]
+                assert attempts[0].started_at is not None
+                assert attempts[0].started_at >= instant
+            else:
+                # Claimed by the dead worker but never begun: no attempt was charged nor
+                # recorded, and its one attempt ran under the second worker.
+                assert run.state is RunState.SUCCEEDED, (run, attempts)
+                assert run.attempt == 1
+                assert [a.outcome for a in attempts] == [AttemptOutcome.SUCCEEDED]
+                assert f"-{first.pid}-" not in (attempts[0].worker_id or "")
