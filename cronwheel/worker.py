@@ -967,6 +967,12 @@ class Worker:
         ]
         if not releases:
             return
+        # A started run's attempt is recorded with its start: store the starts not yet
+        # written first (the release reads them).
+        marks = [m for f in flights if (m := self._starts.pop(f.claimed.run.id, None))]
+        if marks:
+            with contextlib.suppress(Exception):
+                await self.store.mark_started(self.id, sorted(marks, key=lambda m: m.run_id))
         while True:
             try:
                 result = await self.store.release_runs(releases, now=self.clock.now())
