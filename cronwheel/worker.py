@@ -48,7 +48,6 @@ from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
     ClaimedRun,
-    Delivery,
     NotifyEvent,
     WorkerInfo,
     new_id,
@@ -163,6 +162,9 @@ class _InFlight:
     """The worker is done with this claim (:meth:`Worker._forget`)."""
     due: bool = False
     """Counted in the worker's runs due per pool (see :meth:`Worker._begin`)."""
+    ahead: bool = False
+    """Claimed without a start (it could wait before it begins): its start is stored
+    just before it begins (:meth:`Worker._mark`)."""
 
 
 class Worker:
@@ -228,8 +230,8 @@ class Worker:
             max_workers=sum(self.config.pools.values()), thread_name_prefix="cronwheel-handler"
         )
         self._completions: asyncio.Queue[Completion] = asyncio.Queue()
-        self._starts: dict[int, Start] = {}
-        """Starts of runs claimed ahead that are not stored yet (see _start_loop)."""
+        self._starts: dict[int, tuple[Start, asyncio.Future[bool]]] = {}
+        """Starts of runs claimed ahead to store before they begin (see _mark)."""
         self._starting = asyncio.Event()
         self._writes_done = asyncio.Event()  # set while no batch of completions is in flight
         self._writes_done.set()
@@ -377,7 +379,7 @@ class Worker:
             if peek:
                 room = min(PEEK_CLAIM, ahead + PEEK_OVERFLOW)
                 if room > 0:
-                    total += await self._claim_pool(pool, room, now, until)
+                    total += await self._claim_pool(pool, room, now, until, ahead=True)
                 continue
             # Backpressure: runs due now are claimed only for slots that no claimed run
             # waits for, so a saturated worker leaves the backlog to the others (and to
@@ -387,14 +389,19 @@ class Worker:
             startable = min(concurrency - self._due[pool], ahead)
             if startable <= 0:
                 continue
-            claimed = await self._claim_pool(pool, startable, now, now)
+            claimed = await self._claim_pool(pool, startable, now, now, ahead=False)
             total += claimed
             if claimed < startable and ahead - claimed > 0:
-                total += await self._claim_pool(pool, ahead - claimed, now, until)
+                total += await self._claim_pool(pool, ahead - claimed, now, until, ahead=True)
         return total
 
-    async def _claim_pool(self, pool: str, room: int, now: datetime, until: datetime) -> int:
-        """One claim of up to ``room`` runs of ``pool`` due by ``until``."""
+    async def _claim_pool(
+        self, pool: str, room: int, now: datetime, until: datetime, *, ahead: bool
+    ) -> int:
+        """One claim of up to ``room`` runs of ``pool`` due by ``until``. ``ahead``: the
+        runs may wait (for their instant, or past the free slots) before they begin, and
+        are claimed without a start (see _fire); otherwise they begin at once, and the
+        claim records their start."""
         limited = pool in await self._pool_rates(now)
         if limited:
             # A rate-limited pool (decision 0033): claim only what its cluster-wide
@@ -413,9 +420,7 @@ class Worker:
             now=now,
             prefetch_until=until,
             lease_seconds=self.config.lease_seconds,
-            # Claimed ahead of their start (their instant, a slot, a connection): a run
-            # is charged an attempt only once it has begun (see _fire).
-            started=False,
+            started=not ahead,
         )
         if limited and len(claimed) < room:
             await self.store.take_pool_tokens(pool, len(claimed) - room, now=now)
@@ -424,7 +429,7 @@ class Worker:
         # clock from it, so the time spent starting the batch does not delay them.
         origin = (self.clock.now(), asyncio.get_running_loop().time())
         for c in claimed:
-            self._start(c, origin)
+            self._start(c, origin, ahead)
         return len(claimed)
 
     async def _pool_rates(self, now: datetime) -> dict[str, float]:
@@ -613,7 +618,7 @@ class Worker:
             last_seen_at=now,
         )
 
-    def _start(self, claimed: ClaimedRun, origin: tuple[datetime, float]) -> None:
+    def _start(self, claimed: ClaimedRun, origin: tuple[datetime, float], ahead: bool) -> None:
         run = claimed.run
         ctx = RunContext(
             run_id=run.id,
@@ -628,7 +633,7 @@ class Worker:
         )
         if run.pipeline_run_id is not None:
             ctx.inputs, ctx.pipeline_run_id, ctx.task = run.inputs, run.pipeline_run_id, run.task
-        flight = _InFlight(claimed, ctx)
+        flight = _InFlight(claimed, ctx, ahead=ahead)
         self._inflight[run.id] = flight
         self._held[run.pool] += 1
         loop = asyncio.get_running_loop()
@@ -687,18 +692,13 @@ class Worker:
                 self._forget(flight)
                 return
             started = self.clock.now()
-            if flight.claimed.delivery is Delivery.AT_MOST_ONCE:
-                # Its start is stored before it begins: a worker that dies after this
-                # leaves a run that is never started again, one that dies before it
-                # leaves a run that never began (it is claimable again, uncharged).
-                if not await self._mark_now(flight, started):
-                    self._forget(flight)
-                    return
-            else:
-                # Stored soon, beside the action: a run that ends first carries its start
-                # in its completion, and no write is spent on it.
-                self._starts[run.id] = Start(run.id, run.fence, started)
-                self._starting.set()
+            # A run claimed ahead (its instant, a free slot) has its start stored before
+            # it begins: one write for all that begin together. A worker that dies
+            # before leaves a run that never began (claimable again, charged nothing);
+            # one that dies after, a lost attempt in its history (issue 26).
+            if flight.ahead and not await self._mark(flight, started):
+                self._forget(flight)  # no longer this worker's (lease lost, cancelled)
+                return
             flight.started = True
             if self._tracer is None:
                 outcome = await self._execute(flight)
@@ -746,8 +746,6 @@ class Worker:
                 done, progress=progress, progress_message=message, checkpoint=checkpoint
             )
         log_attempt_end(flight.claimed, done, flight.error)
-        if (mark := self._starts.get(run.id)) is not None and mark.fence == run.fence:
-            del self._starts[run.id]  # the completion records the start
         self._completions.put_nowait(done)
 
     async def _execute(self, flight: _InFlight) -> Outcome:
@@ -848,43 +846,44 @@ class Worker:
             flight.task.cancel()  # aborts the HTTP request
 
     # -- starts ------------------------------------------------------------------------
-    async def _mark_now(self, flight: _InFlight, started: datetime) -> bool:
-        """Store an at-most-once run's start before it begins; False: the run is no longer
-        this worker's (its lease was lost, it was cancelled), so it must not begin."""
+    async def _mark(self, flight: _InFlight, started: datetime) -> bool:
+        """Store the start of a run claimed ahead; False: the run is no longer this
+        worker's, and must not begin."""
         run = flight.claimed.run
-        outage = Outage(log, "recording a start")
-        while not flight.lost:
-            try:
-                marked = await self.store.mark_started(self.id, [Start(run.id, run.fence, started)])
-                return run.id in marked
-            except Exception as exc:
-                await asyncio.sleep(outage.failed(exc))
-        return False
+        marked = asyncio.get_running_loop().create_future()
+        self._starts[run.id] = (Start(run.id, run.fence, started), marked)
+        self._starting.set()
+        return bool(await marked)
 
     async def _start_loop(self) -> None:
-        """Store the starts of runs claimed ahead, in one write for all that began since
-        the last. Until its start is stored, a run whose worker dies is given back as one
-        that never began (issue 26): claimable again, charged nothing."""
+        """Store the starts that :meth:`_mark` asks for, in one write for all that came
+        since the last (runs due at one instant begin together)."""
         outage = Outage(log, "recording starts")
         while True:
             await self._starting.wait()
             self._starting.clear()
             if not self._starts:
                 continue
-            batch = sorted(self._starts.values(), key=lambda m: m.run_id)
+            batch = sorted(self._starts.values(), key=lambda m: m[0].run_id)
             self._starts.clear()
             try:
-                await self.store.mark_started(self.id, batch)
+                marked = set(await self.store.mark_started(self.id, [m for m, _ in batch]))
                 outage.ok()
             except Exception as exc:
-                # Tried again with the next starts, for the runs still going: a run that
-                # ended meanwhile carries its start in its completion.
-                for mark in batch:
+                # Asked again with the next starts, unless the run was lost meanwhile.
+                for mark, waiter in batch:
                     flight = self._inflight.get(mark.run_id)
-                    if flight is not None and flight.claimed.run.fence == mark.fence:
-                        self._starts.setdefault(mark.run_id, mark)
+                    if flight is None or flight.lost or waiter.done():
+                        if not waiter.done():
+                            waiter.set_result(False)
+                    else:
+                        self._starts.setdefault(mark.run_id, (mark, waiter))
                 await asyncio.sleep(outage.failed(exc))
                 self._starting.set()
+                continue
+            for mark, waiter in batch:
+                if not waiter.done():
+                    waiter.set_result(mark.run_id in marked)
 
     # -- completions ---------------------------------------------------------------------
     async def _completion_loop(self) -> None:
@@ -967,12 +966,6 @@ class Worker:
         ]
         if not releases:
             return
-        # A started run's attempt is recorded with its start: store the starts not yet
-        # written first (the release reads them).
-        marks = [m for f in flights if (m := self._starts.pop(f.claimed.run.id, None))]
-        if marks:
-            with contextlib.suppress(Exception):
-                await self.store.mark_started(self.id, sorted(marks, key=lambda m: m.run_id))
         while True:
             try:
                 result = await self.store.release_runs(releases, now=self.clock.now())
