@@ -773,8 +773,9 @@ class Worker:
     # -- shutdown ------------------------------------------------------------------------
     async def _drain(self) -> None:
         """Stop claiming; release runs not started yet; give the rest the grace period."""
-        now = self.clock.now()
-        waiting = [f for f in self._inflight.values() if f.claimed.run.available_at > now]
+        # Not started: waiting for its instant, or for a slot behind the runs executing
+        # (the grace period is theirs: a run that started now would be cut at its end).
+        waiting = [f for f in self._inflight.values() if not f.started]
         await self._release(waiting, "released before it started: the worker is stopping")
         running = [f.task for f in self._inflight.values() if f.task is not None]
         if running:
