@@ -101,18 +101,30 @@ class Maintenance:
         self.config = config or MaintenanceConfig()
         self._vacuum_warned: set[tuple[str, str]] = set()
 
-    async def run_once(self) -> MaintenanceResult:
+    async def run_once(self, stop: asyncio.Event | None = None) -> MaintenanceResult:
         """One pass: every expired lease rescued, settled runs archived (PostgreSQL), one
         batch of old history deleted, then the live tables vacuumed if their dead tuples
         passed the threshold (PostgreSQL): after the archive's and retention's deletes,
-        which leave most of them."""
+        which leave most of them.
+
+        Once ``stop`` is set the pass ends after the statement in progress: a process
+        told to stop must not wait for a backlog's archive or a vacuum (each of which the
+        next process's pass does as well), and every step is its own transaction."""
         result = await self._rescue_all(
-            lambda: self.store.rescue_expired(now=self.clock.now(), limit=self.config.rescue_batch)
+            lambda: self.store.rescue_expired(now=self.clock.now(), limit=self.config.rescue_batch),
+            stop,
         )
+        if not _stopping(stop):
+            await self._tidy(result, stop)
+        self._log_rescues(result)
+        return result
+
+    async def _tidy(self, result: MaintenanceResult, stop: asyncio.Event | None) -> None:
+        """The pass after its rescues: pipelines, archive, retention, vacuum."""
         result.pipelines_advanced = await self.store.advance_pipelines(now=self.clock.now())
         if self.config.archive:
-            result.archived = await self._archive()
-        if self.config.retention_days is not None:
+            result.archived = await self._archive(stop)
+        if self.config.retention_days is not None and not _stopping(stop):
             before = self.clock.now() - timedelta(days=self.config.retention_days)
             result.deleted = await self.store.delete_history(
                 before=before, limit=self.config.retention_batch
@@ -120,8 +132,10 @@ class Maintenance:
             result.notifications_deleted = await self.store.delete_notifications(
                 before=before, limit=self.config.retention_batch
             )
-        if self.config.vacuum:
+        if self.config.vacuum and not _stopping(stop):
             result.vacuumed = await self._vacuum()
+
+    def _log_rescues(self, result: MaintenanceResult) -> None:
         if result.retried or result.cancelled or result.unstarted:
             # A lease expires only when its worker died, froze or lost the store: worth a
             # line, and rare enough for one per pass.
@@ -139,13 +153,15 @@ class Maintenance:
                 " moved to the dead-letter queue",
                 run_id,
             )
-        return result
 
-    async def _archive(self) -> int:
+    async def _archive(self, stop: asyncio.Event | None = None) -> int:
         """Batches of settled runs into history, until one comes back short (or the
-        pass's share of batches is spent: rescues must not wait behind a backlog)."""
+        pass's share of batches is spent: rescues must not wait behind a backlog; or the
+        process is stopping)."""
         moved = 0
         for _ in range(self.config.archive_batches_per_pass):
+            if _stopping(stop):
+                break
             batch = await self.store.archive_runs(
                 now=self.clock.now(),
                 settle_seconds=self.config.archive_settle_seconds,
@@ -231,7 +247,7 @@ class Maintenance:
                 if await self.store.acquire_shards(
                     self.holder, [MAINTENANCE_LEASE], now=self.clock.now(), ttl_seconds=ttl
                 ):
-                    await self.run_once()
+                    await self.run_once(stop)
             except Exception as exc:
                 await sleep_or_stop(stop, outage.failed(exc))
                 continue
@@ -240,10 +256,13 @@ class Maintenance:
         with contextlib.suppress(Exception):
             await self.store.release_shards(self.holder, [MAINTENANCE_LEASE])
 
-    async def _rescue_all(self, batch: Callable[[], Awaitable[RescueResult]]) -> MaintenanceResult:
-        """Call a rescue batch until one comes back short: every run it finds, rescued."""
+    async def _rescue_all(
+        self, batch: Callable[[], Awaitable[RescueResult]], stop: asyncio.Event | None = None
+    ) -> MaintenanceResult:
+        """Call a rescue batch until one comes back short (every run it finds, rescued)
+        or the process is stopping."""
         result = MaintenanceResult()
-        while True:
+        while not _stopping(stop):
             rescued = await batch()
             result.retried += rescued.retried
             result.dead += rescued.dead
@@ -256,4 +275,9 @@ class Maintenance:
             metrics.default().attempts_lost(lost)
             metrics.default().runs_unclaimed(len(rescued.unstarted))
             if lost + len(rescued.unstarted) < self.config.rescue_batch:
-                return result
+                break
+        return result
+
+
+def _stopping(stop: asyncio.Event | None) -> bool:
+    return stop is not None and stop.is_set()

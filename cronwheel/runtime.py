@@ -9,11 +9,15 @@ when its lease expires.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import logging
+import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
@@ -50,6 +54,44 @@ async def serve(
         await asyncio.gather(*tasks, return_exceptions=True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+THREAD_SETTLE_SECONDS = 1.0
+"""How long a stopped service process waits for its threads to end on their own (an idle
+handler thread sees the executor's shutdown at once) before it exits without them."""
+
+
+def exit_past_lingering_threads(settle: float = THREAD_SETTLE_SECONDS) -> None:
+    """End a service process whose services have stopped, even if threads still run.
+
+    A sync handler that ignores its cancellation keeps running in its thread after the
+    worker's grace period, and Python joins every executor thread at exit: the process
+    would then live as long as the handler, past any grace period (a worker with a 5 s
+    grace took 37 s to stop after SIGTERM). Its run was released already (or its lease
+    will expire), so nothing of it is worth waiting for: this exits at once, as SIGKILL
+    would, once the logs are flushed. Returns when no such thread is left."""
+    deadline = time.monotonic() + settle
+    main = threading.main_thread()
+    lingering = []
+    for thread in threading.enumerate():
+        if thread is main or thread.daemon:
+            continue
+        thread.join(max(deadline - time.monotonic(), 0.0))
+        if thread.is_alive():
+            lingering.append(thread.name)
+    if not lingering:
+        return
+    log.warning(
+        "%d threads still running after the services stopped (%s): a handler that"
+        " ignores cancellation; exiting without them (their runs were released)",
+        len(lingering),
+        ", ".join(sorted(lingering)[:5]),
+    )
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 GC_GEN0_THRESHOLD = 50_000

@@ -97,8 +97,10 @@ class Scheduler:
         """The measured cost per job; tests with a frozen clock set it (nothing is
         measured when no time passes)."""
 
-    async def run_once(self) -> TickResult:
-        """One tick: every due job's runs materialised, batch by batch."""
+    async def run_once(self, stop: asyncio.Event | None = None) -> TickResult:
+        """One tick: every due job's runs materialised, batch by batch; once ``stop`` is
+        set, no batch more (a herd's tick takes seconds, and a stopping scheduler hands
+        its shards over instead: the next owner materialises the rest)."""
         config = self.config
         result = TickResult()
         horizon = timedelta(seconds=config.horizon_seconds)
@@ -110,6 +112,8 @@ class Scheduler:
         lead = await self._lead(shards, count)
         result.lead_seconds = lead.total_seconds()
         for _ in range(config.max_batches_per_tick):
+            if stop is not None and stop.is_set():
+                break
             now = started = self.clock.now()
             jobs = await self.store.fetch_due_jobs(
                 now + lead, limit=config.batch_size, shards=shards, shard_count=count
@@ -140,10 +144,10 @@ class Scheduler:
                 break
         return result
 
-    async def _tick(self) -> None:
+    async def _tick(self, stop: asyncio.Event | None = None) -> None:
         """One tick, measured: its duration, lead, skips and the shards it served."""
         started = time.perf_counter()
-        result = await self.run_once()
+        result = await self.run_once(stop)
         guard = None if self.owner is None else self.owner.guard
         self.metrics.scheduler_tick(
             time.perf_counter() - started,
@@ -188,7 +192,7 @@ class Scheduler:
                 ):
                     await self.owner.rebalance()
                     rebalanced_at = loop.time()
-                await self._tick()
+                await self._tick(stop)
             except Exception as exc:  # the store may be restarting: log once, back off, go on
                 await sleep_or_stop(stop, outage.failed(exc))
                 continue

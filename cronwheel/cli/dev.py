@@ -44,7 +44,7 @@ from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.maintenance import Maintenance, MaintenanceResult
 from cronwheel.notifier import Notifier
 from cronwheel.redact import mask_url
-from cronwheel.runtime import Service, serve, tune_process
+from cronwheel.runtime import Service, exit_past_lingering_threads, serve, tune_process
 from cronwheel.scheduler import Scheduler
 from cronwheel.sealing import Sealer, dev_sealer
 from cronwheel.service import JobService
@@ -241,3 +241,4 @@ def dev(
         output.line("stopped")
 
     run_async(main)
+    exit_past_lingering_threads()

@@ -25,7 +25,7 @@ from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options
 from cronwheel.maintenance import Maintenance
 from cronwheel.notifier import Notifier
 from cronwheel.redact import mask_url, register_secret
-from cronwheel.runtime import load_handlers, serve, tune_process
+from cronwheel.runtime import exit_past_lingering_threads, load_handlers, serve, tune_process
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 from cronwheel.worker import Worker, WorkerConfig
@@ -258,3 +258,4 @@ def worker(
                 await serve([w, Maintenance(store), notifier], stop=stop)
 
     run_async(main)
+    exit_past_lingering_threads()

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,19 @@ class Proc:
             self.popen.send_signal(signal.SIGKILL)
         self.popen.wait(timeout=30)
 
+    def terminate(self, timeout: float) -> float | None:
+        """SIGTERM (a graceful stop), then wait: the seconds it took to exit, or None if it
+        was still alive after ``timeout`` (it is then SIGKILLed, and reaped)."""
+        started = time.monotonic()
+        if self.alive:
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+        return time.monotonic() - started
+
     def freeze(self) -> None:
         self.popen.send_signal(signal.SIGSTOP)
 
@@ -117,8 +131,10 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
-    def scheduler(self, name: str, *, shards: int, shard_lease: float) -> Proc:
-        args = ["--shards", str(shards), "--shard-lease", str(shard_lease)]
+    def scheduler(
+        self, name: str, *, shards: int, shard_lease: float, extra: Sequence[str] = ()
+    ) -> Proc:
+        args = ["--shards", str(shards), "--shard-lease", str(shard_lease), *extra]
         return self.start(name, "scheduler", "--db", self.db, *args)
 
     def worker(
@@ -129,8 +145,9 @@ class Cluster:
         concurrency: int,
         db: str | None = None,
         prefix: Sequence[str] = (),
+        extra: Sequence[str] = (),
     ) -> Proc:
-        args = ["--app", APP, "--lease", str(lease), "--concurrency", str(concurrency)]
+        args = ["--app", APP, "--lease", str(lease), "--concurrency", str(concurrency), *extra]
         return self.start(name, "worker", "--db", db or self.db, *args, prefix=prefix)
 
     def close(self) -> None:

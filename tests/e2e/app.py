@@ -31,6 +31,15 @@ def slow(ctx: RunContext) -> None:
     _mark(ctx, "done")
 
 
+@worker.handler("deaf")
+def deaf(ctx: RunContext) -> None:
+    """Marks its start, then works 60 s deaf to cancellation (a sync handler that never
+    looks at ``ctx.cancelled``): no grace period is long enough for it."""
+    _mark(ctx, "started")
+    time.sleep(60)
+    _mark(ctx, "done")
+
+
 @worker.handler("quick")
 def quick(ctx: RunContext) -> None:
     _mark(ctx, "done")

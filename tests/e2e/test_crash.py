@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -91,6 +92,39 @@ async def test_sigterm_drains_then_releases_and_another_worker_finishes(
         )
         with cronwheel_proc(*WORKER, "--db", store_url, env=env, log=tmp_path / "b.log"):
             await eventually(lambda: _all_succeeded(cw, [slow.id]), timeout=60)
+
+
+async def test_sigterm_stops_within_the_grace_period_a_handler_deaf_to_cancellation(
+    store_url: str, marks: Path, tmp_path: Path
+) -> None:
+    """Its thread goes on after the grace period, and Python joins executor threads at
+    exit: the worker must not wait for it (issue 26: a worker with a 5 s grace took 37 s
+    to stop). Its run is released as for any handler still running at the end of grace."""
+    env = {"CRONWHEEL_TEST_MARKS": str(marks)}
+    log = tmp_path / "a.log"
+    async with await cronwheel.connect(store_url) as cw:
+        deaf = await cw.create(
+            name="deaf", schedule={"kind": "immediate"}, action={"type": "handler", "name": "deaf"}
+        )
+        with cronwheel_proc(*WORKER, "--grace", "1", "--db", store_url, env=env, log=log) as w:
+            await eventually(
+                lambda: _true(any("-1-started-" in m.name for m in marks.iterdir())), timeout=60
+            )
+            signalled = time.monotonic()
+            w.send_signal(signal.SIGTERM)
+            assert w.wait(timeout=60) == 0
+            took = time.monotonic() - signalled
+        [run] = await cw.runs(deaf.id)
+        [released] = await cw.attempts(run.id)
+    # The grace period, and a few seconds for the release and the exit (the handler
+    # would have held it 60 s).
+    assert took < 1 + 10, f"stopped {took:.1f} s after SIGTERM:\n{log.read_text()}"
+    assert "exiting without them" in log.read_text()
+    assert run.state is RunState.PENDING
+    assert (released.outcome, released.error_class) == (
+        AttemptOutcome.CANCELLED,
+        "WorkerShutdown",
+    )
 
 
 async def test_dev_killed_mid_run_is_recovered_at_once_by_the_next_dev_on_its_file(

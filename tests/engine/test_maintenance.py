@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from cronwheel.clock import FrozenClock
 from cronwheel.maintenance import Maintenance, MaintenanceConfig
@@ -28,6 +32,46 @@ async def test_a_pass_rescues_every_expired_lease_in_batches(store: Store) -> No
     assert (len(result.retried), len(result.dead)) == (5, 1)
     states = sorted(r.state.value for r in await store.list_runs("default"))
     assert states == ["dead"] + ["pending"] * 5
+
+
+async def test_a_stopping_process_ends_its_pass_after_the_statement_in_progress(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM during a pass (a rescue backlog, an archive, a vacuum): the process must
+    stop within seconds, and the next holder of the maintenance lease does the rest."""
+    job = make_job()
+    await store.create_jobs([job])
+    await store.materialize_runs([make_run(job, at(i)) for i in range(5)], [])
+    await store.claim_runs(
+        "w", ["default"], limit=10, now=at(5), prefetch_until=at(5), lease_seconds=10
+    )
+    stop = asyncio.Event()
+    rescue = store.rescue_expired
+    later: list[str] = []
+
+    async def rescue_then_stop(**kwargs: Any) -> Any:
+        stop.set()  # the signal arrives while the first batch is being rescued
+        return await rescue(**kwargs)
+
+    async def recorded(name: str, result: Any) -> Any:
+        later.append(name)
+        return result
+
+    monkeypatch.setattr(store, "rescue_expired", rescue_then_stop)
+    for name, result in [
+        ("advance_pipelines", 0),
+        ("archive_runs", 0),
+        ("delete_history", 0),
+        ("delete_notifications", 0),
+        ("vacuum_live_tables", []),
+    ]:
+        monkeypatch.setattr(store, name, lambda *a, n=name, r=result, **k: recorded(n, r))
+    config = MaintenanceConfig(rescue_batch=2)
+    result = await Maintenance(store, clock=FrozenClock(at(15)), config=config).run_once(stop)
+    assert len(result.retried) == 2  # the batch in progress, whole
+    assert later == []  # nothing after it
+    states = sorted(r.state.value for r in await store.list_runs("default"))
+    assert states == ["pending"] * 2 + ["running"] * 3  # the next pass rescues those
 
 
 async def test_a_pass_deletes_history_past_retention(store: Store) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -90,6 +91,25 @@ async def test_a_one_time_job_fires_once_and_completes(store: Store) -> None:
     assert stored is not None and stored.state is JobState.COMPLETED
     [run] = await store.list_runs("default", job_id=job.id)
     assert (run.state, run.scheduled_for) == (RunState.PENDING, at(3))
+
+
+async def test_a_stopping_scheduler_writes_no_batch_more(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A herd's tick is many batches: once told to stop (SIGTERM), the scheduler ends it
+    after the batch in progress, instead of holding the stop up for the whole herd."""
+    jobs = [make_job(schedule=EVERY_SECOND, next_fire_at=at(1)) for _ in range(25)]
+    await store.create_jobs(jobs)
+    stop = asyncio.Event()
+    write = store.materialize_runs
+
+    async def write_then_stop(*args: Any, **kwargs: Any) -> Any:
+        stop.set()  # the signal arrives while the first batch is being written
+        return await write(*args, **kwargs)
+
+    monkeypatch.setattr(store, "materialize_runs", write_then_stop)
+    result = await Scheduler(store, clock=FrozenClock(at(1)), config=CONFIG).run_once(stop)
+    assert result.jobs == CONFIG.batch_size  # the first batch, whole; no other
 
 
 async def test_a_job_changed_mid_tick_is_left_for_the_next_tick(store: Store) -> None:

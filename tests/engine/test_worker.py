@@ -384,6 +384,36 @@ async def test_shutdown_releases_what_did_not_finish_in_the_grace_period(store: 
     assert await store.list_attempts("default", later.id) == []
 
 
+async def test_shutdown_starts_no_run_that_waits_for_a_slot(store: Store) -> None:
+    """A run due but waiting for a slot behind the executing ones has not started: the
+    stop releases it at once (no attempt), instead of starting it during the grace period
+    and cutting it at its end (issue 26: a drain under load started hundreds of runs)."""
+    worker = Worker(store, replace(FAST, pools={"default": 1}, grace_seconds=10.0))
+    started: list[str] = []
+    release = asyncio.Event()
+
+    @worker.handler("noop")
+    async def slow(ctx: RunContext) -> None:
+        started.append(ctx.job_id)
+        await release.wait()
+
+    first, _ = await job_with_run(store)
+    async with running(worker):
+        await eventually(lambda: _true(len(started) == 1))
+        # A peek claims a run past the free slots (a newly waiting tenant's, decision
+        # 0028): it waits for the one slot, which the first run holds.
+        second, _ = await job_with_run(store)
+        assert await worker.claim(peek=True) == 1
+        stopping = asyncio.get_running_loop().call_later(0.2, release.set)
+    stopping.cancel()
+    assert len(started) == 1  # the one executing finished within its grace period
+    done = await one_run(store, started[0])
+    other = await one_run(store, (second if started[0] == first.id else first).id)
+    assert done.state is RunState.SUCCEEDED
+    assert (other.state, other.attempt) == (RunState.PENDING, 0)
+    assert await store.list_attempts("default", other.id) == []
+
+
 async def test_shutdown_never_sends_a_started_at_most_once_run_back(store: Store) -> None:
     # A prefetch window wide enough that the second run is surely claimed, and surely not
     # started, when the worker stops, however slow the machine is.
