@@ -142,12 +142,14 @@ class Cluster:
         name: str,
         *,
         lease: float,
-        concurrency: int,
+        concurrency: int | None,
         db: str | None = None,
         prefix: Sequence[str] = (),
         extra: Sequence[str] = (),
     ) -> Proc:
-        args = ["--app", APP, "--lease", str(lease), "--concurrency", str(concurrency), *extra]
+        """None: the worker's default concurrency (by its handlers, decision 0034)."""
+        size = [] if concurrency is None else ["--concurrency", str(concurrency)]
+        args = ["--app", APP, "--lease", str(lease), *size, *extra]
         return self.start(name, "worker", "--db", db or self.db, *args, prefix=prefix)
 
     def close(self) -> None:

@@ -65,9 +65,9 @@ GRACE = 5.0
 """The workers' ``--grace``: SIGTERM lets running runs finish this long."""
 STOP_SLACK = 5.0
 """How long after its grace period a process may take to exit after SIGTERM."""
-CONCURRENCY = 50
-"""Runs at once per worker: modest, so that a webhook pool does not run far more requests
-than the HTTP client has connections (a known jam, fixed separately)."""
+CONCURRENCY = None
+"""The workers run at their defaults, as a user's would (before issue 26's fix, 2,500
+webhooks at once over 200 connections jammed them: thousands of lost attempts)."""
 DRAIN_TIMEOUT = 120.0
 HANDLER_SECONDS = 0.05
 RECEIVER_LATENCY = 0.05
