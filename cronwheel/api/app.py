@@ -47,10 +47,14 @@ log = logging.getLogger("cronwheel.api")
 
 MAX_BODY = 4 * MAX_PAYLOAD_BYTES
 """A single request's body: room for a job with the largest payload, escaped."""
-MAX_BATCH_BODY = 64 * 1024 * 1024
-"""A batch's body: 10,000 jobs, or 10,000 payloads of enqueued runs, of about 6 KiB each."""
-BATCH_PATHS = ("/v1/jobs/batch", "/v1/jobs/{job_id}/runs")
-"""The routes that take up to 10,000 items in one body."""
+MAX_BATCH_BODY = 10 * 1024 * 1024
+"""``POST /v1/jobs/batch``: 10,000 jobs of about 1 KiB (a job with every policy set and a
+small payload is 870 bytes), or fewer larger ones (decision 0036)."""
+MAX_ENQUEUE_BODY = 4 * 1024 * 1024
+"""``POST /v1/jobs/{job_id}/runs``: 10,000 payloads of about 400 bytes, or fewer larger
+ones (decision 0036)."""
+BODY_LIMITS = {"/v1/jobs/batch": MAX_BATCH_BODY, "/v1/jobs/{job_id}/runs": MAX_ENQUEUE_BODY}
+"""The routes that take up to 10,000 items in one body, and their limits."""
 HOUSEKEEPING_SECONDS = 60.0
 
 DESCRIPTION = """cronwheel's HTTP API: jobs, runs, the dead-letter queue, remote workers,
@@ -124,7 +128,7 @@ def create_app(
     app.add_middleware(
         RequestGuard,
         default_limit=MAX_BODY,
-        limits=dict.fromkeys(BATCH_PATHS, MAX_BATCH_BODY),
+        limits=BODY_LIMITS,
     )
     return app
 

@@ -13,12 +13,17 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from cronwheel.api.problems import ApiProblem
 from cronwheel.model import DEFAULT_TENANT, Role
@@ -116,10 +121,20 @@ def _unauthorized(detail: str) -> ApiProblem:
     return ApiProblem(401, detail, headers={"WWW-Authenticate": "Bearer"})
 
 
+_PRINCIPAL = "cronwheel.principal"
+"""Where :class:`EarlyAuth` leaves the caller in the request's scope, so that the route's
+own dependency does not look the key up a second time."""
+
+
 async def authenticate(request: Request, credentials: Credentials) -> Principal:
     """The caller of this request, in the tenant it acts for; 401 if it has no valid
     token."""
-    return await acting_for(request, await _caller(request, credentials))
+    known = request.scope.get(_PRINCIPAL)
+    if isinstance(known, Principal):
+        return known
+    principal = await acting_for(request, await _caller(request, credentials))
+    request.scope[_PRINCIPAL] = principal
+    return principal
 
 
 async def acting_for(request: Request, principal: Principal) -> Principal:
@@ -188,16 +203,26 @@ def allowed(principal: Principal, permission: Permission) -> bool:
     return principal.role in ROLES_FOR[permission]
 
 
+def check_permission(principal: Principal, permission: Permission) -> None:
+    """403 unless ``principal``'s role has ``permission``."""
+    if not allowed(principal, permission):
+        raise ApiProblem(
+            403, f"a {principal.role.value} key may not do this (needs {permission.value})"
+        )
+
+
+_PERMISSION_OF: dict[Callable[..., Any], Permission] = {}
+"""The permission each :func:`require` dependency checks, for :class:`EarlyAuth`."""
+
+
 def require(permission: Permission) -> object:
     """A dependency: the caller, if its role has ``permission``; 403 otherwise."""
 
     async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
-        if not allowed(principal, permission):
-            raise ApiProblem(
-                403, f"a {principal.role.value} key may not do this (needs {permission.value})"
-            )
+        check_permission(principal, permission)
         return principal
 
+    _PERMISSION_OF[check] = permission
     return Depends(check)
 
 
@@ -207,3 +232,82 @@ WorkerKey = Annotated[Principal, require(Permission.WORK)]
 WorkerWatcher = Annotated[Principal, require(Permission.SEE_WORKERS)]
 Admin = Annotated[Principal, require(Permission.ADMIN)]
 SystemAdmin = Annotated[Principal, require(Permission.SYSTEM_ADMIN)]
+
+
+# -- before the body -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Guarded:
+    """What a route's dependencies ask of the caller: to be authenticated, and these
+    permissions."""
+
+    permissions: tuple[Permission, ...]
+
+
+def _guard_of(route: APIRoute) -> _Guarded | None:
+    """The route's authentication, if any of its dependencies (at any depth) authenticates."""
+    found, permissions = False, []
+    stack: list[Dependant] = [route.dependant]
+    while stack:
+        dependant = stack.pop()
+        if dependant.call is authenticate:
+            found = True
+        elif dependant.call in _PERMISSION_OF:
+            permissions.append(_PERMISSION_OF[dependant.call])
+        stack.extend(dependant.dependencies)
+    return _Guarded(tuple(permissions)) if found else None
+
+
+def authenticates(route: APIRoute) -> bool:
+    """Whether ``route`` needs a caller (one of its dependencies authenticates)."""
+    return _guard_of(route) is not None
+
+
+def known_caller(scope: Scope) -> bool:
+    """Whether this request's caller was found already (and allowed)."""
+    return isinstance(scope.get(_PRINCIPAL), Principal)
+
+
+class EarlyAuth:
+    """The refusals a route's own dependencies would make (401, 403, and 422 for an
+    unknown ``Cronwheel-Tenant``), made from the headers alone, before anyone reads the
+    request's body: a caller without a valid key cannot make the API read, hold and
+    parse megabytes for nothing.
+
+    The route's dependencies stay the authority: this only answers early what they
+    would answer anyway, and leaves the caller it found in the scope for them. Anything
+    it cannot decide here (the store is down) is left to the route."""
+
+    def __init__(self, routes: list[BaseRoute]) -> None:
+        # Included routers nest; their routes, each with its full path, in the router's
+        # order.
+        contexts = list(iter_route_contexts(routes))
+        self.routes = [
+            (context, _guard_of(route) if isinstance(route, APIRoute) else None)
+            for context in contexts
+            for route in [context.original_route]
+        ]
+
+    def guard_for(self, scope: Scope) -> _Guarded | None:
+        """The authentication of the route the router will give this request to, found
+        as the router finds it: the first route that matches path and method."""
+        for context, guarded in self.routes:
+            match, _ = context.matches(scope)
+            if match is Match.FULL:
+                return guarded
+        return None
+
+    async def refusal(self, scope: Scope) -> ApiProblem | None:
+        """Why this request would be refused by its route's authentication, or None."""
+        guarded = self.guard_for(scope)
+        if guarded is None:
+            return None
+        request = Request(scope)
+        try:
+            principal = await authenticate(request, await _bearer(request))
+            for permission in guarded.permissions:
+                check_permission(principal, permission)
+        except ApiProblem as problem:
+            return problem
+        except Exception:
+            return None  # the route's dependency meets it again and answers as it does
+        return None

@@ -8,27 +8,42 @@ nesting deep enough to exhaust the recursion limit of whatever serialises it nex
 
 from __future__ import annotations
 
+import contextlib
+import email.message
+import gc
 import json
 import math
 import re
-from collections.abc import Callable, Coroutine, Mapping
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any
 
+import anyio.to_thread
 from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel.api.problems import ApiProblem, field_error, problem_response
+from cronwheel.api import auth
+from cronwheel.api.problems import ApiProblem, field_error, problem_response, render
 
 MAX_DEPTH = 64
 """Containers nested deeper than this are refused (422)."""
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 
 
+OFF_LOOP_BYTES = 64 * 1024
+"""A JSON body larger than this is parsed and validated on a worker thread: a maximal
+batch takes about a second of CPU, which on the event loop would stall every other
+request (``/healthz`` included) for as long (decision 0036)."""
+
+
 class RequestGuard:
-    """ASGI middleware: a body over its route's limit is refused with 413 before anything
-    reads it, and a NUL character in the path or query string with 400.
+    """ASGI middleware, before anything reads a request's body: a NUL character in the
+    path or query string is refused (400), then a caller whose route would refuse it
+    (401, 403: see :class:`~cronwheel.api.auth.EarlyAuth`), then a body over its route's
+    limit (413, as soon as the limit is passed).
 
     ``limits`` maps paths to their own limit; a path may hold ``{parameters}`` as routes
     do (``/v1/jobs/{job_id}/runs``), each matching one path segment."""
@@ -38,6 +53,12 @@ class RequestGuard:
         self.default_limit = default_limit
         self.limits = {path: n for path, n in limits.items() if "{" not in path}
         self.patterns = [(_path_pattern(path), n) for path, n in limits.items() if "{" in path]
+        self.early_auth: auth.EarlyAuth | None = None
+
+    def _early_auth(self, scope: Scope) -> auth.EarlyAuth:
+        if self.early_auth is None:  # the app's routes are all there by then
+            self.early_auth = auth.EarlyAuth(scope["app"].routes)
+        return self.early_auth
 
     def limit_for(self, path: str) -> int:
         """The body limit of a request to ``path``."""
@@ -50,6 +71,10 @@ class RequestGuard:
         return self.default_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            # Finding every route's authentication takes a few hundred milliseconds: at
+            # start-up rather than in some caller's request.
+            self._early_auth(scope)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -58,14 +83,35 @@ class RequestGuard:
                 scope, receive, send
             )
             return
+        headers = Headers(scope=scope)
+        if _has_body(headers):
+            refusal = await self._early_auth(scope).refusal(scope)
+            if refusal is not None:
+                await render(refusal)(scope, receive, send)
+                return
         limit = self.limit_for(scope["path"])
         body = await _read_body(scope, receive, limit)
         if body is None:
-            await problem_response(413, f"the request body is over {limit} bytes")(
-                scope, receive, send
+            detail = (
+                f"the request body is over {_size(limit)}, the limit of {scope['method']} "
+                f"{scope['path']}; send less at once (docs/api.md, request bodies)"
             )
+            await problem_response(413, detail)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
+
+
+def _has_body(headers: Headers) -> bool:
+    declared = headers.get("content-length")
+    return "transfer-encoding" in headers or (declared is not None and declared != "0")
+
+
+def _size(limit: int) -> str:
+    """A limit as people write it: ``8 MiB``, ``256 KiB``, ``100 bytes``."""
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit % size == 0:
+            return f"{limit // size} {unit}"
+    return f"{limit} bytes"
 
 
 _PARAMETER = re.compile(r"\{[^{}/]+\}")
@@ -146,12 +192,59 @@ def _not_utf8(why: str) -> ApiProblem:
     return ApiProblem(415, f"the request body {why}: send JSON encoded in UTF-8", field="body")
 
 
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+_WHITESPACE: re.Pattern[str] = json.decoder.WHITESPACE  # type: ignore[attr-defined]
+_JSONObject: Callable[..., tuple[Any, int]] = json.decoder.JSONObject  # type: ignore[attr-defined]
+_JSONArray: Callable[..., tuple[Any, int]] = json.decoder.JSONArray  # type: ignore[attr-defined]
+_PIECEWISE_DEPTH = 2
+"""How deep :func:`_loads` parses containers value by value: the body's object and its
+arrays (a batch's ``jobs``, ``payloads``); each value below is one call of the C parser."""
+
+
+def _scanner(depth: int) -> Callable[[str, int], tuple[Any, int]]:
+    def scan(text: str, idx: int) -> tuple[Any, int]:
+        if depth < _PIECEWISE_DEPTH:
+            opening = text[idx : idx + 1]
+            if opening == "{":
+                return _JSONObject((text, idx + 1), True, _scanner(depth + 1), None, None, {})
+            if opening == "[":
+                return _JSONArray((text, idx + 1), _scanner(depth + 1))
+        found: tuple[Any, int] = _DECODER.scan_once(text, idx)  # type: ignore[attr-defined]
+        return found
+
+    return scan
+
+
+def _skip_whitespace(text: str, idx: int) -> int:
+    found = _WHITESPACE.match(text, idx)
+    assert found is not None  # the pattern matches the empty string
+    return found.end()
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)`` with the strict hooks, the same value and the same errors, but
+    the outer containers are parsed item by item (the standard library's own pure-Python
+    object and array steps around its C parser). One C call over a whole 8 MiB batch
+    holds the GIL for about 100 ms, stalling the event loop even from a worker thread;
+    one item at a time lets it run between items."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    try:
+        value, end = _scanner(0)(text, _skip_whitespace(text, 0))
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
+    end = _skip_whitespace(text, end)
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
 def strict_loads(body: bytes, charset: str | None = None) -> Any:
     """Parse a JSON body as RFC 8259 has it (UTF-8 only: 415 otherwise), then check that
     every string and nesting level can be stored: an ApiProblem (422) naming the field
     otherwise."""
     text = utf8_text(body, charset)
-    value = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    value = _loads(text)
     check_storable(value)
     return value
 
@@ -190,24 +283,136 @@ def _charset(content_type: str) -> str | None:
     return None
 
 
-class StrictJsonRequest(Request):
-    """A request whose ``json()`` is :func:`strict_loads` (FastAPI parses bodies with it)."""
+_pausing = 0
+_paused_by_us = False
+_pausing_lock = threading.Lock()
 
-    async def json(self) -> Any:
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No automatic garbage collection while a large body becomes objects. Parsing a
+    maximal batch allocates hundreds of thousands of containers, which sets off full
+    collections that walk all of them while holding the GIL: measured, pauses of 200 ms
+    and more on the event loop, from a worker thread. JSON makes no reference cycles, so
+    nothing is left for the collector to find; it runs again as usual afterwards."""
+    global _pausing, _paused_by_us
+    with _pausing_lock:
+        _pausing += 1
+        if _pausing == 1 and gc.isenabled():
+            gc.disable()
+            _paused_by_us = True
+    try:
+        yield
+    finally:
+        with _pausing_lock:
+            _pausing -= 1
+            if _pausing == 0 and _paused_by_us:
+                gc.enable()
+                _paused_by_us = False
+
+
+def _free_piecewise(value: Any) -> None:
+    """Drop a parsed body's outer lists item by item: freeing a maximal batch at once is
+    one C call that holds the GIL for about 100 ms, wherever its last reference goes."""
+    lists = [value] if isinstance(value, list) else []
+    if isinstance(value, dict):
+        lists = [item for item in value.values() if isinstance(item, list)]
+    for items in lists:
+        while items:
+            items.pop()
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether FastAPI parses a body of this type as JSON (the test it makes itself)."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+class StrictJsonRequest(Request):
+    """A request whose JSON is :func:`strict_loads` (FastAPI parses bodies with ``json()``).
+
+    A large body is parsed and validated on a worker thread first
+    (:meth:`validate_off_loop`); FastAPI's ``json()`` then gets the validated model, which
+    its own validation passes through untouched, and :meth:`parsed` the JSON value."""
+
+    _model: Any
+    _failure: Exception
+
+    async def parsed(self) -> Any:
+        """The body as a JSON value."""
         if not hasattr(self, "_json"):
+            if hasattr(self, "_failure"):
+                raise self._failure
             charset = _charset(self.headers.get("content-type", ""))
             self._json = strict_loads(await self.body(), charset)
         return self._json
 
+    async def json(self) -> Any:
+        if hasattr(self, "_model"):
+            return self._model
+        return await self.parsed()
+
+    async def validate_off_loop(self, field: Any, *, authenticated: bool) -> None:
+        """Parse and validate a large body on a worker thread. A body that cannot be
+        parsed fails where FastAPI parses it (``json()``), as a small one does; one that
+        does not validate is refused here if the caller is known (the route would check
+        the caller first), else left to FastAPI to validate again."""
+        body = await self.body()
+        if len(body) <= OFF_LOOP_BYTES:
+            return
+        charset = _charset(self.headers.get("content-type", ""))
+
+        def work() -> tuple[Any, Any, list[Any]]:
+            with _collector_paused():
+                value = strict_loads(body, charset)
+                validated, errors = field.validate(value, {}, loc=("body",))
+                if errors and authenticated:  # refused: nothing will read the value
+                    _free_piecewise(value)
+                    return None, None, errors
+                return value, validated, errors
+
+        try:
+            self._json, validated, errors = await anyio.to_thread.run_sync(work)
+        except Exception as exc:
+            self._failure = exc
+            return
+        if not errors:
+            self._model = validated
+        elif authenticated:
+            raise RequestValidationError(errors)
+
 
 class GuardedRoute(APIRoute):
-    """A route that reads its JSON body strictly. A refusal is an ApiProblem, which
-    FastAPI lets through to the exception handlers as it is."""
+    """A route that reads its JSON body strictly, off the event loop when it is large. A
+    refusal is an ApiProblem, which FastAPI lets through to the exception handlers as it
+    is."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        field = self._body_model()
+        needs_caller = auth.authenticates(self)
 
         async def guarded(request: Request) -> Response:
-            return await handler(StrictJsonRequest(request.scope, request.receive))
+            strict = StrictJsonRequest(request.scope, request.receive)
+            if field is not None and _is_json(strict.headers.get("content-type")):
+                known = not needs_caller or auth.known_caller(strict.scope)
+                await strict.validate_off_loop(field, authenticated=known)
+            return await handler(strict)
 
         return guarded
+
+    def _body_model(self) -> Any:
+        """The one body field FastAPI validates the whole JSON body against, if that is
+        how this route takes its body (not embedded, not a form)."""
+        params = self.dependant.body_params
+        if len(params) != 1 or getattr(self, "_embed_body_fields", True):
+            return None
+        if self.body_field is not params[0]:
+            return None
+        return params[0]

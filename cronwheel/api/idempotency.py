@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import Header, Request
 
+from cronwheel.api.guards import OFF_LOOP_BYTES, StrictJsonRequest
 from cronwheel.api.problems import ApiProblem, FieldError
 from cronwheel.api.state import ApiState
 from cronwheel.clock import Clock
@@ -62,8 +64,17 @@ class Idempotency:
     ) -> Idempotency:
         digest = ""
         if key is not None:  # only then is the request worth fingerprinting
-            body = await request.json() if await request.body() else None
-            digest = fingerprint(request.method, request.url.path, body)
+            raw = await request.body()
+            body = None
+            if isinstance(request, StrictJsonRequest) and raw:
+                body = await request.parsed()  # the JSON, not the model it validated into
+            elif raw:
+                body = await request.json()
+            args = (request.method, request.url.path, body)
+            if len(raw) > OFF_LOOP_BYTES:  # a batch's canonical JSON takes a while
+                digest = await anyio.to_thread.run_sync(fingerprint, *args)
+            else:
+                digest = fingerprint(*args)
         return cls(state.store, state.clock, tenant_id, key, digest)
 
     async def replay(self) -> Replay | None:
