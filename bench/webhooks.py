@@ -140,12 +140,17 @@ async def bench(args: argparse.Namespace) -> None:
             a = await cw.create(
                 "a", name="burst", action={"type": "webhook", "url": f"{target}/a"}, **manual
             )
+            # B's receiver is another target (origin) unless told: tenants have their own.
+            b_target = (
+                target if args.b_target == "same" else target.replace("127.0.0.1", "localhost")
+            )
             b = await cw.create(
-                "b", name="steady", action={"type": "webhook", "url": f"{target}/b"}, **manual
+                "b", name="steady", action={"type": "webhook", "url": f"{b_target}/b"}, **manual
             )
             worker = spawn(
                 [
                     *("-m", "cronwheel", "worker", "--db", url, "--webhook-allow", "127.0.0.1"),
+                    *("--webhook-allow", "::1"),
                     *("--log-format", "json", *args.worker_arg),
                 ],
                 log=work / "worker.log",
@@ -187,7 +192,8 @@ async def bench(args: argparse.Namespace) -> None:
             outcomes = await reader.outcomes()
         print(
             f"W7 {args.store} burst={args.burst} latency={args.latency[0]:g}-{args.latency[1]:g}s"
-            f" receiver_connections={args.receiver_connections} worker={' '.join(args.worker_arg)}"
+            f" receiver_connections={args.receiver_connections} b_target={args.b_target}"
+            f" worker={' '.join(args.worker_arg)}"
         )
         print(
             f"  A: {args.burst} runs enqueued in {enqueued:.2f} s, drained in {drained:.1f} s"
@@ -257,6 +263,12 @@ def main() -> None:
         help="MIN:MAX seconds the receiver takes to answer (uniform)",
     )
     parser.add_argument("--receiver-connections", type=int, default=100)
+    parser.add_argument(
+        "--b-target",
+        choices=["other", "same"],
+        default="other",
+        help="B's webhooks go to another origin of the receiver (localhost), or the same",
+    )
     parser.add_argument("--b-seconds", type=int, default=20)
     parser.add_argument("--alone", type=int, default=5, help="B's runs before the burst")
     parser.add_argument("--timeout", type=float, default=600)

@@ -89,11 +89,11 @@ class WorkerConfig:
     """On shutdown, how long in-flight runs may finish before they are released."""
     clock_sync_seconds: float = 60.0
     completion_batch: int = 1000
-    webhook_connections: int = 200
+    webhook_connections: int = 100
     """Webhook requests this worker has in flight at most, all pools together: its HTTP
     client opens no more connections. A webhook run beyond it waits, holding no slot of
     its pool (decision 0036)."""
-    webhook_connections_per_target: int = 100
+    webhook_connections_per_target: int = 50
     """Of those, how many one target (scheme, host and port) may hold: one slow or busy
     target cannot take every connection."""
     webhook_allow: tuple[str, ...] = ()

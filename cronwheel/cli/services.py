@@ -46,12 +46,14 @@ Blocking I/O in sync handlers may want more (``--pool NAME=N``); CPU-bound ones 
 process per core."""
 
 
-WEBHOOK_CONNECTIONS = 200
+WEBHOOK_CONNECTIONS = 100
 """Webhook requests a worker has in flight at most (``--webhook-connections``): chosen
-from measurements against receivers with 20-200 ms of latency (bench/README.md, "W7").
-Past this many, a webhook worker spends its CPU on the HTTP stack's bookkeeping and its
-event loop turns late; a pool that runs only webhooks gets this concurrency by default."""
-WEBHOOK_CONNECTIONS_PER_TARGET = 100
+from measurements against a receiver with 20-200 ms of latency (bench/README.md, "W7").
+A worker process sends about 250-350 webhooks a second whatever the number past 50 (the
+HTTP stack's CPU is the bound), and the more in flight, the later its event loop turns:
+another tenant's run waited 90 ms at 100 and 470 ms at 400. A pool that runs only
+webhooks gets this concurrency by default."""
+WEBHOOK_CONNECTIONS_PER_TARGET = 50
 """Of those, the most one target (scheme, host, port) may hold: a slow or busy target
 leaves room for the others (``--webhook-connections-per-target``)."""
 

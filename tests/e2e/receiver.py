@@ -39,7 +39,7 @@ class Receiver:
                 pass
             finally:
                 writer.close()
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception, asyncio.CancelledError):
                     await writer.wait_closed()
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
