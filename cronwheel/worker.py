@@ -48,6 +48,7 @@ from cronwheel.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
     ClaimedRun,
+    Delivery,
     NotifyEvent,
     WorkerInfo,
     new_id,
@@ -130,6 +131,9 @@ cannot grow a full worker's claimed runs without bound."""
 WATCHDOG_GRANULARITY = 0.005
 """Timeouts are enforced by one watchdog that wakes at most this often (seconds), not by
 a timer per run: a run is stopped at most this much after its timeout."""
+DUE_BUFFER = 2
+"""A pool holds runs due now for up to this many times its concurrency: its slots' worth
+begin at once, one more waits claimed ahead (see claim)."""
 REFILL_FRACTION = 10
 """A saturated pool claims again once a tenth of its slots are free, not at every run's
 end: one statement per batch of runs. A run enqueued meanwhile is taken by a peek."""
@@ -381,18 +385,30 @@ class Worker:
                 if room > 0:
                     total += await self._claim_pool(pool, room, now, until, ahead=True)
                 continue
-            # Backpressure: runs due now are claimed only for slots that no claimed run
-            # waits for, so a saturated worker leaves the backlog to the others (and to
-            # its own next claims, which are fair across tenants). Runs due later, within
-            # the prefetch window, are claimed ahead for their instant once nothing due
-            # is left: their timers make them start on time.
-            startable = min(concurrency - self._due[pool], ahead)
-            if startable <= 0:
+            # Backpressure: runs due now are claimed for the slots no claimed run needs,
+            # and one pool's worth more (claimed ahead: they begin as slots free up, so
+            # that the next batch is in hand when the last one ends, and are charged
+            # nothing if this worker dies first). Past that a saturated worker leaves the
+            # backlog to the others and to its own next claims, which are fair across
+            # tenants. Runs due later, within the prefetch window, are claimed ahead for
+            # their instant once nothing due is left: their timers start them on time.
+            free = concurrency - self._due[pool]
+            room = min(concurrency * DUE_BUFFER - self._due[pool], ahead)
+            if room <= 0:
                 continue
-            claimed = await self._claim_pool(pool, startable, now, now, ahead=False)
+            asked, claimed = 0, 0
+            if free > 0:
+                asked = min(free, room)
+                claimed = await self._claim_pool(pool, asked, now, now, ahead=False)
+            if claimed == asked and room - claimed > 0:
+                asked, claimed = (
+                    room - claimed,
+                    await self._claim_pool(pool, room - claimed, now, now, ahead=True),
+                )
             total += claimed
-            if claimed < startable and ahead - claimed > 0:
-                total += await self._claim_pool(pool, ahead - claimed, now, until, ahead=True)
+            left = ahead - total
+            if claimed < asked and left > 0:
+                total += await self._claim_pool(pool, left, now, until, ahead=True)
         return total
 
     async def _claim_pool(
@@ -501,7 +517,7 @@ class Worker:
         """No pool can take a run now: each has every slot promised, or holds its most."""
         factor = self.config.prefetch_factor
         return all(
-            self._due[pool] >= concurrency or self._held[pool] >= concurrency * factor
+            self._due[pool] >= concurrency * DUE_BUFFER or self._held[pool] >= concurrency * factor
             for pool, concurrency in self.config.pools.items()
         )
 
@@ -692,13 +708,17 @@ class Worker:
                 self._forget(flight)
                 return
             started = self.clock.now()
-            # A run claimed ahead (its instant, a free slot) has its start stored before
-            # it begins: one write for all that begin together. A worker that dies
-            # before leaves a run that never began (claimable again, charged nothing);
-            # one that dies after, a lost attempt in its history (issue 26).
-            if flight.ahead and not await self._mark(flight, started):
-                self._forget(flight)  # no longer this worker's (lease lost, cancelled)
-                return
+            # A run claimed ahead (for its instant, past the free slots) has no start in
+            # the store yet: until it has, a worker that dies leaves a run that never
+            # began (claimable again, charged nothing; issue 26). An at-most-once run's
+            # start is stored before it begins; the others' beside their action, in one
+            # write for all that begin together (awaited, a commit would delay each by
+            # its latency: W2 and W3).
+            if flight.ahead:
+                marking = self._mark(flight, started)
+                if flight.claimed.delivery is Delivery.AT_MOST_ONCE and not await marking:
+                    self._forget(flight)  # no longer this worker's (lease lost, cancelled)
+                    return
             flight.started = True
             if self._tracer is None:
                 outcome = await self._execute(flight)
@@ -710,7 +730,7 @@ class Worker:
             finished = self.clock.now()
         self._settle(flight)
         pool = run.pool
-        if self.config.pools[pool] - self._due[pool] >= self._refill[pool]:
+        if self.config.pools[pool] * DUE_BUFFER - self._due[pool] >= self._refill[pool]:
             self._room.set()  # enough slots are free for a claim worth a statement
         if flight.lost:  # someone else owns the run now: our result would be fenced out
             self._forget(flight)
@@ -746,6 +766,10 @@ class Worker:
                 done, progress=progress, progress_message=message, checkpoint=checkpoint
             )
         log_attempt_end(flight.claimed, done, flight.error)
+        pending = self._starts.get(run.id)
+        if pending is not None and pending[0].fence == run.fence:
+            del self._starts[run.id]  # not written yet: the completion records the start
+            pending[1].set_result(True)
         self._completions.put_nowait(done)
 
     async def _execute(self, flight: _InFlight) -> Outcome:
@@ -846,14 +870,14 @@ class Worker:
             flight.task.cancel()  # aborts the HTTP request
 
     # -- starts ------------------------------------------------------------------------
-    async def _mark(self, flight: _InFlight, started: datetime) -> bool:
-        """Store the start of a run claimed ahead; False: the run is no longer this
-        worker's, and must not begin."""
+    def _mark(self, flight: _InFlight, started: datetime) -> asyncio.Future[bool]:
+        """Ask for the start of a run claimed ahead to be stored (see _start_loop); the
+        future says whether it was (False: the run is no longer this worker's)."""
         run = flight.claimed.run
-        marked = asyncio.get_running_loop().create_future()
+        marked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._starts[run.id] = (Start(run.id, run.fence, started), marked)
         self._starting.set()
-        return bool(await marked)
+        return marked
 
     async def _start_loop(self) -> None:
         """Store the starts that :meth:`_mark` asks for, in one write for all that came
@@ -966,6 +990,16 @@ class Worker:
         ]
         if not releases:
             return
+        # A started run's attempt is recorded with its start: the starts not written yet
+        # go first (the release reads them).
+        marks = [m for f in flights if (m := self._starts.pop(f.claimed.run.id, None))]
+        if marks:
+            with contextlib.suppress(Exception):
+                starts = sorted((start for start, _ in marks), key=lambda m: m.run_id)
+                await self.store.mark_started(self.id, starts)
+            for _, waiter in marks:
+                if not waiter.done():
+                    waiter.set_result(True)
         while True:
             try:
                 result = await self.store.release_runs(releases, now=self.clock.now())
