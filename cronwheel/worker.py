@@ -396,19 +396,18 @@ class Worker:
             room = min(concurrency * DUE_BUFFER - self._due[pool], ahead)
             if room <= 0:
                 continue
-            asked, claimed = 0, 0
+            asked, claimed, got = 0, 0, 0
             if free > 0:
                 asked = min(free, room)
                 claimed = await self._claim_pool(pool, asked, now, now, ahead=False)
-            if claimed == asked and room - claimed > 0:
-                asked, claimed = (
-                    room - claimed,
-                    await self._claim_pool(pool, room - claimed, now, now, ahead=True),
-                )
-            total += claimed
-            left = ahead - total
-            if claimed < asked and left > 0:
-                total += await self._claim_pool(pool, left, now, until, ahead=True)
+                got += claimed
+            if claimed == asked and room - got > 0:
+                asked = room - got
+                claimed = await self._claim_pool(pool, asked, now, now, ahead=True)
+                got += claimed
+            if claimed < asked and ahead - got > 0:  # nothing due is left: the prefetch
+                got += await self._claim_pool(pool, ahead - got, now, until, ahead=True)
+            total += got
         return total
 
     async def _claim_pool(
