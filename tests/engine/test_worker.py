@@ -400,10 +400,10 @@ async def test_shutdown_starts_no_run_that_waits_for_a_slot(store: Store) -> Non
     first, _ = await job_with_run(store)
     async with running(worker):
         await eventually(lambda: _true(len(started) == 1))
-        # A peek claims a run past the free slots (a newly waiting tenant's, decision
-        # 0028): it waits for the one slot, which the first run holds.
+        # Claimed ahead past the free slots (a saturated pool holds one batch more): it
+        # waits for the one slot, which the first run holds.
         second, _ = await job_with_run(store)
-        assert await worker.claim(peek=True) == 1
+        await eventually(lambda: _state_is(store, second.id, "running"))
         stopping = asyncio.get_running_loop().call_later(0.2, release.set)
     stopping.cancel()
     assert len(started) == 1  # the one executing finished within its grace period
@@ -521,8 +521,12 @@ async def test_a_saturated_worker_claims_only_what_it_can_start(store: Store) ->
     worker = Worker(store, replace(FAST, pools={"default": 3}))
     worker.handlers.register("block", lambda ctx: release.wait(30))
     try:
-        assert await worker.claim() == 3
-        assert await worker.claim() == 0  # every slot has its run: nothing more
+        # Its slots' worth, which begin at once, and one batch more, claimed ahead: they
+        # wait for a slot, with no start recorded (charged nothing if the worker dies).
+        assert await worker.claim() == 6
+        runs = await store.list_runs("default", job_id=job.id, state=RunState.RUNNING)
+        assert sorted(r.started_at is None for r in runs) == [False] * 3 + [True] * 3
+        assert await worker.claim() == 0  # every slot and the batch ahead: nothing more
         assert await worker.claim(peek=True) > 0  # but a peek still takes a few (fairness)
     finally:
         release.set()
