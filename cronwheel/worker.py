@@ -405,8 +405,10 @@ class Worker:
                 asked = room - got
                 claimed = await self._claim_pool(pool, asked, now, now, ahead=True)
                 got += claimed
-            if claimed < asked and ahead - got > 0:  # nothing due is left: the prefetch
-                got += await self._claim_pool(pool, ahead - got, now, until, ahead=True)
+            # Nothing due is left: the prefetch. Only after a claim that found nothing due,
+            # so that a busy worker makes one claim statement per turn, not two.
+            if claimed < asked and got == 0 and ahead > 0:
+                got += await self._claim_pool(pool, ahead, now, until, ahead=True)
             total += got
         return total
 
