@@ -24,14 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from cronwheel import metrics as _metrics
 from cronwheel import tracing
 from cronwheel._aio import first_of, sleep_or_stop
 from cronwheel._outage import Outage
 from cronwheel.actions.context import RunCancelled, RunContext
-from cronwheel.actions.egress import EgressPolicy
+from cronwheel.actions.egress import EgressPolicy, origin_of
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
 from cronwheel.attempt_log import log_attempt_end
 from cronwheel.clock import Clock, SystemClock, sync_to
@@ -1021,13 +1020,7 @@ def lane_of(action: Mapping[str, Any]) -> Lane:
     """The connection lane a run needs: its webhook target's origin; None for others."""
     if action.get("type") != "webhook":
         return None
-    try:
-        url = urlsplit(str(action.get("url")))
-        port = url.port
-    except ValueError:  # refused by the request itself, later: any lane will do
-        return "?"
-    scheme = url.scheme.lower()
-    return f"{scheme}://{(url.hostname or '').lower()}:{port or (443 if scheme == 'https' else 80)}"
+    return origin_of(str(action.get("url")))
 
 
 def _woken(wait: asyncio.Future[bool]) -> bool:

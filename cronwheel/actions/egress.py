@@ -205,3 +205,15 @@ def is_tls_error(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def origin_of(url: str) -> str:
+    """A URL's target as the worker counts connections: ``scheme://host:port``, the port
+    spelled out (a URL that does not parse is its own target)."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+        return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+    except ValueError:
+        return url

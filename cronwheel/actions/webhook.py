@@ -24,7 +24,6 @@ import math
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -32,7 +31,13 @@ from cronwheel import metrics as _metrics
 from cronwheel._version import installed_version
 from cronwheel.actions import signing
 from cronwheel.actions.context import RunContext
-from cronwheel.actions.egress import REFUSED, EgressPolicy, EgressRefused, is_tls_error
+from cronwheel.actions.egress import (
+    REFUSED,
+    EgressPolicy,
+    EgressRefused,
+    is_tls_error,
+    origin_of,
+)
 from cronwheel.actions.transport import checked_transport
 from cronwheel.lifecycle import Outcome, OutcomeKind
 from cronwheel.redact import mask_url, redact, url_password
@@ -295,7 +300,7 @@ class WebhookAction:
         end, so one pool of 200 spent a third of a busy worker's CPU on that scan; and a
         target's connections stay within its own limit (a receiver that serves so many
         connections at once is never sent more)."""
-        origin = _origin(url)
+        origin = origin_of(url)
         target = self._targets.get(origin)
         if target is None:
             self._forget_idle_targets()
@@ -357,14 +362,6 @@ class _Target:
 
     def __post_init__(self) -> None:
         self.busy = [0] * len(self.clients)
-
-
-def _origin(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{parts.port}"
-    except ValueError:
-        return url
 
 
 def _failure(exc: httpx.TransportError) -> str:
