@@ -50,12 +50,12 @@ from typing import Any
 
 import asyncpg
 import httpx
-from cronwheel.api.pagination import job_cursor
-from cronwheel.clock import FrozenClock
-from cronwheel.model import DEFAULT_TENANT, JobOrder
-from cronwheel.scheduler import Scheduler
-from cronwheel.service import JobService
+from cronwheel.control.service import JobService
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import DEFAULT_TENANT, JobOrder
+from cronwheel.engine.scheduler import Scheduler
 from cronwheel.store.base import Store
+from cronwheel.web.pagination import job_cursor
 
 from lib import proc
 

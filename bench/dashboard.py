@@ -30,13 +30,13 @@ from typing import Any
 import asyncpg
 import httpx
 from cronwheel.api.app import create_app
-from cronwheel.api.auth import AuthConfig
-from cronwheel.api.pagination import job_cursor
-from cronwheel.clock import SystemClock
+from cronwheel.control.service import JobService
+from cronwheel.core.clock import SystemClock
+from cronwheel.core.model import DEFAULT_TENANT, AttemptOutcome, JobOrder, RunState
 from cronwheel.dashboard.live import SharedReads
-from cronwheel.model import DEFAULT_TENANT, AttemptOutcome, JobOrder, RunState
-from cronwheel.service import JobService
 from cronwheel.store.base import Completion, Store
+from cronwheel.web.auth import AuthConfig
+from cronwheel.web.pagination import job_cursor
 
 DEFAULT_PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney")

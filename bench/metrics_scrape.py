@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from cronwheel.clock import SystemClock
-from cronwheel.metrics import ApiMetrics, store_reader
-from cronwheel.model import AttemptOutcome, RunState
-from cronwheel.service import JobService
+from cronwheel.control.service import JobService
+from cronwheel.core.clock import SystemClock
+from cronwheel.core.model import AttemptOutcome, RunState
+from cronwheel.observability.metrics import ApiMetrics, store_reader
 from cronwheel.store import open_store
 from cronwheel.store.base import Completion, Store
 

@@ -193,8 +193,8 @@ async def raw(runs: int, claimers: int, batch: int) -> Figures:
 
 
 async def store(runs: int, claimers: int, batch: int) -> Figures:
-    from cronwheel.model import AttemptOutcome, RunState
-    from cronwheel.service import JobService
+    from cronwheel.control.service import JobService
+    from cronwheel.core.model import AttemptOutcome, RunState
     from cronwheel.store.base import Completion
     from cronwheel.store.postgres import PostgresStore
 

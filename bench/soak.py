@@ -38,11 +38,11 @@ from typing import Any
 
 import asyncpg
 from cronwheel.actions.handler import HandlerRegistry
+from cronwheel.control.service import JobService, connect
+from cronwheel.engine.eventloop import new_event_loop
+from cronwheel.engine.maintenance import Maintenance, MaintenanceConfig
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.errors import StoreUnavailable
-from cronwheel.eventloop import new_event_loop
-from cronwheel.maintenance import Maintenance, MaintenanceConfig
-from cronwheel.service import JobService, connect
-from cronwheel.worker import Worker, WorkerConfig
 
 PG = os.environ.get("CRONWHEEL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 

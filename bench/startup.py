@@ -28,7 +28,7 @@ from pathlib import Path
 
 import asyncpg
 import cronwheel
-from cronwheel.service import connect
+from cronwheel.control.service import connect
 
 PG = os.environ.get("CRONWHEEL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 

@@ -32,7 +32,7 @@ from datetime import timedelta
 
 import asyncpg
 import cronwheel
-from cronwheel.model import AttemptOutcome, RunState
+from cronwheel.core.model import AttemptOutcome, RunState
 from cronwheel.store.base import Completion
 
 PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")

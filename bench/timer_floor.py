@@ -5,7 +5,7 @@ record ``time.time()`` when each ``loop.call_at`` callback runs, measured agains
 same wall clock W3 uses. No store, no other process: what is left is the loop's own
 rounding (``epoll_wait`` takes whole milliseconds, rounded up) and the machine's
 scheduling jitter. Measured twice: on asyncio's stock loop (which rounds some waits up
-twice) and on ``cronwheel.eventloop``'s (once), which cronwheel's processes run on. A
+twice) and on ``cronwheel.engine.eventloop``'s (once), which cronwheel's processes run on. A
 scheduler's W3 percentiles cannot be much below the second.
 
     python bench/timer_floor.py            # 2,000 timers over 20 s, like W3
@@ -19,7 +19,7 @@ import asyncio
 import json
 import time
 
-from cronwheel import eventloop
+from cronwheel.engine import eventloop
 
 from lib.stats import lag_summary
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cronwheel.actions import PermanentError, RunCancelled, RunContext
+    from cronwheel.control.service import JobService, connect
+    from cronwheel.engine.notifier import Notifier, NotifierConfig
+    from cronwheel.engine.worker import Worker, WorkerConfig
     from cronwheel.errors import Conflict, CronwheelError, InvalidInput, NotFound, StaleVersion
-    from cronwheel.notifier import Notifier, NotifierConfig
     from cronwheel.sdk import AsyncClient, Client
-    from cronwheel.service import JobService, connect
-    from cronwheel.worker import Worker, WorkerConfig
 
 # Imported on first use (PEP 562): ``import cronwheel`` alone must stay cheap, because
 # every process imports it, and a worker has no use for the HTTP client's models.
@@ -33,12 +33,12 @@ _WHERE = {
     "StaleVersion": "cronwheel.errors",
     "AsyncClient": "cronwheel.sdk",
     "Client": "cronwheel.sdk",
-    "Notifier": "cronwheel.notifier",
-    "NotifierConfig": "cronwheel.notifier",
-    "JobService": "cronwheel.service",
-    "connect": "cronwheel.service",
-    "Worker": "cronwheel.worker",
-    "WorkerConfig": "cronwheel.worker",
+    "Notifier": "cronwheel.engine.notifier",
+    "NotifierConfig": "cronwheel.engine.notifier",
+    "JobService": "cronwheel.control.service",
+    "connect": "cronwheel.control.service",
+    "Worker": "cronwheel.engine.worker",
+    "WorkerConfig": "cronwheel.engine.worker",
 }
 
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import cronwheel
 import httpx
-from cronwheel.actions.egress import ALLOW_ENV, LOOPBACK
 from cronwheel.cli.services import ASYNC_CONCURRENCY
-from cronwheel.scheduler import Scheduler
+from cronwheel.engine.scheduler import Scheduler
+from cronwheel.security.egress import ALLOW_ENV, LOOPBACK
 
 from lib import adapter, flows, records
 from lib.adapter import Args, Result

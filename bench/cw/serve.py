@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 import socket
 
-from cronwheel import eventloop
 from cronwheel.cli.services import ASYNC_CONCURRENCY
-from cronwheel.maintenance import Maintenance
-from cronwheel.notifier import Notifier
-from cronwheel.runtime import Service, serve, tune_process
-from cronwheel.scheduler import Scheduler
+from cronwheel.engine import eventloop
+from cronwheel.engine.maintenance import Maintenance
+from cronwheel.engine.notifier import Notifier
+from cronwheel.engine.runtime import Service, serve, tune_process
+from cronwheel.engine.scheduler import Scheduler
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.store import open_store
-from cronwheel.worker import Worker, WorkerConfig
 
 from cw.app import worker as app
 
@@ -33,8 +33,8 @@ async def main(db: str, concurrency: int, api_port: int | None) -> None:
         if api_port is not None:
             # As `cronwheel dev` serves it: the embedded shape's clients enqueue through
             # the serving process, whose writes then wake its worker in-process.
-            from cronwheel.api.auth import AuthConfig
             from cronwheel.api.server import ApiService
+            from cronwheel.web.auth import AuthConfig
 
             sock = socket.create_server(("127.0.0.1", api_port))
             auth = AuthConfig(admin_token=None, disabled=True)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronwheel.actions.context import CancelFlag, RunCancelled, RunContext
 from cronwheel.actions.handler import HandlerRegistry, PermanentError
-from cronwheel.actions.signing import sign, verify
+from cronwheel.security.signing import sign, verify
 
 if TYPE_CHECKING:
     from cronwheel.actions.webhook import WebhookAction

@@ -11,8 +11,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cronwheel.core.model import (
+    DEFAULT_TENANT,
+    JSON,
+    checkpoint_text,
+    idempotency_key,
+    progress_report,
+)
 from cronwheel.errors import CronwheelError
-from cronwheel.model import DEFAULT_TENANT, JSON, checkpoint_text, idempotency_key, progress_report
 
 
 class _NoTrace(Mapping[str, str]):
@@ -163,7 +169,7 @@ class RunContext:
 
     def progress(self, value: float, message: str | None = None) -> None:
         """Report progress: ``value`` from 0.0 to 1.0 and a short note (cut to
-        :data:`~cronwheel.model.MAX_PROGRESS_MESSAGE` characters). Stored with the run by
+        :data:`~cronwheel.core.model.MAX_PROGRESS_MESSAGE` characters). Stored with the run by
         the worker's next heartbeat (or the completion, if that comes first) and shown
         by the API, the CLI and the dashboard; no round trip here. A value outside
         [0, 1] raises :class:`~cronwheel.errors.InvalidInput`. Then, like
@@ -175,7 +181,7 @@ class RunContext:
     def checkpoint(self, state: JSON) -> None:
         """Save where this run is, so that its next attempt (after a crash, a lost lease,
         a failure or a replay) starts from it as :attr:`checkpoint_state`. ``state`` must
-        be JSON and at most :data:`~cronwheel.model.MAX_CHECKPOINT_BYTES` once encoded,
+        be JSON and at most :data:`~cronwheel.core.model.MAX_CHECKPOINT_BYTES` once encoded,
         else :class:`~cronwheel.errors.InvalidInput` is raised here (uncaught, it fails
         the attempt as any error does). Stored with the worker's next heartbeat, or the
         completion if that comes first, under the run's fence: a worker that lost the

@@ -1,4 +1,4 @@
-"""The connections of webhooks, through the egress policy (:mod:`cronwheel.actions.egress`).
+"""The connections of webhooks, through the egress policy (:mod:`cronwheel.security.egress`).
 
 Kept apart from the policy so that deciding what is allowed (at job creation, in the API)
 imports no HTTP stack, and a worker imports it with its first webhook."""
@@ -15,7 +15,7 @@ from typing import Any
 
 import httpcore
 
-from cronwheel.actions.egress import (
+from cronwheel.security.egress import (
     REFUSED,
     EgressPolicy,
     EgressRefused,

@@ -2,7 +2,7 @@
 
 2xx succeeds; 408, 429, 5xx, timeouts and connection errors are retried (Retry-After is
 honoured); any other status is a permanent failure, and so is a target the egress policy
-refuses (cronwheel.actions.egress: it will be refused again). Requests say who sends
+refuses (cronwheel.security.egress: it will be refused again). Requests say who sends
 them (``User-Agent: cronwheel/<version>``) and what their body is (``text/plain`` for a
 plain-string ``body``, ``application/json`` otherwise), unless the job's headers say.
 
@@ -27,21 +27,27 @@ from typing import Any
 
 import httpx
 
-from cronwheel import metrics as _metrics
 from cronwheel._version import installed_version
-from cronwheel.actions import signing
 from cronwheel.actions.context import RunContext
-from cronwheel.actions.egress import (
+from cronwheel.actions.transport import checked_transport
+from cronwheel.core.lifecycle import Outcome, OutcomeKind
+from cronwheel.observability import metrics as _metrics
+from cronwheel.security import signing
+from cronwheel.security.egress import (
     REFUSED,
     EgressPolicy,
     EgressRefused,
     is_tls_error,
     origin_of,
 )
-from cronwheel.actions.transport import checked_transport
-from cronwheel.lifecycle import Outcome, OutcomeKind
-from cronwheel.redact import mask_url, redact, url_password
-from cronwheel.sealing import Sealer, SecretsKeyMissing, SecretUnreadable, open_action, secret_names
+from cronwheel.security.redact import mask_url, redact, url_password
+from cronwheel.security.sealing import (
+    Sealer,
+    SecretsKeyMissing,
+    SecretUnreadable,
+    open_action,
+    secret_names,
+)
 
 RETRYABLE_STATUS = frozenset({408, 429})
 USER_AGENT = f"cronwheel/{installed_version()}"
@@ -200,7 +206,7 @@ def retry_after(response: httpx.Response) -> float | None:
         return None
     if value.strip().isdigit():
         # Kept as a float however long the digits (inf at worst): the retry policy's
-        # max_delay caps it (cronwheel.lifecycle), so no answer can park a run for years.
+        # max_delay caps it (cronwheel.core.lifecycle), so no answer can park a run for years.
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -213,7 +219,7 @@ class WebhookAction:
     """Sends webhook runs over one pooled client, to the targets ``egress`` allows
     (default: the public internet only), each tenant's signed with its own key derived
     from the operator's ``secret``. ``sealer`` opens the jobs' encrypted secret headers
-    (cronwheel.sealing), just before each request. ``connections``: how many it opens at
+    (cronwheel.security.sealing), just before each request. ``connections``: how many it opens at
     most (the worker's lanes keep its requests in flight within it)."""
 
     def __init__(

@@ -12,13 +12,9 @@ from fastapi import FastAPI
 
 from cronwheel import dashboard
 from cronwheel._version import installed_version
-from cronwheel.actions.egress import EgressPolicy
-from cronwheel.api import docs_ui, openapi, problems
-from cronwheel.api.auth import AuthConfig
+from cronwheel.api import docs_ui, openapi
 from cronwheel.api.guards import RequestGuard
 from cronwheel.api.idempotency import prune
-from cronwheel.api.notices import Notices
-from cronwheel.api.quotas import Quotas, TenantDefaults
 from cronwheel.api.reads import ReplicaReadsForGets
 from cronwheel.api.routes import (
     admin,
@@ -36,12 +32,17 @@ from cronwheel.api.routes import (
     why,
     workers,
 )
-from cronwheel.api.state import ApiState
-from cronwheel.clock import Clock, SystemClock, sync_to
-from cronwheel.jobspec import MAX_PAYLOAD_BYTES
-from cronwheel.metrics import ApiMetrics, store_reader
-from cronwheel.sealing import Sealer
+from cronwheel.core.clock import Clock, SystemClock, sync_to
+from cronwheel.core.jobspec import MAX_PAYLOAD_BYTES
+from cronwheel.observability.metrics import ApiMetrics, store_reader
+from cronwheel.security.egress import EgressPolicy
+from cronwheel.security.sealing import Sealer
 from cronwheel.store.base import Store
+from cronwheel.web import problems
+from cronwheel.web.auth import AuthConfig
+from cronwheel.web.notices import Notices
+from cronwheel.web.quotas import Quotas, TenantDefaults
+from cronwheel.web.state import ApiState
 
 log = logging.getLogger("cronwheel.api")
 

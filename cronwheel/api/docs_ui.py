@@ -12,7 +12,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 from swagger_ui_bundle import swagger_ui_path
 
-from cronwheel.api.problems import ApiProblem
+from cronwheel.web.problems import ApiProblem
 
 DOCS_URL = "/docs"
 ASSETS_URL = "/docs/assets"

@@ -25,8 +25,8 @@ from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel.api import auth
-from cronwheel.api.problems import ApiProblem, field_error, problem_response, render
+from cronwheel.web import auth
+from cronwheel.web.problems import ApiProblem, field_error, problem_response, render
 
 MAX_DEPTH = 64
 """Containers nested deeper than this are refused (422)."""
@@ -42,7 +42,7 @@ request (``/healthz`` included) for as long (decision 0036)."""
 class RequestGuard:
     """ASGI middleware, before anything reads a request's body: a NUL character in the
     path or query string is refused (400), then a caller whose route would refuse it
-    (401, 403: see :class:`~cronwheel.api.auth.EarlyAuth`), then a body over its route's
+    (401, 403: see :class:`~cronwheel.web.auth.EarlyAuth`), then a body over its route's
     limit (413, as soon as the limit is passed).
 
     ``limits`` maps paths to their own limit; a path may hold ``{parameters}`` as routes

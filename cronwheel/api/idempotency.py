@@ -20,11 +20,11 @@ import anyio.to_thread
 from fastapi import Header, Request
 
 from cronwheel.api.guards import OFF_LOOP_BYTES, StrictJsonRequest
-from cronwheel.api.problems import ApiProblem, FieldError
-from cronwheel.api.state import ApiState
-from cronwheel.clock import Clock
-from cronwheel.model import StoredResponse
+from cronwheel.core.clock import Clock
+from cronwheel.core.model import StoredResponse
 from cronwheel.store.base import Store
+from cronwheel.web.problems import ApiProblem, FieldError
+from cronwheel.web.state import ApiState
 
 HEADER = "Idempotency-Key"
 RETENTION = timedelta(hours=24)

@@ -1,6 +1,6 @@
 """What the API accepts: request bodies, validated before anything reaches the store.
 
-Job specs are :class:`cronwheel.jobspec.JobSpec`, with one change: a payload over
+Job specs are :class:`cronwheel.core.jobspec.JobSpec`, with one change: a payload over
 256 KiB is a ``too_large`` error (413) rather than an invalid field (422).
 """
 
@@ -11,9 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from cronwheel import jobspec
-from cronwheel.errors import InvalidInput
-from cronwheel.jobspec import (
+from cronwheel.core import jobspec
+from cronwheel.core.jobspec import (
     MAX_PAYLOAD_BYTES,
     MIN_TIMEOUT_SECONDS,
     ConcurrencySpec,
@@ -26,8 +25,8 @@ from cronwheel.jobspec import (
     WebhookSpec,
     payload_size,
 )
-from cronwheel.lifecycle import OutcomeKind
-from cronwheel.model import (
+from cronwheel.core.lifecycle import OutcomeKind
+from cronwheel.core.model import (
     JSON,
     MAX_CHECKPOINT_BYTES,
     MAX_CLAIM_WEIGHT,
@@ -37,7 +36,8 @@ from cronwheel.model import (
     Role,
     checkpoint_text,
 )
-from cronwheel.pipelines.definition import PipelineSpec
+from cronwheel.core.pipelines.definition import PipelineSpec
+from cronwheel.errors import InvalidInput
 from cronwheel.schedule import schedule_from_dict, schedule_to_dict
 
 MAX_BATCH = 10_000

@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from cronwheel.api.problems import KINDS, PROBLEM_JSON
-from cronwheel.api.schemas import ProblemOut
+from cronwheel.web.problems import KINDS, PROBLEM_JSON
+from cronwheel.web.schemas import ProblemOut
 
 COMMON = (400, 401, 403, 413, 415, 422, 503)
 """What any ``/v1`` operation may answer: a bad URL or body, no or a weak token, a body

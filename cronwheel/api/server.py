@@ -10,25 +10,25 @@ from collections.abc import Generator
 
 import uvicorn
 
-from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api.app import create_app
-from cronwheel.api.auth import AuthConfig
-from cronwheel.logs import hide_query_values
-from cronwheel.sealing import Sealer
+from cronwheel.observability.logs import hide_query_values
+from cronwheel.security.egress import EgressPolicy
+from cronwheel.security.sealing import Sealer
 from cronwheel.store.base import Store
+from cronwheel.web.auth import AuthConfig
 
 
 class _QuietServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        # The process (cronwheel.runtime.serve) owns SIGTERM/SIGINT and stops every
+        # The process (cronwheel.engine.runtime.serve) owns SIGTERM/SIGINT and stops every
         # service together; uvicorn must not take them over.
         yield
 
 
 class ApiService:
     """Serve the API on ``host:port`` (or on ``sock``, see
-    :func:`cronwheel.sockets.listen_socket`) until the stop event is set."""
+    :func:`cronwheel.web.sockets.listen_socket`) until the stop event is set."""
 
     def __init__(
         self,
@@ -44,7 +44,7 @@ class ApiService:
         sealer: Sealer | None = None,
     ) -> None:
         # log_config=None: uvicorn's loggers keep the process's handler and format
-        # (cronwheel.logs), rather than uvicorn's own.
+        # (cronwheel.observability.logs), rather than uvicorn's own.
         app = create_app(
             store,
             auth=auth,

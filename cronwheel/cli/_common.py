@@ -13,10 +13,10 @@ from typing import IO, Any, TypeVar
 
 import click
 
-from cronwheel import eventloop
+from cronwheel.engine import eventloop
 from cronwheel.errors import CronwheelError, InvalidInput, StoreUnavailable
-from cronwheel.logs import json_lines, log_exit
-from cronwheel.redact import redact, register_secret, register_url
+from cronwheel.observability.logs import json_lines, log_exit
+from cronwheel.security.redact import redact, register_secret, register_url
 from cronwheel.store import ACCEPTED_FORMS, DEFAULT_URL, store_url
 
 T = TypeVar("T")
@@ -70,8 +70,8 @@ class Failure(click.ClickException):
 def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine for a command; cronwheel's own errors become a message and the
     documented exit code, never a traceback."""
-    from cronwheel.sockets import CannotListen
     from cronwheel.store.postgres._connect import CreateDatabaseRefused
+    from cronwheel.web.sockets import CannotListen
 
     try:
         return eventloop.run(main())
@@ -92,7 +92,7 @@ def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
 def start_tracing() -> None:
     """Trace as the ``OTEL_*`` variables ask (docs/observability.md#traces): nothing set,
     nothing traced. A setting that cannot be honoured is bad input (exit 2)."""
-    from cronwheel import tracing
+    from cronwheel.observability import tracing
 
     try:
         tracing.setup_from_env()
@@ -142,7 +142,7 @@ def _webhook_allow(
     ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 ) -> tuple[str, ...]:
     """The allow-list entries, each checked (a CIDR, an address or a host name)."""
-    from cronwheel.actions.egress import EgressPolicy
+    from cronwheel.security.egress import EgressPolicy
 
     try:
         EgressPolicy.parse(value)

@@ -13,8 +13,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from cronwheel.logs import FORMATS, LEVELS, configure, json_lines, log_exit
-from cronwheel.redact import redact
+from cronwheel.observability.logs import FORMATS, LEVELS, configure, json_lines, log_exit
+from cronwheel.security.redact import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 

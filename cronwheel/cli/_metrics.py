@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from cronwheel import metrics
-from cronwheel.sockets import CannotListen
+from cronwheel.observability import metrics
+from cronwheel.web.sockets import CannotListen
 
 F = TypeVar("F", bound=Callable[..., Any])
 

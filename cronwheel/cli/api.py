@@ -10,9 +10,7 @@ import signal
 import click
 import uvicorn
 
-from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.quotas import TenantDefaults
 from cronwheel.cli._common import (
     db_option,
     run_async,
@@ -23,10 +21,12 @@ from cronwheel.cli._common import (
 )
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
-from cronwheel.logs import hide_query_values
-from cronwheel.redact import mask_url
-from cronwheel.sockets import listen_socket
+from cronwheel.observability.logs import hide_query_values
+from cronwheel.security.egress import EgressPolicy
+from cronwheel.security.redact import mask_url
 from cronwheel.store import open_store
+from cronwheel.web.quotas import TenantDefaults
+from cronwheel.web.sockets import listen_socket
 
 log = logging.getLogger("cronwheel.cli")
 
@@ -135,7 +135,7 @@ def api(
         try:
             await store.migrate()
             from cronwheel.cli.services import secrets_key_of
-            from cronwheel.sealing import Sealer
+            from cronwheel.security.sealing import Sealer
 
             keys = secrets_key_of(db_url, secrets_key)
             sealer = None if keys is None else Sealer.from_text(keys)
@@ -149,7 +149,8 @@ def api(
                     mask_url(read_replica),
                     max_replica_lag,
                 )
-            # log_config=None: uvicorn logs through the process's handler (cronwheel.logs)
+            # log_config=None: uvicorn logs through the process's handler
+            # (cronwheel.observability.logs)
             config = uvicorn.Config(
                 create_app(
                     store,

@@ -16,8 +16,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from cronwheel.cli.tables import text
-from cronwheel.redact import MASK, is_secret_header, mask_url
 from cronwheel.schedule import next_fire, schedule_from_dict
+from cronwheel.security.redact import MASK, is_secret_header, mask_url
 
 NEXT_FIRES = 5
 _LABEL = 17

@@ -11,10 +11,7 @@ from typing import Any
 
 import click
 
-from cronwheel.actions.egress import LOOPBACK, EgressPolicy
-from cronwheel.api.auth import AuthConfig
 from cronwheel.api.server import ApiService
-from cronwheel.attempt_log import ATTEMPTS_LOGGER
 from cronwheel.cli._common import (
     db_option,
     run_async,
@@ -26,6 +23,7 @@ from cronwheel.cli._common import (
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
 from cronwheel.cli.api import is_loopback
+from cronwheel.cli.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.cli.services import (
     app_option,
     concurrency_option,
@@ -40,19 +38,21 @@ from cronwheel.cli.services import (
     webhook_secret,
 )
 from cronwheel.console import Output, watch_runs
-from cronwheel.demo import create_demo_jobs, demo_handlers, echo_server
-from cronwheel.maintenance import Maintenance, MaintenanceResult
-from cronwheel.notifier import Notifier
-from cronwheel.redact import mask_url
-from cronwheel.runtime import Service, exit_past_lingering_threads, serve, tune_process
-from cronwheel.scheduler import Scheduler
-from cronwheel.sealing import Sealer, dev_sealer
-from cronwheel.service import JobService
-from cronwheel.sockets import listen_socket
+from cronwheel.control.service import JobService
+from cronwheel.engine.maintenance import Maintenance, MaintenanceResult
+from cronwheel.engine.notifier import Notifier
+from cronwheel.engine.runtime import Service, exit_past_lingering_threads, serve, tune_process
+from cronwheel.engine.scheduler import Scheduler
+from cronwheel.engine.worker import Worker, WorkerConfig
+from cronwheel.observability.attempt_log import ATTEMPTS_LOGGER
+from cronwheel.security.egress import LOOPBACK, EgressPolicy
+from cronwheel.security.redact import mask_url
+from cronwheel.security.sealing import Sealer, dev_sealer
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import SqliteStore
 from cronwheel.store.sqlite.owner import FileInUse, OwnerLock, take_owner_lock
-from cronwheel.worker import Worker, WorkerConfig
+from cronwheel.web.auth import AuthConfig
+from cronwheel.web.sockets import listen_socket
 
 
 def _own_file(store: Store) -> OwnerLock | None:

@@ -16,7 +16,7 @@ import sys
 import click
 
 from cronwheel.cli._logs import fail
-from cronwheel.logs import json_lines
+from cronwheel.observability.logs import json_lines
 from cronwheel.sdk import Client, JobInfo
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cronwheel.cli.tables import text
-from cronwheel.pipelines.progress import TaskProgress, TreeNode, progress, tree
+from cronwheel.core.pipelines.progress import TaskProgress, TreeNode, progress, tree
 
 _LABEL = 17
 TIMES = "\u00d7"  # the multiplication sign, after a fanned-out task's name: its instances

@@ -11,11 +11,11 @@ from cronwheel.cli._common import db_option, run_async
 from cronwheel.cli._logs import log_options
 from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options
 from cronwheel.cli.services import duration_option, stop_after, store_of
-from cronwheel.maintenance import Maintenance
-from cronwheel.redact import mask_url
-from cronwheel.runtime import serve, tune_process
-from cronwheel.scheduler import Scheduler
-from cronwheel.shards import ShardingConfig
+from cronwheel.engine.maintenance import Maintenance
+from cronwheel.engine.runtime import serve, tune_process
+from cronwheel.engine.scheduler import Scheduler
+from cronwheel.engine.shards import ShardingConfig
+from cronwheel.security.redact import mask_url
 
 log = logging.getLogger("cronwheel.cli")
 

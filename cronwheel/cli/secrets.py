@@ -18,7 +18,7 @@ def secrets() -> None:
 @secrets.command("new-key")
 def new_key() -> None:
     """Print a new key for CRONWHEEL_SECRETS_KEY (keep it like a password)."""
-    from cronwheel.sealing import generate_key
+    from cronwheel.security.sealing import generate_key
 
     click.echo(generate_key())
 
@@ -43,8 +43,8 @@ def rotate(db_url: str, secrets_key: str | None) -> None:
         )
 
     async def main() -> None:
-        from cronwheel.clock import SystemClock
-        from cronwheel.sealing import Sealer, rotate
+        from cronwheel.core.clock import SystemClock
+        from cronwheel.security.sealing import Sealer, rotate
 
         sealer = Sealer.from_text(keys)
         async with store_of(db_url) as store:

@@ -22,13 +22,13 @@ from cronwheel.cli._common import (
 )
 from cronwheel.cli._logs import log_options
 from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options
-from cronwheel.maintenance import Maintenance
-from cronwheel.notifier import Notifier
-from cronwheel.redact import mask_url, register_secret
-from cronwheel.runtime import exit_past_lingering_threads, load_handlers, serve, tune_process
+from cronwheel.engine.maintenance import Maintenance
+from cronwheel.engine.notifier import Notifier
+from cronwheel.engine.runtime import exit_past_lingering_threads, load_handlers, serve, tune_process
+from cronwheel.engine.worker import Worker, WorkerConfig
+from cronwheel.security.redact import mask_url, register_secret
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 
 log = logging.getLogger("cronwheel.cli")
 
@@ -133,7 +133,7 @@ def secrets_key_of(db_url: str, configured: str | None) -> str | None:
     from cronwheel.store import sqlite_path
 
     path = sqlite_path(db_url)
-    key_file = path.with_name(path.name + ".secrets-key")  # cronwheel.sealing.key_file
+    key_file = path.with_name(path.name + ".secrets-key")  # cronwheel.security.sealing.key_file
     if str(path) == ":memory:" or not key_file.is_file():
         return None
     keys = key_file.read_text().strip()

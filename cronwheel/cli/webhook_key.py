@@ -10,10 +10,10 @@ import os
 
 import click
 
-from cronwheel.actions.signing import tenant_key
 from cronwheel.cli._common import Failure
 from cronwheel.cli._logs import log_options
-from cronwheel.redact import register_secret
+from cronwheel.security.redact import register_secret
+from cronwheel.security.signing import tenant_key
 
 
 @click.command("webhook-key")

@@ -22,8 +22,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from cronwheel.clock import Clock
-from cronwheel.model import DEFAULT_TENANT, SHARED_WORKERS, Attempt, AttemptOutcome, Run, RunState
+from cronwheel.core.clock import Clock
+from cronwheel.core.model import (
+    DEFAULT_TENANT,
+    SHARED_WORKERS,
+    Attempt,
+    AttemptOutcome,
+    Run,
+    RunState,
+)
 from cronwheel.store.base import Activity, Store
 
 LOOKBACK = 256

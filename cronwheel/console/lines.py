@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from cronwheel.console.events import Event, Kind, next_step
-from cronwheel.model import AttemptOutcome, Run, RunState
+from cronwheel.core.model import AttemptOutcome, Run, RunState
 
 STYLE = {
     "succeeded": "green",

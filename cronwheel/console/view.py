@@ -15,12 +15,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from cronwheel._aio import sleep_or_stop
-from cronwheel._outage import Outage
-from cronwheel.clock import Clock, SystemClock
 from cronwheel.console.events import EventFeed
 from cronwheel.console.lines import STYLE, one_line, render, stamp, state_label
-from cronwheel.model import DEFAULT_TENANT, Run
+from cronwheel.core.clock import Clock, SystemClock
+from cronwheel.core.model import DEFAULT_TENANT, Run
+from cronwheel.engine._aio import sleep_or_stop
+from cronwheel.engine._outage import Outage
 from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.console")

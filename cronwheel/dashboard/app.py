@@ -7,11 +7,11 @@ from importlib.resources import files
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, RedirectResponse
 
-from cronwheel.api.problems import ApiProblem
 from cronwheel.dashboard import session
 from cronwheel.dashboard.live import SharedReads
 from cronwheel.dashboard.minutes import SettledMinutes
 from cronwheel.dashboard.pages import admin, jobform, jobs, overview, pipelines, runs, workers
+from cronwheel.web.problems import ApiProblem
 
 UI = "/ui"
 STATIC: dict[str, str] = {

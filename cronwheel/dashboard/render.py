@@ -15,9 +15,9 @@ from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from cronwheel.api.problems import ApiProblem
 from cronwheel.dashboard.session import SignInRequired, Viewer, nav_for
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
+from cronwheel.web.problems import ApiProblem
 
 SECURITY_HEADERS: Mapping[str, str] = {
     # Only our own files run or style the page: an injected tag could do nothing.

@@ -3,7 +3,7 @@ viewer may do (which decides the buttons a page shows).
 
 The cookie holds the API key itself, HttpOnly (no script can read it) and
 SameSite=Strict (no other site's page sends it). Every change a page makes goes to the
-JSON API with the cookie and :data:`~cronwheel.api.auth.CSRF_HEADER`, derived from the
+JSON API with the cookie and :data:`~cronwheel.web.auth.CSRF_HEADER`, derived from the
 key, which only our pages carry (decision 0023). With ``--no-auth`` (``cronwheel dev``
 on loopback) there is nothing to sign in to, as with the API."""
 
@@ -17,7 +17,8 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from cronwheel.api.auth import (
+from cronwheel.core.model import DEFAULT_TENANT, Role
+from cronwheel.web.auth import (
     SESSION_COOKIE,
     AuthConfig,
     Permission,
@@ -27,11 +28,10 @@ from cronwheel.api.auth import (
     principal_of_token,
     session_token,
 )
-from cronwheel.api.state import api_state
-from cronwheel.model import DEFAULT_TENANT, Role
+from cronwheel.web.state import api_state
 
 if TYPE_CHECKING:
-    from cronwheel.api.state import ApiState
+    from cronwheel.web.state import ApiState
 
 router = APIRouter(include_in_schema=False)
 

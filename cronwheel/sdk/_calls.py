@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from cronwheel import tracing
+from cronwheel.observability import tracing
 from cronwheel.sdk.models import (
     AuditInfo,
     BackfillInfo,

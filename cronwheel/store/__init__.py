@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cronwheel.errors import InvalidInput, StoreUnavailable
-from cronwheel.redact import mask_url
+from cronwheel.security.redact import mask_url
 from cronwheel.store.base import Store
 
 DEFAULT_URL = "sqlite:///cronwheel.db"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwheel.model import ApiKey, Tenant
+from cronwheel.core.model import ApiKey, Tenant
 
 
 def tenant_details(tenant: Tenant) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cronwheel.model import Job
+from cronwheel.core.model import Job
 
 SHARED_FIELDS = (
     "tenant_id",

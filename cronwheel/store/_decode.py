@@ -7,7 +7,7 @@ import functools
 import json
 from typing import Any
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     Delivery,
     JobState,
     MisfirePolicy,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from cronwheel.model import NewRun, ShardGuard, shard_key
+from cronwheel.core.model import NewRun, ShardGuard, shard_key
 from cronwheel.store.base import JobAdvance
 
 

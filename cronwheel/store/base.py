@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cronwheel.errors import Conflict, OverLimit, StaleVersion
-from cronwheel.model import (
+from cronwheel.core.model import (
     JSON,
     ApiKey,
     Attempt,
@@ -54,7 +53,8 @@ from cronwheel.model import (
     WorkerInfo,
     hot_record,
 )
-from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
+from cronwheel.core.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
+from cronwheel.errors import Conflict, OverLimit, StaleVersion
 
 ENQUEUE_CHUNK = 5_000
 """Runs per statement of :meth:`Store.enqueue_runs` where a statement's size matters
@@ -209,11 +209,11 @@ class RunReport:
 
     run_id: int
     progress: float | None = None
-    """0.0 to 1.0 (checked by :func:`cronwheel.model.progress_report`); None: no new
+    """0.0 to 1.0 (checked by :func:`cronwheel.core.model.progress_report`); None: no new
     progress (``progress_message`` is then ignored)."""
     progress_message: str | None = None
     checkpoint: str | None = None
-    """JSON text (checked by :func:`cronwheel.model.checkpoint_text`); None: no new
+    """JSON text (checked by :func:`cronwheel.core.model.checkpoint_text`); None: no new
     checkpoint."""
 
 
@@ -591,7 +591,7 @@ class Store(abc.ABC):
         """Jobs in ``order`` (creation by default), starting after the position
         ``after`` (``order.key(last job of the previous page)``): a keyset cursor that
         stays stable while jobs are inserted, and InvalidInput naming ``after`` if it
-        is not a position in ``order`` (see :class:`~cronwheel.model.JobOrder`). Every
+        is not a position in ``order`` (see :class:`~cronwheel.core.model.JobOrder`). Every
         order is a walk of one index of the tenant's jobs (creation: ``(tenant_id,
         id)``; name: ``(tenant_id, name, id)``; next fire: ``(tenant_id, next_fire_at
         with none last, id)``), either way, so a page costs the same at any depth and
@@ -599,11 +599,11 @@ class Store(abc.ABC):
 
         ``name`` matches exactly (cancelled jobs may share a live job's name);
         ``id_prefix`` matches the ids that start with it (see
-        :func:`~cronwheel.model.id_prefix_range`): what naming a job by a short id or
+        :func:`~cronwheel.core.model.id_prefix_range`): what naming a job by a short id or
         its name needs.
 
         ``schedule_kind`` keeps the jobs whose schedule has that ``kind`` (``cron``,
-        ``interval``…). ``last_outcome`` keeps those whose :class:`~cronwheel.model.LastRun`
+        ``interval``…). ``last_outcome`` keeps those whose :class:`~cronwheel.core.model.LastRun`
         ended in that state, or (``LastOutcome.NONE``) those with no
         finished run: checked as the jobs index is walked, one probe of the index of
         finished runs by job per job examined (as :meth:`last_runs`), never a scan of
@@ -741,10 +741,10 @@ class Store(abc.ABC):
     async def reseal_pipelines(
         self, reseal: Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
     ) -> tuple[int, int]:
-        """Key rotation for pipelines (cronwheel.sealing): ``reseal(tenant_id, action)``
+        """Key rotation for pipelines (cronwheel.security.sealing): ``reseal(tenant_id, action)``
         gives a webhook action sealed with the new key, or None if it is already. Every
         stored version's task actions and notification targets' URLs
-        (:func:`cronwheel.pipelines.tasks.resealed_definition`), and the task actions
+        (:func:`cronwheel.core.pipelines.tasks.resealed_definition`), and the task actions
         carried by task runs not finished yet, are written again, in one transaction.
         Returns (versions, runs) changed. (Versions are immutable in content; only their
         ciphertext changes.)"""
@@ -1201,7 +1201,7 @@ class Store(abc.ABC):
         """Store each job's new ``action`` and ``notify`` targets, if the job is still at
         ``version`` (a job changed meanwhile is left, to be read again). No version bump:
         what the job does is unchanged (its secrets sealed again with a new key,
-        cronwheel.sealing). One audit entry for the tenant (``tenant``
+        cronwheel.security.sealing). One audit entry for the tenant (``tenant``
         ``secrets_resealed``, with the count) if any changed. Returns how many changed."""
 
     # -- status (read only, cheap) -------------------------------------------------------

@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from cronwheel import metrics
-from cronwheel.clock import Clock, SystemClock
+from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInput
-from cronwheel.redact import mask_url
+from cronwheel.observability import metrics
+from cronwheel.security.redact import mask_url
 from cronwheel.store.base import Store
 
 if TYPE_CHECKING:  # imported when a replica is opened: the API over SQLite never loads asyncpg

@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.sealing import Sealer
+from cronwheel.security.sealing import Sealer
 from cronwheel.store.base import Store
 from tests.api.helpers import ADMIN_TOKEN, SECRETS_KEY
 

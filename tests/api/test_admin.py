@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from cronwheel.api.auth import hash_token
 from cronwheel.store.base import Store
+from cronwheel.web.auth import hash_token
 from tests.api.conftest import connect
 from tests.api.helpers import new_key, new_tenant, problem, spec
 

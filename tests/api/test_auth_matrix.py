@@ -17,11 +17,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from cronwheel.api.auth import hash_token
-from cronwheel.model import ApiKey, AttemptOutcome, Role, RunState, new_id
-from cronwheel.pipelines.service import PipelineService
-from cronwheel.service import JobService
+from cronwheel.control.pipelines import PipelineService
+from cronwheel.control.service import JobService
+from cronwheel.core.model import ApiKey, AttemptOutcome, Role, RunState, new_id
 from cronwheel.store.base import Completion, Store
+from cronwheel.web.auth import hash_token
 from tests.api import helpers
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.clock import FrozenClock
+from cronwheel.core.clock import FrozenClock
 from cronwheel.store.base import Store
 from tests.api.helpers import ADMIN_TOKEN, problem, spec
 from tests.store.factories import make_run

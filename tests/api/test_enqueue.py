@@ -9,7 +9,7 @@ import httpx
 from fastapi import FastAPI
 
 from cronwheel.api.app import MAX_BODY
-from cronwheel.service import JobService
+from cronwheel.control.service import JobService
 from cronwheel.store.base import Store
 from tests.api.conftest import connect
 from tests.api.helpers import new_key, new_tenant, problem, spec

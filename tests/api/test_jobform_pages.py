@@ -9,7 +9,7 @@ import re
 import httpx
 from fastapi import FastAPI
 
-from cronwheel.api.auth import SESSION_COOKIE
+from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import new_key, new_tenant, spec
 

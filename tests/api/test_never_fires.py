@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.clock import FrozenClock
+from cronwheel.core.clock import FrozenClock
 from cronwheel.store.base import Store
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, problem, spec

@@ -3,10 +3,10 @@ few seconds, on each store."""
 
 from __future__ import annotations
 
-from cronwheel.api.notices import Notices
-from cronwheel.clock import FrozenClock
-from cronwheel.model import WorkerInfo
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import WorkerInfo
 from cronwheel.store.base import Store
+from cronwheel.web.notices import Notices
 from tests.store.factories import at
 
 

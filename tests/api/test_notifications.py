@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from cronwheel.sealing import Sealer, open_url
+from cronwheel.security.sealing import Sealer, open_url
 from cronwheel.store.base import NotificationResult, Store
 from tests.api.helpers import SECRETS_KEY, problem, spec
 from tests.api.test_workers import claim, immediate, worker_client

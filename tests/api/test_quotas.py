@@ -7,9 +7,9 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.quotas import TenantDefaults
 from cronwheel.errors import StoreUnavailable
 from cronwheel.store.base import Store
+from cronwheel.web.quotas import TenantDefaults
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec
 

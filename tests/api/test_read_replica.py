@@ -23,11 +23,11 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from cronwheel import metrics
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.cli.api import api
-from cronwheel.clock import FrozenClock
-from cronwheel.model import Tenant
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import Tenant
+from cronwheel.observability import metrics
 from cronwheel.store.base import Store
 from cronwheel.store.postgres import PostgresStore
 from cronwheel.store.replica import ROUTED, ReplicaReads

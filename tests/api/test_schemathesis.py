@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.service import JobService
+from cronwheel.control.service import JobService
 from cronwheel.store.sqlite import SqliteStore
 from tests.api.helpers import ADMIN_TOKEN, spec
 

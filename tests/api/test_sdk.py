@@ -12,6 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.actions import PermanentError, RunContext
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.sdk import AsyncClient, Client
 from cronwheel.sdk.errors import (
     ConflictError,
@@ -22,7 +23,6 @@ from cronwheel.sdk.errors import (
     ValidationFailed,
 )
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.api.helpers import ADMIN_TOKEN
 from tests.engine.helpers import eventually, running
 

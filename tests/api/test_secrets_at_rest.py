@@ -14,14 +14,14 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from cronwheel.actions.egress import LOOPBACK, EgressPolicy
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.model import RunState
-from cronwheel.sealing import ENV, PREFIX, Sealer, generate_key, open_url, rotate
-from cronwheel.service import JobService
+from cronwheel.control.service import JobService
+from cronwheel.core.model import RunState
+from cronwheel.engine.worker import Worker
+from cronwheel.security.egress import LOOPBACK, EgressPolicy
+from cronwheel.security.sealing import ENV, PREFIX, Sealer, generate_key, open_url, rotate
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import SqliteStore
-from cronwheel.worker import Worker
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, SECRETS_KEY, problem, spec
 from tests.engine.helpers import one_run
@@ -217,7 +217,7 @@ async def test_a_sealed_value_opens_only_for_its_tenant() -> None:
     sealer = Sealer([generate_key()])
     sealed = sealer.seal("s3cret-value", "acme")
     assert sealer.open(sealed, "acme") == "s3cret-value"
-    from cronwheel.sealing import SecretUnreadable
+    from cronwheel.security.sealing import SecretUnreadable
 
     with pytest.raises(SecretUnreadable):
         sealer.open(sealed, "other")
@@ -318,8 +318,8 @@ async def test_a_remote_workers_claim_gets_the_values_it_must_send(
 async def test_a_notification_urls_password_is_sealed_and_only_the_notifier_opens_it(
     app: FastAPI, store: Store, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cronwheel.model import NotificationState
-    from cronwheel.notifier import Notifier
+    from cronwheel.core.model import NotificationState
+    from cronwheel.engine.notifier import Notifier
     from tests.engine.helpers import eventually, running
     from tests.engine.test_notifications import LOCAL, QUICK, SECRET, _worker, notifying
 
@@ -385,7 +385,7 @@ async def test_rotation_reseals_pipelines_and_their_waiting_task_runs(
 ) -> None:
     """A pipeline's versions and the task runs not finished yet carry sealed actions:
     rotation writes them again, so the old key can go while a pipeline run waits."""
-    from cronwheel.pipelines.service import PipelineService
+    from cronwheel.control.pipelines import PipelineService
 
     monkeypatch.delenv(ENV, raising=False)
     old, new = generate_key(), generate_key()
@@ -429,9 +429,9 @@ async def test_a_pipelines_notify_url_password_is_sealed_masked_and_opened_by_th
 ) -> None:
     """Stored sealed; every read shows ``user:***@`` (API, its idempotent replay, the
     versions, the SDK, the dashboard, the audit log); the notifier sends the password."""
-    from cronwheel.api.auth import SESSION_COOKIE
-    from cronwheel.notifier import Notifier
+    from cronwheel.engine.notifier import Notifier
     from cronwheel.sdk import AsyncClient
+    from cronwheel.web.auth import SESSION_COOKIE
     from tests.engine.helpers import eventually, running
     from tests.engine.test_notifications import LOCAL, QUICK, SECRET, notifying
 
@@ -486,7 +486,7 @@ async def test_a_pipelines_notify_url_password_is_sealed_masked_and_opened_by_th
         assert NOTIFY_PW not in text
         # The pipeline runs: its webhook task, then its ending's notification, each sent
         # with its password by the one that opens it (the worker, the notifier).
-        from cronwheel.pipelines.service import PipelineService
+        from cronwheel.control.pipelines import PipelineService
 
         started = await PipelineService(store).start(pipeline_id)
         worker = Worker(store, FAST, sealer=SECRETS_KEY)
@@ -571,10 +571,10 @@ async def test_rotation_reseals_pipelines_notify_urls(
 ) -> None:
     """Sealed with the old key, or stored in plain text by an older cronwheel: after
     rotation the new key alone opens each pipeline version's target URL."""
-    from cronwheel.model import new_id
-    from cronwheel.pipelines.definition import parse_definition
-    from cronwheel.pipelines.model import Pipeline
-    from cronwheel.pipelines.service import PipelineService
+    from cronwheel.control.pipelines import PipelineService
+    from cronwheel.core.model import new_id
+    from cronwheel.core.pipelines.definition import parse_definition
+    from cronwheel.core.pipelines.model import Pipeline
 
     monkeypatch.delenv(ENV, raising=False)
     old, new = generate_key(), generate_key()

@@ -11,9 +11,8 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.clock import FrozenClock
-from cronwheel.maintenance import MAINTENANCE_LEASE
-from cronwheel.model import (
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import (
     SCHEDULER_TENANT,
     SHARED_WORKERS,
     AttemptOutcome,
@@ -21,6 +20,7 @@ from cronwheel.model import (
     RunState,
     WorkerInfo,
 )
+from cronwheel.engine.maintenance import MAINTENANCE_LEASE
 from cronwheel.store.base import Completion, Store
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from cronwheel.api.notices import NO_LIVE_WORKER
 from cronwheel.sdk import AsyncClient, LastRunInfo
 from cronwheel.store.base import Store
+from cronwheel.web.notices import NO_LIVE_WORKER
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec
 from tests.api.test_workers import claim, immediate, worker_client
@@ -116,7 +116,7 @@ async def test_a_job_no_live_worker_serves_carries_a_notice(
 async def test_an_in_process_worker_serves_every_tenant(
     app: FastAPI, client: httpx.AsyncClient, store: Store
 ) -> None:
-    from cronwheel.worker import Worker, WorkerConfig
+    from cronwheel.engine.worker import Worker, WorkerConfig
 
     _fresh_notices(app)
     await new_tenant(client, "acme")

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from cronwheel.api.auth import SESSION_COOKIE
+from cronwheel.core.model import RetryPolicy
 from cronwheel.dashboard.pages import runs as pages
-from cronwheel.model import RetryPolicy
 from cronwheel.store.base import Store
+from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN
 from tests.store.factories import make_job

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from cronwheel.actions.egress import EgressPolicy
 from cronwheel.api import AuthConfig, create_app
+from cronwheel.security.egress import EgressPolicy
 from cronwheel.store.base import Store
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, problem, spec

@@ -12,8 +12,8 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.clock import FrozenClock
-from cronwheel.model import REASON_MISFIRE, AttemptOutcome, Job, RunState
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import REASON_MISFIRE, AttemptOutcome, Job, RunState
 from cronwheel.store.base import Completion, Store
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec

@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from cronwheel.metrics import ApiMetrics
-from cronwheel.model import Overlap
+from cronwheel.core.model import Overlap
+from cronwheel.engine.worker import Worker, WorkerConfig
+from cronwheel.observability.metrics import ApiMetrics
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.api.conftest import connect
 from tests.api.helpers import new_key, new_tenant, problem, spec
 from tests.store.factories import make_job, make_run

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import pytest
 
 import cronwheel
-from cronwheel.model import AttemptOutcome, Run, RunState, ShardLease
+from cronwheel.core.model import AttemptOutcome, Run, RunState, ShardLease
 from cronwheel.store.base import Store
 from tests import pg
 

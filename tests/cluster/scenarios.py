@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cronwheel
-from cronwheel.model import AttemptOutcome, RunState
+from cronwheel.core.model import AttemptOutcome, RunState
 from tests.cluster.conftest import Cluster, Proc, executions, fenced_out
 from tests.engine.helpers import eventually
 

@@ -10,9 +10,9 @@ import asyncio
 from datetime import datetime, timedelta
 
 import cronwheel
-from cronwheel.clock import SystemClock
-from cronwheel.maintenance import MAINTENANCE_LEASE, Maintenance, MaintenanceConfig
-from cronwheel.model import RunState
+from cronwheel.core.clock import SystemClock
+from cronwheel.core.model import RunState
+from cronwheel.engine.maintenance import MAINTENANCE_LEASE, Maintenance, MaintenanceConfig
 from tests.engine.helpers import eventually
 
 

@@ -40,7 +40,7 @@ import httpx
 import pytest
 
 import cronwheel
-from cronwheel.model import REASON_MISFIRE, Attempt, AttemptOutcome, Run, RunState
+from cronwheel.core.model import REASON_MISFIRE, Attempt, AttemptOutcome, Run, RunState
 from cronwheel.store.base import Store
 from tests.cluster.conftest import Cluster, Execution, Proc, all_runs, executions, shards_of
 from tests.e2e.procs import free_port

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 
 import cronwheel
+from cronwheel.core.model import SCHEDULER_TENANT, SHARED_WORKERS, RunState
 from cronwheel.errors import StoreUnavailable
-from cronwheel.model import SCHEDULER_TENANT, SHARED_WORKERS, RunState
 from tests import pg
 from tests.cluster.conftest import Cluster, Proc, all_runs, check_history, executions, quiet
 from tests.engine.helpers import eventually

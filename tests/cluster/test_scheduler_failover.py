@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 import cronwheel
-from cronwheel.model import Run
+from cronwheel.core.model import Run
 from tests.cluster.conftest import (
     Cluster,
     Execution,

@@ -14,8 +14,8 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.auth import SESSION_COOKIE
 from cronwheel.store.base import Store
+from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, spec
 

@@ -12,13 +12,13 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.auth import SESSION_COOKIE
-from cronwheel.clock import SystemClock
+from cronwheel.core.clock import SystemClock
+from cronwheel.core.model import SHARED_WORKERS, WorkerInfo
 from cronwheel.dashboard.charts import bar_chart, describe
 from cronwheel.dashboard.live import SharedReads
 from cronwheel.dashboard.pages import overview
-from cronwheel.model import SHARED_WORKERS, WorkerInfo
 from cronwheel.store.base import AttemptBucket, PoolStatus, Store
+from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, spec
 

@@ -16,11 +16,11 @@ from fastapi import FastAPI
 
 from cronwheel.actions import PermanentError, RunContext
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.auth import SESSION_COOKIE
-from cronwheel.pipelines.model import PipelineRun
-from cronwheel.pipelines.service import PipelineService
+from cronwheel.control.pipelines import PipelineService
+from cronwheel.core.pipelines.model import PipelineRun
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
+from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant
 from tests.engine.helpers import eventually, running

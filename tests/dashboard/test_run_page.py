@@ -13,8 +13,8 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.auth import SESSION_COOKIE
 from cronwheel.store.base import RunReport, Store
+from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN
 from tests.store.factories import make_job, make_run
@@ -67,7 +67,7 @@ async def test_the_page_read_after_a_replay_shows_the_run_replayed(
     """A page load reads fresh: the reload that follows a person's Replay must not show
     the dead run from the shared one-second cache that live refreshes use (a finished
     run's page does not refresh itself, so it would stay wrong)."""
-    from cronwheel.model import AttemptOutcome, RunState
+    from cronwheel.core.model import AttemptOutcome, RunState
     from cronwheel.store.base import Completion
 
     now = datetime.now(UTC)

@@ -8,11 +8,11 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
-from cronwheel.api.auth import SESSION_COOKIE
-from cronwheel.clock import SystemClock
-from cronwheel.maintenance import MAINTENANCE_LEASE
-from cronwheel.model import SCHEDULER_TENANT, SHARED_WORKERS, WorkerInfo
+from cronwheel.core.clock import SystemClock
+from cronwheel.core.model import SCHEDULER_TENANT, SHARED_WORKERS, WorkerInfo
+from cronwheel.engine.maintenance import MAINTENANCE_LEASE
 from cronwheel.store.base import Store
+from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant
 

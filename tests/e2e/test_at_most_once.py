@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 import cronwheel
-from cronwheel.model import (
+from cronwheel.core.model import (
     REASON_AT_MOST_ONCE_LOST,
     REASON_AT_MOST_ONCE_STOPPED,
     Job,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import cronwheel
-from cronwheel.model import AttemptOutcome, RetryPolicy, Run, RunState
+from cronwheel.core.model import AttemptOutcome, RetryPolicy, Run, RunState
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
 from tests.store.factories import make_job, make_run

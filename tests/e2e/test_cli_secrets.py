@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 
-from cronwheel.pipelines.service import PipelineService
-from cronwheel.sealing import PREFIX, Sealer, generate_key, open_url
-from cronwheel.service import JobService
+from cronwheel.control.pipelines import PipelineService
+from cronwheel.control.service import JobService
+from cronwheel.security.sealing import PREFIX, Sealer, generate_key, open_url
 from cronwheel.store.sqlite import SqliteStore
 from tests.e2e import test_cli
 from tests.e2e.procs import REPO, free_port, wait_until

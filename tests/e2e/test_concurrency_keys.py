@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import cronwheel
-from cronwheel.model import RunState
+from cronwheel.core.model import RunState
 from tests.e2e.overlaps import OverlapReceiver, overlap_receiver
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import cronwheel
-from cronwheel.model import AttemptOutcome, Run, RunState
+from cronwheel.core.model import AttemptOutcome, Run, RunState
 from tests.e2e.procs import REPO, free_port
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually

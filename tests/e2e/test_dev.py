@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 
 import cronwheel
-from cronwheel.maintenance import Maintenance
-from cronwheel.model import Run, RunState
-from cronwheel.runtime import serve
-from cronwheel.scheduler import Scheduler
-from cronwheel.worker import Worker, WorkerConfig
+from cronwheel.core.model import Run, RunState
+from cronwheel.engine.maintenance import Maintenance
+from cronwheel.engine.runtime import serve
+from cronwheel.engine.scheduler import Scheduler
+from cronwheel.engine.worker import Worker, WorkerConfig
 from tests.e2e.app import LONG_ERROR
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.e2e.procs import free_port

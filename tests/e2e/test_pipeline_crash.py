@@ -11,8 +11,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import cronwheel
-from cronwheel.model import DEFAULT_TENANT
-from cronwheel.pipelines.service import PipelineService
+from cronwheel.control.pipelines import PipelineService
+from cronwheel.core.model import DEFAULT_TENANT
 from tests.e2e.app import FAN_OUT
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually

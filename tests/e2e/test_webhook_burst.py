@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import cronwheel
-from cronwheel.model import SHARED_WORKERS, AttemptOutcome, RunState
+from cronwheel.core.model import SHARED_WORKERS, AttemptOutcome, RunState
 from tests.e2e.procs import REPO
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually

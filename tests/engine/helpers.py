@@ -9,9 +9,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwheel.model import Job, NewRun, RetryPolicy, Run
+from cronwheel.core.model import Job, NewRun, RetryPolicy, Run
+from cronwheel.engine.worker import Worker
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker
 from tests.store.factories import make_job, make_run
 
 

@@ -7,11 +7,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from cronwheel.clock import FrozenClock
+from cronwheel.control.service import MAX_BACKFILL_RUNS, JobService
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import MisfireMode, Overlap, Priority, RunState
+from cronwheel.engine.scheduler import Scheduler
 from cronwheel.errors import Conflict, InvalidInput
-from cronwheel.model import MisfireMode, Overlap, Priority, RunState
-from cronwheel.scheduler import Scheduler
-from cronwheel.service import MAX_BACKFILL_RUNS, JobService
 from cronwheel.store.base import Store
 from tests.store.factories import at
 

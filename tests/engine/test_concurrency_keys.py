@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from cronwheel.clock import FrozenClock
+from cronwheel.control.service import JobService
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import MAX_CONCURRENCY_KEY, Concurrency, RunState
+from cronwheel.engine.scheduler import Scheduler
 from cronwheel.errors import InvalidInput
-from cronwheel.model import MAX_CONCURRENCY_KEY, Concurrency, RunState
-from cronwheel.scheduler import Scheduler
-from cronwheel.service import JobService
 from cronwheel.store.base import Store
 from tests.store.factories import at
 
@@ -106,7 +106,7 @@ async def test_replay_keeps_the_key(service: JobService, store: Store) -> None:
     [claimed] = await store.claim_runs(
         "w", ["default"], limit=5, now=at(1), prefetch_until=at(1), lease_seconds=60
     )
-    from cronwheel.model import AttemptOutcome
+    from cronwheel.core.model import AttemptOutcome
     from cronwheel.store.base import Completion
 
     r = claimed.run

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cronwheel.clock import FrozenClock
 from cronwheel.console.events import EventFeed, Kind
 from cronwheel.console.lines import render
-from cronwheel.model import AttemptOutcome, ClaimedRun, JobState, RunState, WorkerInfo
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import AttemptOutcome, ClaimedRun, JobState, RunState, WorkerInfo
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from cronwheel.clock import FrozenClock
+from cronwheel.control.service import JobService
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import JobState, RunState
 from cronwheel.errors import InvalidInput
-from cronwheel.model import JobState, RunState
-from cronwheel.service import JobService
 from cronwheel.store.base import Store
 from tests.store.factories import at
 

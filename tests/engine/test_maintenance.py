@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from cronwheel.clock import FrozenClock
-from cronwheel.maintenance import Maintenance, MaintenanceConfig
-from cronwheel.model import RetryPolicy, RunState
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import RetryPolicy, RunState
+from cronwheel.engine.maintenance import Maintenance, MaintenanceConfig
 from cronwheel.store.base import Store
 from tests.store.factories import at, make_job, make_run, succeeded
 
@@ -134,7 +134,7 @@ async def test_a_pass_archives_settled_runs_and_retention_forgets_them(store: St
 async def test_a_pass_gives_back_unstarted_runs_without_counting_a_lost_attempt(
     store: Store,
 ) -> None:
-    from cronwheel import metrics
+    from cronwheel.observability import metrics
     from cronwheel.store.base import Start
     from tests.engine.test_metrics_events import sample
 

@@ -10,15 +10,15 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from cronwheel import metrics
 from cronwheel.actions import RunContext
-from cronwheel.clock import FrozenClock
-from cronwheel.metrics import Metrics
-from cronwheel.model import MisfireMode, MisfirePolicy, Overlap, RunState
-from cronwheel.scheduler import Scheduler
-from cronwheel.service import JobService
+from cronwheel.control.service import JobService
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import MisfireMode, MisfirePolicy, Overlap, RunState
+from cronwheel.engine.scheduler import Scheduler
+from cronwheel.engine.worker import Worker
+from cronwheel.observability import metrics
+from cronwheel.observability.metrics import Metrics
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker
 from tests.engine.helpers import eventually, job_with_run, running
 from tests.engine.test_worker import FAST
 from tests.store.factories import at, make_job, make_run

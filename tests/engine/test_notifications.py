@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 import pytest
 
 from cronwheel.actions import RunContext, verify
-from cronwheel.actions.egress import LOOPBACK, REFUSED, EgressPolicy
-from cronwheel.actions.signing import tenant_key
-from cronwheel.model import RUN_EVENTS, NotificationState, RetryPolicy, RunState
-from cronwheel.notifier import Notifier, NotifierConfig
+from cronwheel.core.model import RUN_EVENTS, NotificationState, RetryPolicy, RunState
+from cronwheel.engine.notifier import Notifier, NotifierConfig
+from cronwheel.engine.worker import Worker
+from cronwheel.security.egress import LOOPBACK, REFUSED, EgressPolicy
+from cronwheel.security.signing import tenant_key
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker
 from tests.engine.helpers import eventually, job_with_run, running
 from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import Target, webhook_target

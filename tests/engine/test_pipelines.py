@@ -10,11 +10,11 @@ from datetime import timedelta
 from typing import Any
 
 from cronwheel.actions import PermanentError, RunContext
-from cronwheel.model import DEFAULT_TENANT, RunState
-from cronwheel.pipelines.model import PipelineRun
-from cronwheel.pipelines.service import PipelineService
+from cronwheel.control.pipelines import PipelineService
+from cronwheel.core.model import DEFAULT_TENANT, RunState
+from cronwheel.core.pipelines.model import PipelineRun
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually, running
 
 # Leases long enough that a loaded machine never lets one lapse mid-task.
@@ -274,7 +274,7 @@ async def test_a_stale_or_repeated_completion_starts_no_child_twice(store: Store
     the store at once: one is accepted, and the child task starts once."""
     from datetime import UTC, datetime, timedelta
 
-    from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+    from cronwheel.core.lifecycle import Outcome, OutcomeKind, completion_for
 
     service = PipelineService(store)
     chain = {"tasks": {"a": handler("a"), "b": handler("b")}, "edges": [{"from": "a", "to": "b"}]}
@@ -333,10 +333,10 @@ async def test_a_job_whose_action_is_a_pipeline_starts_one_pipeline_run_per_run(
 ) -> None:
     """Triggers are jobs: the job's run starts a pipeline run, keyed by that run, so a
     retried trigger finds the pipeline run it started instead of starting another."""
+    from cronwheel.control.service import JobService
+    from cronwheel.core.model import new_id
+    from cronwheel.core.pipelines.model import PipelineRunStart
     from cronwheel.errors import InvalidInput
-    from cronwheel.model import new_id
-    from cronwheel.pipelines.model import PipelineRunStart
-    from cronwheel.service import JobService
 
     service, jobs = PipelineService(store), JobService(store)
     worker = Worker(store, CONFIG)
@@ -403,9 +403,9 @@ async def test_a_pipelines_targets_hear_how_its_runs_end_and_its_hooks_too(
     import json
 
     from cronwheel.actions import verify
-    from cronwheel.actions.egress import LOOPBACK, EgressPolicy
-    from cronwheel.actions.signing import tenant_key
-    from cronwheel.notifier import Notifier, NotifierConfig
+    from cronwheel.engine.notifier import Notifier, NotifierConfig
+    from cronwheel.security.egress import LOOPBACK, EgressPolicy
+    from cronwheel.security.signing import tenant_key
     from tests.engine.test_notifications import notifying
     from tests.engine.webhook_target import webhook_target
 
@@ -471,8 +471,8 @@ async def _delivered(target: Any, n: int) -> bool:
 async def test_a_job_cannot_ask_for_pipeline_events_and_targets_are_checked(
     store: Store,
 ) -> None:
+    from cronwheel.control.service import JobService
     from cronwheel.errors import InvalidInput
-    from cronwheel.service import JobService
 
     try:
         await JobService(store).create(
@@ -506,7 +506,7 @@ async def test_a_pipeline_run_that_cannot_be_planned_never_refuses_the_completio
     import random
     from datetime import UTC, datetime, timedelta
 
-    from cronwheel.lifecycle import Outcome, OutcomeKind, completion_for
+    from cronwheel.core.lifecycle import Outcome, OutcomeKind, completion_for
     from tests.store.test_migrations import _ddl
 
     service = PipelineService(store)
@@ -550,7 +550,7 @@ async def test_a_pipeline_run_that_cannot_be_planned_never_refuses_the_completio
 async def test_a_trigger_jobs_overlap_policy_applies_to_its_pipeline_runs(store: Store) -> None:
     """overlap: skip on the trigger job: while a pipeline run's task is running, the
     next trigger is skipped (reason overlap) instead of starting a second pipeline run."""
-    from cronwheel.service import JobService
+    from cronwheel.control.service import JobService
 
     service, jobs = PipelineService(store), JobService(store)
     worker = Worker(store, CONFIG)
@@ -617,7 +617,7 @@ def replace_allow(config: WorkerConfig) -> WorkerConfig:
     """The webhook targets of these tests listen on loopback."""
     import dataclasses
 
-    from cronwheel.actions.egress import LOOPBACK
+    from cronwheel.security.egress import LOOPBACK
 
     return dataclasses.replace(config, webhook_allow=LOOPBACK)
 

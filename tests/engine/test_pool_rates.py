@@ -8,9 +8,9 @@ import time
 from datetime import UTC, datetime
 
 from cronwheel.actions import RunContext
-from cronwheel.service import JobService
+from cronwheel.control.service import JobService
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually, running
 
 CONFIG = WorkerConfig(

@@ -8,9 +8,9 @@ import asyncio
 import threading
 
 from cronwheel.actions import RunContext
-from cronwheel.model import MAX_CHECKPOINT_BYTES, AttemptOutcome, RetryPolicy, Run, RunState
+from cronwheel.core.model import MAX_CHECKPOINT_BYTES, AttemptOutcome, RetryPolicy, Run, RunState
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually, job_with_run, one_run, running
 
 FAST = WorkerConfig(

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from cronwheel.clock import FrozenClock
-from cronwheel.lead import DEFAULT_SECONDS_PER_JOB, Pace
-from cronwheel.model import JobState, RunState
-from cronwheel.planning import plan_job
-from cronwheel.scheduler import Scheduler, SchedulerConfig
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.lead import DEFAULT_SECONDS_PER_JOB, Pace
+from cronwheel.core.model import JobState, RunState
+from cronwheel.core.planning import plan_job
+from cronwheel.engine.scheduler import Scheduler, SchedulerConfig
 from cronwheel.store.base import Store
 from tests.store.factories import T0, at, make_job
 

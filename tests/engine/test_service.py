@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import pytest
 
-from cronwheel.clock import FrozenClock
+from cronwheel.control.service import JobService
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import JobState, Overlap, Priority, RunState
+from cronwheel.engine.scheduler import Scheduler
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
-from cronwheel.model import JobState, Overlap, Priority, RunState
-from cronwheel.scheduler import Scheduler
-from cronwheel.service import JobService
 from cronwheel.store.base import Store
 from tests.store.factories import T0, at
 
@@ -275,7 +275,7 @@ async def test_the_python_api_shows_how_the_last_run_ended(
     service: JobService, store: Store, clock: FrozenClock
 ) -> None:
     from cronwheel.actions import PermanentError
-    from cronwheel.worker import Worker, WorkerConfig
+    from cronwheel.engine.worker import Worker, WorkerConfig
 
     job = await service.create(name="once-now", schedule={"kind": "immediate"}, action=HANDLER)
     assert (await service.get(job.id)).last_run is None

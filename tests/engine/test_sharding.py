@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from cronwheel.scheduler import Scheduler, SchedulerConfig
-from cronwheel.shards import ShardingConfig
+from cronwheel.engine.scheduler import Scheduler, SchedulerConfig
+from cronwheel.engine.shards import ShardingConfig
 from cronwheel.store.base import Store
 from tests.engine.helpers import eventually
 from tests.store.factories import make_job

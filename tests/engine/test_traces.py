@@ -20,14 +20,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from cronwheel import tracing
 from cronwheel.actions.context import RunContext
-from cronwheel.actions.egress import LOOPBACK, EgressPolicy
 from cronwheel.api import AuthConfig, create_app
+from cronwheel.control.service import JobService
+from cronwheel.engine.worker import Worker, WorkerConfig
+from cronwheel.observability import tracing
 from cronwheel.sdk import AsyncClient
-from cronwheel.service import JobService
+from cronwheel.security.egress import LOOPBACK, EgressPolicy
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.api.helpers import ADMIN_TOKEN
 from tests.engine.helpers import eventually
 from tests.engine.webhook_target import webhook_target
@@ -155,7 +155,7 @@ async def test_an_attempt_span_links_to_the_request_that_created_its_job(
         "cronwheel.fence": run.fence,
         "cronwheel.scheduled_for": run.scheduled_for.isoformat(),
         "cronwheel.action": "handler",
-        "cronwheel.worker.id": attributes["cronwheel.worker.id"],
+        "cronwheel.engine.worker.id": attributes["cronwheel.engine.worker.id"],
         "cronwheel.outcome": "succeeded",
     }
     assert attempt.status.status_code is StatusCode.UNSET
@@ -273,8 +273,9 @@ def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 RUN_A_JOB = """
 import asyncio, logging
-from cronwheel import connect, tracing
-from cronwheel.worker import Worker, WorkerConfig
+from cronwheel import connect
+from cronwheel.observability import tracing
+from cronwheel.engine.worker import Worker, WorkerConfig
 logging.basicConfig()
 
 async def main(path):
@@ -338,7 +339,7 @@ def test_only_otel_settings_that_ask_for_traces_turn_them_on(
 def test_setup_from_env_installs_a_provider_with_the_service_name() -> None:
     code = """
 from opentelemetry import trace
-from cronwheel import tracing
+from cronwheel.observability import tracing
 assert tracing.tracer() is None
 assert tracing.setup_from_env() is True
 provider = trace.get_tracer_provider()

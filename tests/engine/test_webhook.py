@@ -8,10 +8,10 @@ import json
 import random
 
 from cronwheel.actions import verify
-from cronwheel.actions.signing import tenant_key
-from cronwheel.model import REASON_PERMANENT, AttemptOutcome, RetryPolicy, RunState
+from cronwheel.core.model import REASON_PERMANENT, AttemptOutcome, RetryPolicy, RunState
+from cronwheel.engine.worker import Worker
+from cronwheel.security.signing import tenant_key
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker
 from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
 from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import webhook_target

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from cronwheel.actions import verify
-from cronwheel.actions.egress import REFUSED
-from cronwheel.actions.signing import tenant_key
 from cronwheel.actions.webhook import MAX_ERROR_BODY, MAX_RESPONSE_READ
-from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.core.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.engine.worker import Worker
+from cronwheel.security.egress import REFUSED
+from cronwheel.security.signing import tenant_key
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker
 from tests.engine.helpers import job_with_run, one_run
 from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import webhook_target

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from cronwheel.actions import PermanentError, RunContext
-from cronwheel.actions.egress import LOOPBACK
-from cronwheel.model import (
+from cronwheel.core.model import (
     REASON_AT_MOST_ONCE_STOPPED,
     SHARED_WORKERS,
     AttemptOutcome,
@@ -25,8 +24,9 @@ from cronwheel.model import (
     RetryPolicy,
     RunState,
 )
+from cronwheel.engine.worker import Worker, WorkerConfig
+from cronwheel.security.egress import LOOPBACK
 from cronwheel.store.base import Completion, Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
 from tests.store.factories import make_job, make_run
 

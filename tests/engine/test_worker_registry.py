@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.store.base import Store
-from cronwheel.worker import Worker, WorkerConfig
 from tests.engine.helpers import eventually
 
 

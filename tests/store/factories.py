@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     DEFAULT_TENANT,
     AttemptOutcome,
     ClaimedRun,

@@ -3,7 +3,7 @@ started is never started again, whatever releases and rescues happen (issue 13, 
 
 from __future__ import annotations
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     REASON_AT_MOST_ONCE_LOST,
     REASON_AT_MOST_ONCE_STOPPED,
     REASON_LEASE_LOST_LAST,

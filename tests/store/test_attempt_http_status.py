@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
+from cronwheel.core.model import AttemptOutcome, RetryPolicy, RunState
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
+from cronwheel.core.model import DEFAULT_TENANT
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import DEFAULT_TENANT
 from cronwheel.store.base import JobSecrets, Store
 from tests.store.factories import T0, make_job
 from tests.store.test_tenants_keys_workers import make_key, make_tenant

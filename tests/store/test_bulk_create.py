@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from cronwheel.core.model import Job, JobState, Overlap, Priority, RetryPolicy, RunState
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import Job, JobState, Overlap, Priority, RetryPolicy, RunState
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import _ops as sqlite_ops
 from cronwheel.store.sqlite import _rows as sqlite_rows

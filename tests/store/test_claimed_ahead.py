@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     REASON_AT_MOST_ONCE_LOST,
     REASON_LEASE_LOST_LAST,
     AttemptOutcome,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from cronwheel.model import Priority, RunState
+from cronwheel.core.model import Priority, RunState
 from cronwheel.store.base import Store
 from tests.store.factories import at, make_job, make_run
 

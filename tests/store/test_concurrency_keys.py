@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cronwheel.model import AttemptOutcome, Concurrency, Job, Overlap, RunState, Tenant
+from cronwheel.core.model import AttemptOutcome, Concurrency, Job, Overlap, RunState, Tenant
 from cronwheel.store.base import Claim, Completion, Store
 from cronwheel.store.postgres import PostgresStore
 from cronwheel.store.postgres import _sql as sql

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cronwheel.core.model import AttemptOutcome, RetryPolicy, RunState
 from cronwheel.errors import NotFound
-from cronwheel.model import AttemptOutcome, RetryPolicy, RunState
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import T0, at, make_job, make_run
 
@@ -129,9 +129,9 @@ async def test_retention_deletes_only_old_finished_runs(store: Store) -> None:
 async def test_retention_deletes_finished_pipeline_runs_with_their_tasks(store: Store) -> None:
     """Pipeline runs are history too: a finished one older than the retention goes with
     its task rows; a running one stays, whatever its age."""
-    from cronwheel.model import new_id
-    from cronwheel.pipelines.definition import parse_definition
-    from cronwheel.pipelines.model import Pipeline, PipelineRunStart
+    from cronwheel.core.model import new_id
+    from cronwheel.core.pipelines.definition import parse_definition
+    from cronwheel.core.pipelines.model import Pipeline, PipelineRunStart
 
     d = parse_definition({"tasks": {"a": {"action": {"type": "handler", "name": "a"}}}})
     pipeline = Pipeline(new_id(), "default", "kept", 1, d.to_dict(), d.fingerprint(), T0, T0, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from cronwheel.model import AttemptOutcome, Job, RetryPolicy, RunState
+from cronwheel.core.model import AttemptOutcome, Job, RetryPolicy, RunState
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run
 

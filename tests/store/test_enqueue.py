@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
+from cronwheel.core.model import ClaimedRun, Job, JobState, NewRun, RunState
 from cronwheel.errors import Conflict, NotFound, StaleVersion
-from cronwheel.model import ClaimedRun, Job, JobState, NewRun, RunState
 from cronwheel.store.base import ENQUEUE_CHUNK, Store
 from tests.store.factories import at, make_job, make_run
 

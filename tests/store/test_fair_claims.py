@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from cronwheel.model import AttemptOutcome, Job, Priority, RunState, Tenant
+from cronwheel.core.model import AttemptOutcome, Job, Priority, RunState, Tenant
 from cronwheel.store.base import Claim, Completion, Store
 from cronwheel.store.sqlite import SqliteStore, _fair
 from tests.store.factories import T0, at, make_job, make_run

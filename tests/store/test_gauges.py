@@ -6,7 +6,7 @@ import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
-from cronwheel.model import SCHEDULER_TENANT, AttemptOutcome, Priority, RunState
+from cronwheel.core.model import SCHEDULER_TENANT, AttemptOutcome, Priority, RunState
 from cronwheel.store.base import Completion, Store
 from cronwheel.store.sqlite import SqliteStore, _gauges
 from tests.store.factories import T0, at, make_job, make_run

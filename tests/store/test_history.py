@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from cronwheel.model import AttemptOutcome, JobState, RunState
+from cronwheel.core.model import AttemptOutcome, JobState, RunState
 from cronwheel.store.base import AttemptBucket, Completion, Store
 from tests.store.factories import at, make_job, make_run
 

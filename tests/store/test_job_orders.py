@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
+from cronwheel.core.model import (
+    AttemptOutcome,
+    Job,
+    JobKey,
+    JobOrder,
+    JobState,
+    LastOutcome,
+    RunState,
+)
 from cronwheel.errors import InvalidInput
-from cronwheel.model import AttemptOutcome, Job, JobKey, JobOrder, JobState, LastOutcome, RunState
 from cronwheel.store.base import Completion, Store
 from cronwheel.store.postgres import PostgresStore
 from cronwheel.store.sqlite import SqliteStore

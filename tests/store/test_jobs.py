@@ -6,8 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
-from cronwheel.model import (
+from cronwheel.core.model import (
     AttemptOutcome,
     Backoff,
     Delivery,
@@ -22,6 +21,7 @@ from cronwheel.model import (
     RetryPolicy,
     RunState,
 )
+from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import T0, at, make_job, make_run
 

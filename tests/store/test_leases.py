@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from cronwheel.model import AttemptOutcome, ClaimedRun, Job, RetryPolicy, RunState
+from cronwheel.core.model import AttemptOutcome, ClaimedRun, Job, RetryPolicy, RunState
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run
 

@@ -18,8 +18,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from cronwheel.clock import FrozenClock
-from cronwheel.maintenance import Maintenance, MaintenanceConfig
+from cronwheel.core.clock import FrozenClock
+from cronwheel.engine.maintenance import Maintenance, MaintenanceConfig
 from cronwheel.store.base import Store
 from tests.conftest import open_store
 from tests.store.factories import at, make_job, make_run, succeeded

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cronwheel.model import JobState, RunState, shard_key
+from cronwheel.core.model import JobState, RunState, shard_key
 from cronwheel.store.base import JobAdvance, Store
 from tests.store.factories import T0, at, make_job, make_run
 

@@ -263,7 +263,7 @@ async def _lend_history_views(store: Store) -> None:
 async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFactory) -> None:
     """SQLite cannot alter a CHECK: step 5 copies the attempts table. Nothing is lost,
     and the new outcome is accepted afterwards."""
-    from cronwheel.model import AttemptOutcome, RunState
+    from cronwheel.core.model import AttemptOutcome, RunState
     from cronwheel.store.base import Completion
     from tests.store.factories import at, make_job, make_run
 

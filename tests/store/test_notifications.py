@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     MAX_NOTIFY_ERROR,
     AttemptOutcome,
     Delivery,

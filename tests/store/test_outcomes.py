@@ -7,8 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from cronwheel.errors import Conflict
-from cronwheel.model import (
+from cronwheel.core.model import (
     REASON_LEASE_LOST_LAST,
     REASON_PERMANENT,
     AttemptOutcome,
@@ -17,6 +16,7 @@ from cronwheel.model import (
     RunState,
     WorkerInfo,
 )
+from cronwheel.errors import Conflict
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run
 

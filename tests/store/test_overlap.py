@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cronwheel.model import Job, Overlap, RunState
+from cronwheel.core.model import Job, Overlap, RunState
 from cronwheel.store.base import Claim, Store
 from tests.store.factories import at, make_job, make_run
 

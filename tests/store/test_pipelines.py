@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from cronwheel.core.model import DEFAULT_TENANT, new_id
+from cronwheel.core.pipelines.definition import parse_definition
+from cronwheel.core.pipelines.model import Pipeline, PipelineState
 from cronwheel.errors import Conflict, NotFound, StaleVersion
-from cronwheel.model import DEFAULT_TENANT, new_id
-from cronwheel.pipelines.definition import parse_definition
-from cronwheel.pipelines.model import Pipeline, PipelineState
 from cronwheel.store.base import Store
 from tests.store.factories import T0, at
 

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import asyncpg
 import pytest
 
+from cronwheel.core.model import AttemptOutcome, Overlap, RunState
 from cronwheel.errors import NotFound, StoreUnavailable
-from cronwheel.model import AttemptOutcome, Overlap, RunState
 from cronwheel.store.base import Completion, JobAdvance, Start
 from cronwheel.store.migrate import fresh_schema, migrations
 from cronwheel.store.postgres import PostgresStore, _gauges, _rows

@@ -3,7 +3,7 @@ completion, and kept for the run's next attempts (0009)."""
 
 from __future__ import annotations
 
-from cronwheel.model import AttemptOutcome, ClaimedRun, Job, RetryPolicy, RunState
+from cronwheel.core.model import AttemptOutcome, ClaimedRun, Job, RetryPolicy, RunState
 from cronwheel.store.base import Completion, RunReport, Store
 from tests.store.factories import at, make_job, make_run
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from cronwheel.model import AttemptOutcome, Job, JobState, RetryPolicy, RunState, new_id
-from cronwheel.planning import JobPlan, plan_job
+from cronwheel.core.model import AttemptOutcome, Job, JobState, RetryPolicy, RunState, new_id
+from cronwheel.core.planning import JobPlan, plan_job
 from cronwheel.store.base import Completion, Store
 from tests.store.factories import at, make_job, make_run, succeeded
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from cronwheel.model import ShardGuard, shard_key
+from cronwheel.core.model import ShardGuard, shard_key
 from cronwheel.store.base import JobAdvance, Store
 from tests.store.factories import at, make_job, make_run
 

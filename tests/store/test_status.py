@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from cronwheel.model import SHARED_WORKERS, AttemptOutcome, RunState, WorkerInfo
+from cronwheel.core.model import SHARED_WORKERS, AttemptOutcome, RunState, WorkerInfo
 from cronwheel.store.base import Completion, PoolStatus, Store
 from cronwheel.store.postgres import PostgresStore
 from cronwheel.store.postgres import _status as pg_status

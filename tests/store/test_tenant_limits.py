@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from cronwheel.core.model import Tenant
 from cronwheel.errors import OverLimit
-from cronwheel.model import Tenant
 from cronwheel.store.base import Store
 from tests.store.factories import T0, at, make_job
 

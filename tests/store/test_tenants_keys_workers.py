@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import (
+from cronwheel.core.model import (
     DEFAULT_TENANT,
     ApiKey,
     JobState,
@@ -20,7 +19,8 @@ from cronwheel.model import (
     Tenant,
     WorkerInfo,
 )
-from cronwheel.model import JSON as JSONValue
+from cronwheel.core.model import JSON as JSONValue
+from cronwheel.errors import Conflict, NotFound
 from cronwheel.store.base import Store
 from tests.store.factories import T0, at, make_job
 

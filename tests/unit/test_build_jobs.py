@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from cronwheel.core.jobspec import JobSpec, build_jobs
+from cronwheel.core.model import Job, JobState
 from cronwheel.errors import InvalidInput
-from cronwheel.jobspec import JobSpec, build_jobs
-from cronwheel.model import Job, JobState
 
 NOW = datetime(2030, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 HANDLER = {"type": "handler", "name": "noop"}

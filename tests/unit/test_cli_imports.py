@@ -39,7 +39,7 @@ def test_the_engine_commands_import_no_web_framework(command: str) -> None:
     assert not {m for m in imported if m.startswith(("cronwheel.api", "cronwheel.dashboard"))}
     # nor the HTTP stack: a worker makes its webhook sender with its first webhook run
     if command == "worker":  # nor the scheduler's planner
-        assert not {"cronwheel.scheduler", "cronwheel.planning"} & imported
+        assert not {"cronwheel.engine.scheduler", "cronwheel.core.planning"} & imported
     assert not {m for m in imported if m.split(".")[0] in ("httpx", "httpcore")}, imported
 
 
@@ -51,7 +51,7 @@ def test_the_api_client_commands_import_neither_server_nor_engine(command: str) 
     imported = _imported_by(command)
     assert "cronwheel.sdk" in imported  # they do load what they need
     assert not {m for m in imported if m.split(".")[0] in WEB}, imported
-    assert not {"cronwheel.worker", "cronwheel.scheduler"} & imported
+    assert not {"cronwheel.engine.worker", "cronwheel.engine.scheduler"} & imported
 
 
 def test_the_cli_alone_loads_no_command() -> None:

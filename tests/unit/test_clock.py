@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cronwheel.clock import FrozenClock, SystemClock, sync_to
+from cronwheel.core.clock import FrozenClock, SystemClock, sync_to
 from tests.store.factories import T0
 
 

@@ -6,10 +6,10 @@ import io
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from cronwheel.clock import FrozenClock
 from cronwheel.console import Output
 from cronwheel.console.lines import one_line, stamp, state_label
-from cronwheel.model import Priority, Run, RunState
+from cronwheel.core.clock import FrozenClock
+from cronwheel.core.model import Priority, Run, RunState
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

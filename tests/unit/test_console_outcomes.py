@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from cronwheel.console.lines import _OUTCOME, STYLE
-from cronwheel.model import AttemptOutcome
+from cronwheel.core.model import AttemptOutcome
 
 
 def test_every_attempt_outcome_has_a_console_word_and_style() -> None:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwheel.core.model import LastOutcome, Priority, Run, RunState
 from cronwheel.dashboard.pages.jobs import ListQuery, _fire_rows, run_row
 from cronwheel.errors import InvalidInput
-from cronwheel.model import LastOutcome, Priority, Run, RunState
 from cronwheel.schedule.codec import schedule_from_dict
 from cronwheel.schedule.preview import upcoming
 

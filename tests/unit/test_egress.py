@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from cronwheel.actions.egress import LOOPBACK, EgressPolicy, is_forbidden, literal_address
+from cronwheel.security.egress import LOOPBACK, EgressPolicy, is_forbidden, literal_address
 
 INTERNAL = [
     "http://127.0.0.1/",

@@ -1,4 +1,4 @@
-"""cronwheel.eventloop: timers wake after whole milliseconds rounded up once, not twice."""
+"""cronwheel.engine.eventloop: timers wake after whole milliseconds rounded up once, not twice."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from cronwheel import eventloop
 from cronwheel.cli._common import run_async
+from cronwheel.engine import eventloop
 
 linux_only = pytest.mark.skipif(
     not hasattr(selectors, "EpollSelector"), reason="epoll exists on Linux only"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cronwheel.fairslots import FairSlots, Lanes
+from cronwheel.engine.fairslots import FairSlots, Lanes
 
 
 async def test_a_freed_slot_goes_to_the_next_tenant_in_turn() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cronwheel.lead import DEFAULT_SECONDS_PER_JOB, MIN_SAMPLE, SAFETY, WEIGHT, Pace
+from cronwheel.core.lead import DEFAULT_SECONDS_PER_JOB, MIN_SAMPLE, SAFETY, WEIGHT, Pace
 
 
 def test_the_lead_is_the_horizon_plus_twice_the_time_the_herd_takes() -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronwheel.lifecycle import (
+from cronwheel.core.lifecycle import (
     Outcome,
     OutcomeKind,
     completion_for,
@@ -16,7 +16,7 @@ from cronwheel.lifecycle import (
     later,
     retry_delay,
 )
-from cronwheel.model import (
+from cronwheel.core.model import (
     REASON_AT_MOST_ONCE,
     REASON_BUDGET,
     REASON_PERMANENT,

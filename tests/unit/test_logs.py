@@ -14,16 +14,7 @@ from typing import Any
 
 import pytest
 
-from cronwheel.attempt_log import ATTEMPTS_LOGGER, level_of, log_attempt_end
-from cronwheel.logs import (
-    JsonFormatter,
-    TextFormatter,
-    configure,
-    current_run,
-    formatter,
-    level_number,
-)
-from cronwheel.model import (
+from cronwheel.core.model import (
     AttemptOutcome,
     Backoff,
     ClaimedRun,
@@ -33,7 +24,16 @@ from cronwheel.model import (
     Run,
     RunState,
 )
-from cronwheel.redact import register_secret
+from cronwheel.observability.attempt_log import ATTEMPTS_LOGGER, level_of, log_attempt_end
+from cronwheel.observability.logs import (
+    JsonFormatter,
+    TextFormatter,
+    configure,
+    current_run,
+    formatter,
+    level_number,
+)
+from cronwheel.security.redact import register_secret
 from cronwheel.store.base import Completion
 
 SECRET = "sekrit-" + uuid.uuid4().hex

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cronwheel.metrics import GaugeCache, Metrics, StoreGauges, status_class
-from cronwheel.model import AttemptOutcome, RunState
+from cronwheel.core.model import AttemptOutcome, RunState
+from cronwheel.observability.metrics import GaugeCache, Metrics, StoreGauges, status_class
 from cronwheel.store.base import Completion, GaugeReading
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -205,7 +205,7 @@ def test_two_metrics_in_one_process_do_not_collide() -> None:
 async def test_a_store_that_hangs_fails_the_read_within_the_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("cronwheel.metrics.STORE_READ_TIMEOUT", 0.05)
+    monkeypatch.setattr("cronwheel.observability.metrics.STORE_READ_TIMEOUT", 0.05)
     never = asyncio.Event()
 
     async def read() -> GaugeReading:

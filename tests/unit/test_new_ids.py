@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from cronwheel import model
-from cronwheel.model import new_id, new_ids
+from cronwheel.core import model
+from cronwheel.core.model import new_id, new_ids
 
 
 def _check(ids: list[str]) -> None:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from cronwheel._outage import Outage
+from cronwheel.engine._outage import Outage
 
 
 def test_one_line_per_outage_and_exponential_backoff(caplog: pytest.LogCaptureFixture) -> None:

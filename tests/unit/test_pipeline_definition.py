@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from cronwheel.errors import InvalidInput
-from cronwheel.pipelines.definition import (
+from cronwheel.core.pipelines.definition import (
     MAX_TASKS,
     EdgeCondition,
     FailurePolicy,
     parse_definition,
 )
+from cronwheel.errors import InvalidInput
 
 HANDLER = {"action": {"type": "handler", "name": "step"}}
 

@@ -1,11 +1,11 @@
-"""The pure rule that says what a pipeline run does next (cronwheel.pipelines.engine)."""
+"""The pure rule that says what a pipeline run does next (cronwheel.core.pipelines.engine)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from cronwheel.pipelines.definition import parse_definition
-from cronwheel.pipelines.engine import (
+from cronwheel.core.pipelines.definition import parse_definition
+from cronwheel.core.pipelines.engine import (
     PipelineRunState,
     TaskRow,
     TaskState,

@@ -1,4 +1,4 @@
-"""A pipeline run as a person reads it (cronwheel.pipelines.progress, the CLI's tree in
+"""A pipeline run as a person reads it (cronwheel.core.pipelines.progress, the CLI's tree in
 cronwheel.cli.pipeline_view): every task of the definition, waiting ones included, in
 dependency order, under the task it waits for that runs last; fan-outs counted by state;
 80 columns on a terminal, one line per task in a pipe."""
@@ -9,7 +9,7 @@ from itertools import pairwise
 from typing import Any
 
 from cronwheel.cli.pipeline_view import run_lines
-from cronwheel.pipelines.progress import layers, progress, tree
+from cronwheel.core.pipelines.progress import layers, progress, tree
 
 RUN_ID = "01a20fb1-2a31-7000-a6cc-ed0f31ac26b2"
 LONG = "notify-the-whole-team-that-the-nightly-load-has-finished-one-way-or-another"[:64]

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     MAX_MISFIRE_LIMIT,
     Delivery,
     JobState,
@@ -18,7 +18,7 @@ from cronwheel.model import (
     RetryPolicy,
     RunState,
 )
-from cronwheel.planning import ScheduleCache, jitter_offset, plan_job
+from cronwheel.core.planning import ScheduleCache, jitter_offset, plan_job
 from cronwheel.store import _decode as decode
 from tests.store.factories import T0, at, make_job
 

@@ -1,4 +1,4 @@
-"""What counts as a secret, and how it is masked (cronwheel.redact)."""
+"""What counts as a secret, and how it is masked (cronwheel.security.redact)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from cronwheel import redact
-from cronwheel.redact import (
+from cronwheel.security import redact
+from cronwheel.security.redact import (
     MASK,
     RedactingFormatter,
     is_secret_header,

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from cronwheel.actions import RunCancelled, RunContext
+from cronwheel.core.model import MAX_CHECKPOINT_BYTES, MAX_PROGRESS_MESSAGE
 from cronwheel.errors import InvalidInput
-from cronwheel.model import MAX_CHECKPOINT_BYTES, MAX_PROGRESS_MESSAGE
 
 
 def _ctx(**kw: object) -> RunContext:

@@ -13,7 +13,7 @@ def _probe(code: str) -> list[str]:
 
 def test_a_service_process_collects_young_objects_less_often_and_freezes_start_up() -> None:
     probe = (
-        "import gc, sys; from cronwheel import runtime; runtime.tune_process();"
+        "import gc, sys; from cronwheel.engine import runtime; runtime.tune_process();"
         "print(gc.get_threshold()[0] == runtime.GC_GEN0_THRESHOLD, gc.get_freeze_count() > 0,"
         " sys.getswitchinterval() == runtime.SWITCH_INTERVAL)"
     )

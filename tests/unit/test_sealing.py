@@ -1,4 +1,4 @@
-"""The sealing of secrets (cronwheel.sealing) and the access log's query strings."""
+"""The sealing of secrets (cronwheel.security.sealing) and the access log's query strings."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cronwheel.errors import InvalidInput
-from cronwheel.logs import AccessQueryFilter, TextFormatter, without_query_values
-from cronwheel.sealing import (
+from cronwheel.observability.logs import AccessQueryFilter, TextFormatter, without_query_values
+from cronwheel.security.sealing import (
     PREFIX,
     URL_PREFIX,
     Sealer,
@@ -110,7 +110,7 @@ async def test_connect_on_a_dev_file_seals_with_the_key_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import cronwheel
-    from cronwheel.sealing import ENV, dev_sealer
+    from cronwheel.security.sealing import ENV, dev_sealer
 
     monkeypatch.delenv(ENV, raising=False)
     db = tmp_path / "dev.db"

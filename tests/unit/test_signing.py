@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cronwheel.actions import verify
-from cronwheel.actions.signing import hkdf_sha256, sign, tenant_key
+from cronwheel.security.signing import hkdf_sha256, sign, tenant_key
 
 SECRET = b"the operator's webhook secret"
 NOW = 1_700_000_000.0

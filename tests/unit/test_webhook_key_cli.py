@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from cronwheel.actions.signing import tenant_key
 from cronwheel.cli import main
+from cronwheel.security.signing import tenant_key
 
 
 def test_it_prints_the_key_the_workers_sign_the_tenants_webhooks_with() -> None:

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwheel.core.why import Asked, Fire, falls_at, fires_around, read_time, zone_of
 from cronwheel.errors import InvalidInput
 from cronwheel.schedule import Schedule, schedule_from_dict
-from cronwheel.why import Asked, Fire, falls_at, fires_around, read_time, zone_of
 
 NOW = datetime(2030, 10, 27, 12, 0, tzinfo=UTC)  # Europe/Paris falls back that night
 CREATED = datetime(2029, 1, 1, tzinfo=UTC)

@@ -9,15 +9,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from cronwheel.api.auth import Admin, Principal, SystemAdmin, hash_token, new_token
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import KeyIn, TenantId, TenantIn, TenantPatch
 from cronwheel.api.openapi import problems
-from cronwheel.api.problems import ApiProblem
-from cronwheel.api.schemas import KeyOut, NewKeyOut, Page, TenantOut, dump
-from cronwheel.api.state import ApiState, api_state
+from cronwheel.core.model import ApiKey, Tenant, new_id
 from cronwheel.errors import NotFound
-from cronwheel.model import ApiKey, Tenant, new_id
+from cronwheel.web.auth import Admin, Principal, SystemAdmin, hash_token, new_token
+from cronwheel.web.problems import ApiProblem
+from cronwheel.web.schemas import KeyOut, NewKeyOut, Page, TenantOut, dump
+from cronwheel.web.state import ApiState, api_state
 
 router = APIRouter(tags=["admin"], route_class=GuardedRoute)
 

@@ -14,14 +14,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import AwareDatetime
 
-from cronwheel.api.auth import Admin, Principal
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import TenantId
 from cronwheel.api.openapi import problems
-from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, before_id, page
-from cronwheel.api.problems import ApiProblem, invalid
-from cronwheel.api.schemas import AuditOut, Page, dump
-from cronwheel.api.state import api_state
+from cronwheel.web.auth import Admin, Principal
+from cronwheel.web.pagination import DEFAULT_LIMIT, Cursor, Limit, before_id, page
+from cronwheel.web.problems import ApiProblem, invalid
+from cronwheel.web.schemas import AuditOut, Page, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(tags=["admin"], route_class=GuardedRoute)
 

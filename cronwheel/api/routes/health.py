@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from cronwheel.api.openapi import problems
-from cronwheel.api.problems import ApiProblem
-from cronwheel.api.schemas import StatusOut
-from cronwheel.api.state import api_state
+from cronwheel.web.problems import ApiProblem
+from cronwheel.web.schemas import StatusOut
+from cronwheel.web.state import api_state
 
 router = APIRouter(tags=["health"])
 

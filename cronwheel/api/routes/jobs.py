@@ -10,28 +10,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from cronwheel import tracing
-from cronwheel.actions.egress import EgressPolicy
-from cronwheel.api.auth import Principal, Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
 from cronwheel.api.inputs import BackfillIn, BatchIn, EnqueueIn, JobPatch, JobSpec, ResumeIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.pagination import (
-    DEFAULT_LIMIT,
-    Cursor,
-    Limit,
-    after_job,
-    before_run,
-    job_cursor,
-    page,
-)
-from cronwheel.api.problems import ApiProblem, FieldError, invalid, refine, unprocessable
-from cronwheel.api.schemas import BackfillOut, JobItems, JobOut, Page, RunIdsOut, RunOut, dump
-from cronwheel.api.state import ApiState, api_state
-from cronwheel.errors import InvalidInput, NotFound
-from cronwheel.jobspec import WebhookSpec
-from cronwheel.model import (
+from cronwheel.core.jobspec import WebhookSpec
+from cronwheel.core.model import (
     Job,
     JobOrder,
     JobState,
@@ -41,6 +25,22 @@ from cronwheel.model import (
     RunState,
     id_prefix_range,
 )
+from cronwheel.errors import InvalidInput, NotFound
+from cronwheel.observability import tracing
+from cronwheel.security.egress import EgressPolicy
+from cronwheel.web.auth import Principal, Reader, Writer
+from cronwheel.web.pagination import (
+    DEFAULT_LIMIT,
+    Cursor,
+    Limit,
+    after_job,
+    before_run,
+    job_cursor,
+    page,
+)
+from cronwheel.web.problems import ApiProblem, FieldError, invalid, refine, unprocessable
+from cronwheel.web.schemas import BackfillOut, JobItems, JobOut, Page, RunIdsOut, RunOut, dump
+from cronwheel.web.state import ApiState, api_state
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from cronwheel.metrics import ApiMetrics
+from cronwheel.observability.metrics import ApiMetrics
 
 router = APIRouter(tags=["health"])
 

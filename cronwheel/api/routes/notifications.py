@@ -7,14 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from cronwheel.api.auth import Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import NotificationReplayIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, before_id, page
-from cronwheel.api.schemas import NotificationOut, Page, ReplayedOut, dump
-from cronwheel.api.state import api_state
-from cronwheel.model import NotificationState
+from cronwheel.core.model import NotificationState
+from cronwheel.web.auth import Reader, Writer
+from cronwheel.web.pagination import DEFAULT_LIMIT, Cursor, Limit, before_id, page
+from cronwheel.web.schemas import NotificationOut, Page, ReplayedOut, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(tags=["notifications"], route_class=GuardedRoute)
 

@@ -8,14 +8,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
-from cronwheel.api.auth import Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.openapi import problems
-from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, after_pipeline, encode
-from cronwheel.api.schemas import Page, PipelineRunOut, dump
-from cronwheel.api.state import api_state
+from cronwheel.core.pipelines.model import PipelineRun
 from cronwheel.errors import NotFound
-from cronwheel.pipelines.model import PipelineRun
+from cronwheel.web.auth import Reader, Writer
+from cronwheel.web.pagination import DEFAULT_LIMIT, Cursor, Limit, after_pipeline, encode
+from cronwheel.web.schemas import Page, PipelineRunOut, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(prefix="/v1/pipeline-runs", tags=["pipelines"], route_class=GuardedRoute)
 

@@ -11,12 +11,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from cronwheel.api.auth import Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
 from cronwheel.api.inputs import PipelineIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.pagination import (
+from cronwheel.api.routes import pipeline_runs
+from cronwheel.api.routes.jobs import IfMatch, expected_version
+from cronwheel.core.pipelines.definition import PipelineSpec
+from cronwheel.core.pipelines.model import Pipeline
+from cronwheel.errors import NotFound
+from cronwheel.web.auth import Reader, Writer
+from cronwheel.web.pagination import (
     DEFAULT_LIMIT,
     Cursor,
     Limit,
@@ -24,13 +29,8 @@ from cronwheel.api.pagination import (
     before_version,
     encode,
 )
-from cronwheel.api.routes import pipeline_runs
-from cronwheel.api.routes.jobs import IfMatch, expected_version
-from cronwheel.api.schemas import Page, PipelineOut, PipelineRunOut, PipelineVersionOut, dump
-from cronwheel.api.state import api_state
-from cronwheel.errors import NotFound
-from cronwheel.pipelines.definition import PipelineSpec
-from cronwheel.pipelines.model import Pipeline
+from cronwheel.web.schemas import Page, PipelineOut, PipelineRunOut, PipelineVersionOut, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(prefix="/v1/pipelines", tags=["pipelines"], route_class=GuardedRoute)
 

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from cronwheel.api.auth import Reader, SystemAdmin
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.openapi import problems
-from cronwheel.api.state import api_state
+from cronwheel.web.auth import Reader, SystemAdmin
+from cronwheel.web.state import api_state
 
 router = APIRouter(tags=["admin"], route_class=GuardedRoute)
 

@@ -7,16 +7,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
-from cronwheel.api.auth import Principal, Reader, Writer
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import INT64, DeadReplayIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.pagination import DEFAULT_LIMIT, Cursor, Limit, before_run, page
-from cronwheel.api.problems import invalid
 from cronwheel.api.routes.jobs import checked_job_id
-from cronwheel.api.schemas import Page, ReplayedOut, RunDetailOut, RunOut, dump
-from cronwheel.api.state import api_state
 from cronwheel.errors import Conflict, NotFound
+from cronwheel.web.auth import Principal, Reader, Writer
+from cronwheel.web.pagination import DEFAULT_LIMIT, Cursor, Limit, before_run, page
+from cronwheel.web.problems import invalid
+from cronwheel.web.schemas import Page, ReplayedOut, RunDetailOut, RunOut, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(tags=["runs"], route_class=GuardedRoute)
 

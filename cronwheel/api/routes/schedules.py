@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from cronwheel.api.auth import Reader
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import PreviewIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.problems import FieldError, refine, unprocessable
-from cronwheel.api.schemas import FireOut, PreviewOut, dump
-from cronwheel.api.state import api_state
+from cronwheel.core.jobspec import check_plannable
 from cronwheel.errors import InvalidInput
-from cronwheel.jobspec import check_plannable
 from cronwheel.schedule import CronSchedule, schedule_from_dict
 from cronwheel.schedule.preview import preview
 from cronwheel.schedule.words import describe
+from cronwheel.web.auth import Reader
+from cronwheel.web.problems import FieldError, refine, unprocessable
+from cronwheel.web.schemas import FireOut, PreviewOut, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], route_class=GuardedRoute)
 

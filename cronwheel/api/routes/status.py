@@ -21,15 +21,15 @@ from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
 from cronwheel._version import installed_version
-from cronwheel.api.auth import Principal, Reader
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.openapi import problems
 from cronwheel.api.routes.workers import SEEN_WINDOW
-from cronwheel.api.schemas import Instant, _Out, dump
-from cronwheel.api.state import api_state
-from cronwheel.maintenance import MAINTENANCE_LEASE
-from cronwheel.model import SCHEDULER_TENANT, SHARED_WORKERS, ShardLease, WorkerInfo
+from cronwheel.core.model import SCHEDULER_TENANT, SHARED_WORKERS, ShardLease, WorkerInfo
+from cronwheel.engine.maintenance import MAINTENANCE_LEASE
 from cronwheel.store.base import PoolStatus, Store
+from cronwheel.web.auth import Principal, Reader
+from cronwheel.web.schemas import Instant, _Out, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(tags=["status"], route_class=GuardedRoute)
 
@@ -192,7 +192,7 @@ async def _probe(store: Store) -> StoreOut:
 
 
 def _unreachable(exc: BaseException) -> StoreOut:
-    # The class only: a driver's message may carry a DSN (see cronwheel/redact.py).
+    # The class only: a driver's message may carry a DSN (see cronwheel/security/redact.py).
     error = "timed out" if isinstance(exc, TimeoutError) else type(exc).__name__
     return StoreOut(reachable=False, answered_in_ms=None, schema_version=None, error=error)
 

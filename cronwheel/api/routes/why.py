@@ -1,6 +1,6 @@
 """``GET /v1/jobs/{id}/why?at=09:00``: why didn't it run at 09:00?
 
-The asked time is read in the job's zone (:mod:`cronwheel.why`); the answer names the
+The asked time is read in the job's zone (:mod:`cronwheel.core.why`); the answer names the
 occurrence that falls there and its run (state, attempts, reason), or the skip and its
 reason, or, when no occurrence falls there, the schedule's fire times around it with
 their DST marks; and whether the job was paused, or did not exist yet, at that time.
@@ -15,16 +15,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
-from cronwheel.api.auth import Reader
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.openapi import problems
 from cronwheel.api.routes.jobs import JobId, checked_job_id
-from cronwheel.api.schemas import AttemptOut, Instant, RunOut, _Out, dump
-from cronwheel.api.state import api_state
-from cronwheel.model import Attempt, AuditEntry, Job, Run, RunState
+from cronwheel.core.model import Attempt, AuditEntry, Job, Run, RunState
+from cronwheel.core.why import DST_NOTES, Asked, Fire, falls_at, fires_around, read_time, zone_of
 from cronwheel.schedule import schedule_from_dict
 from cronwheel.store.base import Store
-from cronwheel.why import DST_NOTES, Asked, Fire, falls_at, fires_around, read_time, zone_of
+from cronwheel.web.auth import Reader
+from cronwheel.web.schemas import AttemptOut, Instant, RunOut, _Out, dump
+from cronwheel.web.state import api_state
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 

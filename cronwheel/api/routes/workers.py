@@ -4,7 +4,7 @@ A remote worker is any process, in any language, holding a ``worker`` key. Its
 ``worker_id`` is namespaced by its tenant (``<tenant>/<worker_id>``) wherever the store
 keeps it (lease owners, attempts, the registry), so a worker of one tenant can never
 heartbeat or complete a run another tenant's worker holds. Completions go through
-:func:`cronwheel.lifecycle.completion_for`, exactly as the in-process worker's do.
+:func:`cronwheel.core.lifecycle.completion_for`, exactly as the in-process worker's do.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
-from cronwheel.api.auth import Principal, WorkerKey, WorkerWatcher
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import (
     INT64,
@@ -28,7 +27,20 @@ from cronwheel.api.inputs import (
     ProgressIn,
 )
 from cronwheel.api.openapi import problems
-from cronwheel.api.schemas import (
+from cronwheel.core.lifecycle import Outcome, completion_for
+from cronwheel.core.model import (
+    SHARED_WORKERS,
+    ClaimedRun,
+    Run,
+    RunState,
+    WorkerInfo,
+    checkpoint_text,
+)
+from cronwheel.errors import Conflict, NotFound
+from cronwheel.observability.metrics import ApiMetrics
+from cronwheel.store.base import Claim, RunReport, Store
+from cronwheel.web.auth import Principal, WorkerKey, WorkerWatcher
+from cronwheel.web.schemas import (
     ClaimedOut,
     ClaimOut,
     HeartbeatOut,
@@ -37,19 +49,7 @@ from cronwheel.api.schemas import (
     WorkerOut,
     dump,
 )
-from cronwheel.api.state import ApiState, api_state
-from cronwheel.errors import Conflict, NotFound
-from cronwheel.lifecycle import Outcome, completion_for
-from cronwheel.metrics import ApiMetrics
-from cronwheel.model import (
-    SHARED_WORKERS,
-    ClaimedRun,
-    Run,
-    RunState,
-    WorkerInfo,
-    checkpoint_text,
-)
-from cronwheel.store.base import Claim, RunReport, Store
+from cronwheel.web.state import ApiState, api_state
 
 router = APIRouter(tags=["workers"], route_class=GuardedRoute)
 

@@ -16,10 +16,10 @@ from pydantic import BaseModel
 from cronwheel.cli import hints
 from cronwheel.cli._logs import fail, hint
 from cronwheel.cli.tables import Column, print_table
-from cronwheel.redact import mask_url, register_secret
 from cronwheel.sdk import Client
 from cronwheel.sdk.client import TENANT_HEADER
 from cronwheel.sdk.errors import ApiError
+from cronwheel.security.redact import mask_url, register_secret
 
 EXIT_CODES = {
     400: 2,

@@ -23,7 +23,7 @@ from cronwheel.cli.remote._base import (
     wall_clock,
 )
 from cronwheel.cli.tables import Column, print_table
-from cronwheel.model import JobOrder
+from cronwheel.core.model import JobOrder
 from cronwheel.sdk import Client
 
 

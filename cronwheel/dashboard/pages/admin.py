@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.problems import ApiProblem
-from cronwheel.api.state import api_state
+from cronwheel.core.model import ApiKey, Role, Tenant
 from cronwheel.dashboard.render import PageRoute, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.errors import NotFound
-from cronwheel.model import ApiKey, Role, Tenant
 from cronwheel.store.base import Store
+from cronwheel.web.problems import ApiProblem
+from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

@@ -18,15 +18,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.problems import ApiProblem
 from cronwheel.api.routes.jobs import checked_job_id
-from cronwheel.api.state import api_state
+from cronwheel.core.jobspec import JobSpec, spec_of
+from cronwheel.core.model import Backoff, Delivery, MisfireMode, Overlap
 from cronwheel.dashboard.render import PageRoute, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
-from cronwheel.jobspec import JobSpec, spec_of
-from cronwheel.model import Backoff, Delivery, MisfireMode, Overlap
-from cronwheel.redact import mask_action
 from cronwheel.schedule import DIALECTS, GAP_POLICIES, OVERLAP_POLICIES
+from cronwheel.security.redact import mask_action
+from cronwheel.web.problems import ApiProblem
+from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

@@ -18,20 +18,20 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.notices import Notice
-from cronwheel.api.pagination import MAX_CURSOR, MAX_LIMIT, after_job, before_run, job_cursor
-from cronwheel.api.pagination import page as cut_page
 from cronwheel.api.routes.jobs import checked_job_id
-from cronwheel.api.state import api_state
+from cronwheel.core.model import Job, JobOrder, JobState, LastOutcome, Run, RunState
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.errors import InvalidInput
-from cronwheel.model import Job, JobOrder, JobState, LastOutcome, Run, RunState
-from cronwheel.redact import mask_action
 from cronwheel.schedule.codec import schedule_from_dict
 from cronwheel.schedule.preview import Fire, upcoming
 from cronwheel.schedule.words import describe
+from cronwheel.security.redact import mask_action
+from cronwheel.web.notices import Notice
+from cronwheel.web.pagination import MAX_CURSOR, MAX_LIMIT, after_job, before_run, job_cursor
+from cronwheel.web.pagination import page as cut_page
+from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

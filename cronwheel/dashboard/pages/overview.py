@@ -15,14 +15,14 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from cronwheel.api.routes.workers import SEEN_WINDOW
-from cronwheel.api.state import api_state
+from cronwheel.core.model import JobState
 from cronwheel.dashboard.charts import bar_chart, describe
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.minutes import SettledMinutes
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
-from cronwheel.model import JobState
 from cronwheel.store.base import AttemptBucket, PoolStatus
+from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 BUCKET = timedelta(minutes=1)

@@ -2,10 +2,10 @@
 the recent pipeline runs of every pipeline, and one pipeline run as a graph of its tasks
 (live while it runs), each task linked to its run's page.
 
-Reads go through :class:`~cronwheel.pipelines.service.PipelineService`, as
+Reads go through :class:`~cronwheel.control.pipelines.PipelineService`, as
 ``/v1/pipelines`` and ``/v1/pipeline-runs`` do, for the viewer's tenant; starting, cancelling
 and retrying are buttons that call those endpoints (``static/ui.js``). The graph is laid
-out on the server, a column per dependency depth (:mod:`cronwheel.pipelines.progress`),
+out on the server, a column per dependency depth (:mod:`cronwheel.core.pipelines.progress`),
 in HTML and CSS: no script draws it, and a screen reader reads it as lists.
 """
 
@@ -18,16 +18,16 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.pagination import after_pipeline, encode
 from cronwheel.api.routes.pipeline_runs import checked
 from cronwheel.api.routes.pipelines import checked_pipeline_id
-from cronwheel.api.state import api_state
+from cronwheel.core.pipelines.model import Pipeline, PipelineRun
+from cronwheel.core.pipelines.progress import layers, progress
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.errors import NotFound
-from cronwheel.pipelines.model import Pipeline, PipelineRun
-from cronwheel.pipelines.progress import layers, progress
+from cronwheel.web.pagination import after_pipeline, encode
+from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

@@ -15,15 +15,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from cronwheel.api.inputs import INT64
-from cronwheel.api.pagination import before_run, encode
-from cronwheel.api.schemas import AttemptOut, RunOut
-from cronwheel.api.state import api_state
+from cronwheel.core.model import Attempt, Job, JobState, Run
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.errors import NotFound
-from cronwheel.model import Attempt, Job, JobState, Run
 from cronwheel.store.base import DeadRun
+from cronwheel.web.pagination import before_run, encode
+from cronwheel.web.schemas import AttemptOut, RunOut
+from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

@@ -1,5 +1,5 @@
 """The audit log read across entities (``GET /v1/audit``), and the rewrite of jobs'
-actions when their secrets are sealed again (cronwheel.sealing)."""
+actions when their secrets are sealed again (cronwheel.security.sealing)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import asyncpg
 from asyncpg import Record
 
-from cronwheel.model import AuditEntry
+from cronwheel.core.model import AuditEntry
 from cronwheel.store.base import JobSecrets
 from cronwheel.store.postgres import _rows as rows
 

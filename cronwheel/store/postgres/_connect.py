@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import asyncpg
 
 from cronwheel.errors import CronwheelError, InvalidInput, StoreUnavailable
-from cronwheel.redact import mask_url, redact
+from cronwheel.security.redact import mask_url, redact
 
 # The database every PostgreSQL server has, where CREATE DATABASE is run from.
 MAINTENANCE_DB: Final = "postgres"

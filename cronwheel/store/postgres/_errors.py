@@ -8,8 +8,8 @@ from typing import Final
 
 import asyncpg
 
+from cronwheel.core.model import Job
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import Job
 
 # Errors that mean "the database cannot be reached right now", not "the request is wrong".
 UNAVAILABLE: Final = (

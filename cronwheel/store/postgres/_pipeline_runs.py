@@ -3,7 +3,7 @@
 Every function here runs inside a transaction its caller opened. :func:`advance` is the
 one place a pipeline run moves on: it locks the pipeline run's row (so two processes
 never plan the same run at once), marks the task rows whose runs ended, asks
-:func:`cronwheel.pipelines.engine.plan` what follows, and writes it: the runs of the
+:func:`cronwheel.core.pipelines.engine.plan` what follows, and writes it: the runs of the
 tasks that start, keyed by ``(pipeline run, task, instance)`` in ``pipeline_tasks``
 (a duplicate aborts the transaction rather than starting a task twice), the skipped
 tasks, and the run's ending.
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, TypeAlias
 import asyncpg
 from asyncpg import Record
 
-from cronwheel.pipelines.definition import Definition, parse_definition
-from cronwheel.pipelines.engine import (
+from cronwheel.core.pipelines.definition import Definition, parse_definition
+from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
     TaskRow,
     TaskState,
@@ -32,8 +32,8 @@ from cronwheel.pipelines.engine import (
     needed_results,
     plan,
 )
-from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
-from cronwheel.pipelines.tasks import has_keys, task_runs
+from cronwheel.core.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
+from cronwheel.core.pipelines.tasks import has_keys, task_runs
 from cronwheel.store.postgres import _history
 from cronwheel.store.postgres._sql import _CHANNEL  # the pools' wake-up channels
 

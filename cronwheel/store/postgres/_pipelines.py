@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import asyncpg
 from asyncpg import Record
 
+from cronwheel.core.model import JSON
+from cronwheel.core.pipelines.model import Pipeline, PipelineState, PipelineVersion
 from cronwheel.errors import Conflict, NotFound, StaleVersion
-from cronwheel.model import JSON
-from cronwheel.pipelines.model import Pipeline, PipelineState, PipelineVersion
 from cronwheel.store.postgres._rows import is_uuid
 
 if TYPE_CHECKING:

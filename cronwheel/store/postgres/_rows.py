@@ -14,7 +14,7 @@ from typing import Any
 
 from asyncpg import Record
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     ApiKey,
     Attempt,
     AttemptOutcome,

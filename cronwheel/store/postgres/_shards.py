@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import asyncpg
 
-from cronwheel.model import ShardGuard, ShardLease
+from cronwheel.core.model import ShardGuard, ShardLease
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwheel.model import MAX_NOTIFY_ERROR
+from cronwheel.core.model import MAX_NOTIFY_ERROR
 
 FINISHED_STATES = "('succeeded', 'dead', 'cancelled', 'skipped')"
 
@@ -403,7 +403,7 @@ JOB_ORDER: dict[str, tuple[str | None, str | None]] = {
         "coalesce({}::timestamptz, 'infinity'::timestamptz)",
     ),
 }
-"""What each :class:`~cronwheel.model.JobOrder` sorts by before the id, written as the
+"""What each :class:`~cronwheel.core.model.JobOrder` sorts by before the id, written as the
 indexes of migration 0009 have it (the planner matches the expression and collation),
 and the cursor's bound for it: a name in byte (= code point) order, as SQLite's
 BINARY collation has it; a job that will not fire (not active, or without a next fire

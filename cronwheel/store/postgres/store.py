@@ -18,14 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import asyncpg
 
-from cronwheel.errors import (
-    Conflict,
-    InvalidInput,
-    NotFound,
-    StaleVersion,
-    StoreUnavailable,
-)
-from cronwheel.model import (
+from cronwheel.core.model import (
     JSON,
     REASON_AT_MOST_ONCE_LOST,
     REASON_AT_MOST_ONCE_STOPPED,
@@ -54,9 +47,16 @@ from cronwheel.model import (
     WorkerInfo,
     id_prefix_range,
 )
-from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
-from cronwheel.pipelines.tasks import resealed_definition, resealed_spec
-from cronwheel.redact import redact
+from cronwheel.core.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
+from cronwheel.core.pipelines.tasks import resealed_definition, resealed_spec
+from cronwheel.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    StaleVersion,
+    StoreUnavailable,
+)
+from cronwheel.security.redact import redact
 from cronwheel.store import _auditing
 from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded

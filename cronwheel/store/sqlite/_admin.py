@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
+from cronwheel.core.model import ApiKey, Job, StoredResponse, Tenant, WorkerInfo
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import ApiKey, Job, StoredResponse, Tenant, WorkerInfo
 from cronwheel.store.base import TokenTake, max_jobs_refusal
 from cronwheel.store.sqlite import _rows as rows
 

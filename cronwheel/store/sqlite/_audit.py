@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
-from cronwheel.model import AuditEntry
+from cronwheel.core.model import AuditEntry
 from cronwheel.store.base import JobSecrets
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
-from cronwheel.model import SCHEDULER_TENANT
+from cronwheel.core.model import SCHEDULER_TENANT
 from cronwheel.store.base import GaugeReading
 from cronwheel.store.sqlite import _rows as rows
 

@@ -10,8 +10,7 @@ from itertools import chain
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from cronwheel.errors import Conflict, NotFound
-from cronwheel.model import (
+from cronwheel.core.model import (
     MAX_NOTIFY_ERROR,
     REASON_AT_MOST_ONCE_LOST,
     REASON_AT_MOST_ONCE_STOPPED,
@@ -27,6 +26,7 @@ from cronwheel.model import (
     RunState,
     notify_event_id,
 )
+from cronwheel.errors import Conflict, NotFound
 from cronwheel.store import _decode as decode
 from cronwheel.store._batch import by_identity
 from cronwheel.store.base import Completion, Release

@@ -1,6 +1,6 @@
 """The SQLite store's pipeline runs (decision 0025), as the PostgreSQL store's
 (``cronwheel/store/postgres/_pipeline_runs.py``): :func:`advance` marks the task rows
-whose runs ended, asks :func:`cronwheel.pipelines.engine.plan` what follows and writes
+whose runs ended, asks :func:`cronwheel.core.pipelines.engine.plan` what follows and writes
 it. Each function runs on the connection's thread inside the write transaction its
 caller opened; SQLite's single write lock serialises them, as the row lock does there.
 Functions that insert runs return their pools, for the caller to wake the workers.
@@ -14,8 +14,8 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 
-from cronwheel.pipelines.definition import Definition, parse_definition
-from cronwheel.pipelines.engine import (
+from cronwheel.core.pipelines.definition import Definition, parse_definition
+from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
     TaskRow,
     TaskState,
@@ -25,8 +25,8 @@ from cronwheel.pipelines.engine import (
     needed_results,
     plan,
 )
-from cronwheel.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
-from cronwheel.pipelines.tasks import has_keys, task_runs
+from cronwheel.core.pipelines.model import PipelineRun, PipelineRunStart, PipelineTask
+from cronwheel.core.pipelines.tasks import has_keys, task_runs
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
 

@@ -13,9 +13,9 @@ import sqlite3
 from collections.abc import Mapping
 from datetime import datetime
 
+from cronwheel.core.model import JSON
+from cronwheel.core.pipelines.model import Pipeline, PipelineState, PipelineVersion
 from cronwheel.errors import Conflict, NotFound, StaleVersion
-from cronwheel.model import JSON
-from cronwheel.pipelines.model import Pipeline, PipelineState, PipelineVersion
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
 

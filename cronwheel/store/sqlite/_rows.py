@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwheel.model import (
+from cronwheel.core.model import (
     ApiKey,
     Attempt,
     AttemptOutcome,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from cronwheel.model import ShardGuard, ShardLease
+from cronwheel.core.model import ShardGuard, ShardLease
 from cronwheel.store.sqlite import _rows as rows
 
 

@@ -7,7 +7,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from cronwheel.model import JobState, Run, WorkerInfo
+from cronwheel.core.model import JobState, Run, WorkerInfo
 from cronwheel.store import _status as status
 from cronwheel.store.base import FAILED_OUTCOMES, AttemptBucket, PoolStatus
 from cronwheel.store.sqlite import _rows as rows

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cronwheel.errors import Conflict, NotFound, StaleVersion, StoreUnavailable
-from cronwheel.model import (
+from cronwheel.core.model import (
     JSON,
     REASON_OVERLAP_SKIP,
     REASON_REPLANNED,
@@ -37,8 +36,9 @@ from cronwheel.model import (
     WorkerInfo,
     id_prefix_range,
 )
-from cronwheel.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
-from cronwheel.pipelines.tasks import resealed_definition, resealed_spec
+from cronwheel.core.pipelines.model import Pipeline, PipelineRun, PipelineRunStart, PipelineVersion
+from cronwheel.core.pipelines.tasks import resealed_definition, resealed_spec
+from cronwheel.errors import Conflict, NotFound, StaleVersion, StoreUnavailable
 from cronwheel.store import _auditing
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
