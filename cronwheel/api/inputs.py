@@ -12,6 +12,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from cronwheel.core import jobspec
+from cronwheel.core.ids import INT64
 from cronwheel.core.jobspec import (
     MAX_PAYLOAD_BYTES,
     MIN_TIMEOUT_SECONDS,
@@ -42,7 +43,6 @@ from cronwheel.schedule import schedule_from_dict, schedule_to_dict
 
 MAX_BATCH = 10_000
 INT32 = 2**31 - 1
-INT64 = 2**63 - 1
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 RunId = Annotated[int, Field(ge=1, le=INT64, strict=True)]

@@ -16,10 +16,10 @@ import sys
 import click
 
 from cronwheel.cli._logs import fail
+from cronwheel.core.ids import is_uuid
 from cronwheel.observability.logs import json_lines
 from cronwheel.sdk import Client, JobInfo
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _HEX = re.compile(r"^[0-9a-f-]{1,36}$")
 SHOWN = 10
 EXIT_NOT_FOUND = 3
@@ -29,7 +29,7 @@ EXIT_AMBIGUOUS = 2
 def job_id(client: Client, ref: str) -> str:
     """The id of the one job ``ref`` names; exits 3 (none) or 2 (several) otherwise."""
     ref = ref.strip()
-    if _UUID.match(ref.lower()):
+    if is_uuid(ref.lower()):
         return ref.lower()
     # Each answer is checked again here: a server older than these filters ignores them
     # and answers with every job, which must not read as "this name is ambiguous".

@@ -43,8 +43,9 @@ def rotate(db_url: str, secrets_key: str | None) -> None:
         )
 
     async def main() -> None:
+        from cronwheel.control.secrets import rotate
         from cronwheel.core.clock import SystemClock
-        from cronwheel.security.sealing import Sealer, rotate
+        from cronwheel.security.sealing import Sealer
 
         sealer = Sealer.from_text(keys)
         async with store_of(db_url) as store:

@@ -31,7 +31,8 @@ from cronwheel.core.model import (
     Run,
     RunState,
 )
-from cronwheel.store.base import Activity, Store
+from cronwheel.core.records import Activity
+from cronwheel.store.base import Store
 
 LOOKBACK = 256
 """Attempt ids re-read behind the cursor: a PostgreSQL transaction may commit an attempt

@@ -29,7 +29,6 @@ from cronwheel.core.model import (
     run_key,
 )
 from cronwheel.core.planning import max_attempts
-from cronwheel.engine.scheduler import JOBS_TOPIC
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.observability import metrics, tracing
 from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
@@ -43,7 +42,7 @@ from cronwheel.security.sealing import (
     seal_notify,
 )
 from cronwheel.store import open_store
-from cronwheel.store.base import Store
+from cronwheel.store.base import JOBS_TOPIC, Store
 
 if TYPE_CHECKING:  # the policy's module imports httpcore, which a CLI call does not need
     from cronwheel.control.pipelines import PipelineService

@@ -27,7 +27,7 @@ from cronwheel.core.model import (
     RetryPolicy,
     RunState,
 )
-from cronwheel.store.base import Completion
+from cronwheel.core.records import Completion
 
 
 class OutcomeKind(StrEnum):

@@ -15,7 +15,7 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import IntEnum, StrEnum
 from typing import Any, TypeVar, dataclass_transform
 
@@ -786,6 +786,14 @@ class ApiKey:
     created_at: datetime
     name: str | None = None
     revoked_at: datetime | None = None
+
+
+MAINTENANCE_LEASE = -1
+"""The shard-lease row whose holder is the one process doing maintenance."""
+
+SEEN_WINDOW = timedelta(seconds=60)
+"""A worker process heard from within this window is live: the API's worker list, ``status``
+and the dashboard count it (its heartbeat comes every few seconds)."""
 
 
 @dataclass(frozen=True, slots=True)

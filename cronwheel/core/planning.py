@@ -25,8 +25,8 @@ from cronwheel.core.model import (
     RunState,
     run_key,
 )
+from cronwheel.core.records import JobAdvance
 from cronwheel.schedule import Schedule, next_fire, schedule_from_dict
-from cronwheel.store.base import JobAdvance
 
 MAX_OCCURRENCES_PER_PLAN = 1000
 """How many occurrences one plan enumerates; a longer backlog continues at the next tick,

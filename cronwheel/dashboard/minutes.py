@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from cronwheel.store.base import AttemptBucket, Store
+from cronwheel.core.records import AttemptBucket
+from cronwheel.store.base import Store
 
 MINUTE = timedelta(minutes=1)
 SETTLE = timedelta(minutes=1)

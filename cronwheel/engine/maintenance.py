@@ -21,16 +21,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cronwheel.core.clock import Clock, SystemClock, sync_to
-from cronwheel.core.model import new_id
+from cronwheel.core.model import MAINTENANCE_LEASE, new_id
+from cronwheel.core.records import RescueResult, Vacuum
 from cronwheel.engine._aio import sleep_or_stop
 from cronwheel.engine._outage import Outage
 from cronwheel.observability import metrics
-from cronwheel.store.base import RescueResult, Store, Vacuum
+from cronwheel.store.base import Store
 
 log = logging.getLogger("cronwheel.maintenance")
 
-MAINTENANCE_LEASE = -1
-"""The shard-lease row whose holder is the one process doing maintenance."""
 CLOCK_SYNC_SECONDS = 60.0
 
 

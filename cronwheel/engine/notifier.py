@@ -35,12 +35,13 @@ from cronwheel._version import installed_version
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.core.clock import Clock, SystemClock, sync_to
 from cronwheel.core.model import JSON, Notification, NotifyEvent
+from cronwheel.core.records import NotificationResult
 from cronwheel.engine._aio import sleep_or_stop
 from cronwheel.engine._outage import Outage
 from cronwheel.security import signing
 from cronwheel.security.egress import REFUSED, EgressPolicy, EgressRefused
 from cronwheel.security.redact import mask_url, redact, url_password
-from cronwheel.store.base import NotificationResult, Store
+from cronwheel.store.base import Store
 
 _SEALED_URL = "cwsealed1."  # cronwheel.security.sealing.URL_PREFIX, without importing it
 _SECRETS_ENV = "CRONWHEEL_SECRETS_KEY"

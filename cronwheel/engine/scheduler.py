@@ -27,13 +27,11 @@ from cronwheel.engine._aio import first_of, sleep_or_stop
 from cronwheel.engine._outage import Outage
 from cronwheel.engine.shards import ShardingConfig, ShardOwner
 from cronwheel.observability import metrics as _metrics
-from cronwheel.store.base import Store
+from cronwheel.store.base import JOBS_TOPIC, Store
 
 log = logging.getLogger("cronwheel.scheduler")
 
 CLOCK_SYNC_SECONDS = 60.0
-JOBS_TOPIC = "jobs"
-"""Notified when a job is created or changed, so an idle scheduler ticks at once."""
 
 
 @dataclass(frozen=True, slots=True)

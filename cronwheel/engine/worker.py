@@ -45,6 +45,7 @@ from cronwheel.core.model import (
     new_id,
 )
 from cronwheel.core.pipelines.model import PipelineRunStart
+from cronwheel.core.records import Completion, HeartbeatResult, Release, RunReport, Start
 from cronwheel.engine._aio import first_of, sleep_or_stop
 from cronwheel.engine._outage import Outage
 from cronwheel.engine.fairslots import FairSlots, Lane, Lanes
@@ -53,14 +54,7 @@ from cronwheel.observability import tracing
 from cronwheel.observability.attempt_log import log_attempt_end
 from cronwheel.observability.logs import current_run, run_fields
 from cronwheel.security.egress import EgressPolicy, origin_of
-from cronwheel.store.base import (
-    Completion,
-    HeartbeatResult,
-    Release,
-    RunReport,
-    Start,
-    Store,
-)
+from cronwheel.store.base import Store
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer

@@ -13,7 +13,7 @@ import logging
 from typing import Final
 
 from cronwheel.core.model import AttemptOutcome, ClaimedRun, RunState
-from cronwheel.store.base import Completion
+from cronwheel.core.records import Completion
 
 ATTEMPTS_LOGGER: Final = "cronwheel.attempts"
 """The attempt-end lines' logger, apart from the worker's other lines so that it can be

@@ -17,7 +17,8 @@ import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -25,8 +26,8 @@ from prometheus_client.registry import Collector
 
 from cronwheel.core.clock import Clock
 from cronwheel.core.model import Priority
-from cronwheel.store.base import Completion, Store
-from cronwheel.store.base import GaugeReading as Snapshot
+from cronwheel.core.records import Completion
+from cronwheel.core.records import GaugeReading as Snapshot
 
 LAG_BUCKETS = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
@@ -419,8 +420,15 @@ class _Both(Collector):
         yield from self.registry.collect()
 
 
-def store_reader(store: Store, *, clock: Clock) -> Callable[[], Awaitable[Snapshot]]:
-    """The one read a scrape makes: :meth:`Store.read_gauges` at the clock's now."""
+class GaugeSource(Protocol):
+    """What a scrape reads the store-derived gauges from: a store's
+    :meth:`~cronwheel.store.base.Store.read_gauges`."""
+
+    async def read_gauges(self, *, now: datetime, workers_seen_since: datetime) -> Snapshot: ...
+
+
+def store_reader(store: GaugeSource, *, clock: Clock) -> Callable[[], Awaitable[Snapshot]]:
+    """The one read a scrape makes: the store's gauges at the clock's now."""
 
     async def read() -> Snapshot:
         now = clock.now()

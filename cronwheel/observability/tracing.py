@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Iterator, Mapping
 from datetime import datetime
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwheel._version import installed_version
 from cronwheel.core.lifecycle import Outcome, OutcomeKind
@@ -26,7 +26,6 @@ from cronwheel.errors import InvalidInput
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
 
-    from cronwheel.actions.context import RunContext
     from cronwheel.core.model import ClaimedRun
 
 try:
@@ -37,6 +36,14 @@ except ImportError:  # the otel extra is not installed: tracing stays off
     otel_trace = None  # type: ignore[assignment]
 
 log = logging.getLogger("cronwheel.tracing")
+
+
+class Traced(Protocol):
+    """What an attempt's span hands its trace context to: the run's
+    :class:`~cronwheel.actions.RunContext`."""
+
+    trace: Mapping[str, str]
+
 
 INSTALL_HINT = "pip install 'cronwheel[otel]'"
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
@@ -162,7 +169,7 @@ def creating_jobs(headers: Mapping[str, str], tenant_id: str, count: int) -> Ite
 async def attempt(
     found: Tracer,
     claimed: ClaimedRun,
-    ctx: RunContext,
+    ctx: Traced,
     started: datetime,
     worker_id: str,
     execute: Awaitable[Outcome],

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
 
 from fastapi import Query
 
-from cronwheel.api.inputs import INT64
+from cronwheel.core.ids import INT64, is_uuid
 from cronwheel.core.model import Job, JobKey, JobOrder
 from cronwheel.web.problems import ApiProblem, invalid
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 T = TypeVar("T")
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page.")]
@@ -71,14 +69,14 @@ def after_job(cursor: str | None, order: JobOrder) -> JobKey | None:
     if cursor is None:
         return None
     value = _decode("job", cursor)
-    if _UUID.match(value):
+    if is_uuid(value):
         # A cursor of an older version (``job:<id>``): a position in creation order.
         if order.sort_key != "created":
             raise _other_order("created", order)
         return JobKey(value)
     made_for, _, rest = value.partition(":")
     job_id, _, raw = rest.partition(":")
-    if made_for not in {o.value for o in JobOrder} or not _UUID.match(job_id):
+    if made_for not in {o.value for o in JobOrder} or not is_uuid(job_id):
         raise invalid("cursor", "is not a cursor this API gave out")
     if made_for != order.value:
         raise _other_order(made_for, order)
@@ -138,7 +136,7 @@ def after_pipeline(cursor: str | None) -> str | None:
     if cursor is None:
         return None
     value = _decode("pipeline", cursor)
-    if not _UUID.match(value):
+    if not is_uuid(value):
         raise invalid("cursor", "is not a cursor this API gave out")
     return value
 

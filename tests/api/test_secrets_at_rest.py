@@ -15,11 +15,12 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
+from cronwheel.control.secrets import rotate
 from cronwheel.control.service import JobService
 from cronwheel.core.model import RunState
 from cronwheel.engine.worker import Worker
 from cronwheel.security.egress import LOOPBACK, EgressPolicy
-from cronwheel.security.sealing import ENV, PREFIX, Sealer, generate_key, open_url, rotate
+from cronwheel.security.sealing import ENV, PREFIX, Sealer, generate_key, open_url
 from cronwheel.store.base import Store
 from cronwheel.store.sqlite import SqliteStore
 from tests.api.conftest import connect

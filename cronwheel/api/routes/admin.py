@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import KeyIn, TenantId, TenantIn, TenantPatch
 from cronwheel.api.openapi import problems
+from cronwheel.core.ids import is_uuid
 from cronwheel.core.model import ApiKey, Tenant, new_id
 from cronwheel.errors import NotFound
 from cronwheel.web.auth import Admin, Principal, SystemAdmin, hash_token, new_token
@@ -22,7 +23,6 @@ from cronwheel.web.state import ApiState, api_state
 router = APIRouter(tags=["admin"], route_class=GuardedRoute)
 
 _TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_KEY_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TenantPath = Annotated[str, Path(max_length=64, description="A tenant id.")]
 KeyPath = Annotated[str, Path(max_length=64, description="An API key id.")]
 TenantQuery = Annotated[
@@ -167,7 +167,7 @@ async def revoke_key(key_id: KeyPath, request: Request, principal: Admin) -> Res
     """Revoked at once: the next request with its token is a 401. A system admin may
     revoke any tenant's key by its id."""
     state = api_state(request)
-    if not _KEY_ID.match(key_id):
+    if not is_uuid(key_id):
         raise NotFound("key", key_id)
     for tenant_id in await _key_scopes(state, principal):
         try:

@@ -3,7 +3,6 @@ trigger jobs, enqueue runs to a manual job, and list a job's runs."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -14,6 +13,7 @@ from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.idempotency import Idempotency, IdempotencyKey
 from cronwheel.api.inputs import BackfillIn, BatchIn, EnqueueIn, JobPatch, JobSpec, ResumeIn
 from cronwheel.api.openapi import problems
+from cronwheel.core.ids import checked_job_id
 from cronwheel.core.jobspec import WebhookSpec
 from cronwheel.core.model import (
     Job,
@@ -25,7 +25,7 @@ from cronwheel.core.model import (
     RunState,
     id_prefix_range,
 )
-from cronwheel.errors import InvalidInput, NotFound
+from cronwheel.errors import InvalidInput
 from cronwheel.observability import tracing
 from cronwheel.security.egress import EgressPolicy
 from cronwheel.web.auth import Principal, Reader, Writer
@@ -44,20 +44,12 @@ from cronwheel.web.state import ApiState, api_state
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 JobId = Annotated[str, Path(max_length=64, description="A job id (a UUID).")]
 ScheduleKind = Literal["cron", "interval", "once", "delay", "immediate", "manual"]
 IfMatch = Annotated[
     str | None,
     Header(alias="If-Match", max_length=64, description='The version you edit: `3` or `"3"`.'),
 ]
-
-
-def checked_job_id(job_id: str) -> str:
-    """A job id as the store knows them; anything else names no job (404)."""
-    if not _UUID.match(job_id):
-        raise NotFound("job", job_id)
-    return job_id
 
 
 def job_response(body: Any, status: int = 200) -> JSONResponse:

@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.openapi import problems
+from cronwheel.core.ids import checked_pipeline_run_id
 from cronwheel.core.pipelines.model import PipelineRun
-from cronwheel.errors import NotFound
 from cronwheel.web.auth import Reader, Writer
 from cronwheel.web.pagination import DEFAULT_LIMIT, Cursor, Limit, after_pipeline, encode
 from cronwheel.web.schemas import Page, PipelineRunOut, dump
@@ -19,7 +18,6 @@ from cronwheel.web.state import api_state
 
 router = APIRouter(prefix="/v1/pipeline-runs", tags=["pipelines"], route_class=GuardedRoute)
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 PipelineRunId = Annotated[str, Path(max_length=64, description="A pipeline run id (a UUID).")]
 TaskName = Annotated[str, Path(max_length=64, description="A task of the pipeline.")]
 State = Annotated[
@@ -29,12 +27,6 @@ State = Annotated[
         description="Only pipeline runs in this state.",
     ),
 ]
-
-
-def checked(pipeline_run_id: str) -> str:
-    if not _UUID.match(pipeline_run_id):
-        raise NotFound("pipeline_run", pipeline_run_id)
-    return pipeline_run_id
 
 
 def body_of(run: PipelineRun) -> Any:
@@ -88,7 +80,7 @@ async def get_pipeline_run(
     run = (
         await api_state(request)
         .pipelines(principal)
-        .get_run(checked(pipeline_run_id), tenant_id=principal.tenant_id)
+        .get_run(checked_pipeline_run_id(pipeline_run_id), tenant_id=principal.tenant_id)
     )
     return body_of(run)
 
@@ -108,7 +100,7 @@ async def cancel_pipeline_run(
     run = (
         await api_state(request)
         .pipelines(principal)
-        .cancel_run(checked(pipeline_run_id), tenant_id=principal.tenant_id)
+        .cancel_run(checked_pipeline_run_id(pipeline_run_id), tenant_id=principal.tenant_id)
     )
     return body_of(run)
 
@@ -127,6 +119,6 @@ async def retry_pipeline_task(
     state = api_state(request)
     await state.quotas.admit_runs(principal.tenant_id, 1)  # a replay counts as a creation
     run = await state.pipelines(principal).retry_task(
-        checked(pipeline_run_id), task, tenant_id=principal.tenant_id
+        checked_pipeline_run_id(pipeline_run_id), task, tenant_id=principal.tenant_id
     )
     return body_of(run)

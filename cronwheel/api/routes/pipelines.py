@@ -5,7 +5,6 @@ are under ``/v1/pipeline-runs``)."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -17,9 +16,9 @@ from cronwheel.api.inputs import PipelineIn
 from cronwheel.api.openapi import problems
 from cronwheel.api.routes import pipeline_runs
 from cronwheel.api.routes.jobs import IfMatch, expected_version
+from cronwheel.core.ids import checked_pipeline_id
 from cronwheel.core.pipelines.definition import PipelineSpec
 from cronwheel.core.pipelines.model import Pipeline
-from cronwheel.errors import NotFound
 from cronwheel.web.auth import Reader, Writer
 from cronwheel.web.pagination import (
     DEFAULT_LIMIT,
@@ -34,16 +33,8 @@ from cronwheel.web.state import api_state
 
 router = APIRouter(prefix="/v1/pipelines", tags=["pipelines"], route_class=GuardedRoute)
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 PipelineId = Annotated[str, Path(max_length=64, description="A pipeline id (a UUID).")]
 Version = Annotated[int, Query(ge=1, le=2**31 - 1, description="A version of the pipeline.")]
-
-
-def checked_pipeline_id(pipeline_id: str) -> str:
-    """A pipeline id as the store knows them; anything else names no pipeline (404)."""
-    if not _UUID.match(pipeline_id):
-        raise NotFound("pipeline", pipeline_id)
-    return pipeline_id
 
 
 def body_of(pipeline: Pipeline) -> Any:

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 
 from cronwheel.api.guards import GuardedRoute
-from cronwheel.api.inputs import INT64, DeadReplayIn
+from cronwheel.api.inputs import DeadReplayIn
 from cronwheel.api.openapi import problems
-from cronwheel.api.routes.jobs import checked_job_id
+from cronwheel.core.ids import INT64, checked_job_id
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.web.auth import Principal, Reader, Writer
 from cronwheel.web.pagination import DEFAULT_LIMIT, Cursor, Limit, before_run, page

@@ -23,10 +23,16 @@ from pydantic import Field
 from cronwheel._version import installed_version
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.openapi import problems
-from cronwheel.api.routes.workers import SEEN_WINDOW
-from cronwheel.core.model import SCHEDULER_TENANT, SHARED_WORKERS, ShardLease, WorkerInfo
-from cronwheel.engine.maintenance import MAINTENANCE_LEASE
-from cronwheel.store.base import PoolStatus, Store
+from cronwheel.core.model import (
+    MAINTENANCE_LEASE,
+    SCHEDULER_TENANT,
+    SEEN_WINDOW,
+    SHARED_WORKERS,
+    ShardLease,
+    WorkerInfo,
+)
+from cronwheel.core.records import PoolStatus
+from cronwheel.store.base import Store
 from cronwheel.web.auth import Principal, Reader
 from cronwheel.web.schemas import Instant, _Out, dump
 from cronwheel.web.state import api_state

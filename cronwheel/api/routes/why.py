@@ -17,7 +17,8 @@ from pydantic import Field
 
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.openapi import problems
-from cronwheel.api.routes.jobs import JobId, checked_job_id
+from cronwheel.api.routes.jobs import JobId
+from cronwheel.core.ids import checked_job_id
 from cronwheel.core.model import Attempt, AuditEntry, Job, Run, RunState
 from cronwheel.core.why import DST_NOTES, Asked, Fire, falls_at, fires_around, read_time, zone_of
 from cronwheel.schedule import schedule_from_dict

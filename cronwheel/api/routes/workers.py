@@ -19,7 +19,6 @@ from fastapi import APIRouter, Path, Request
 
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import (
-    INT64,
     CheckpointIn,
     ClaimIn,
     CompleteIn,
@@ -27,8 +26,10 @@ from cronwheel.api.inputs import (
     ProgressIn,
 )
 from cronwheel.api.openapi import problems
+from cronwheel.core.ids import INT64
 from cronwheel.core.lifecycle import Outcome, completion_for
 from cronwheel.core.model import (
+    SEEN_WINDOW,
     SHARED_WORKERS,
     ClaimedRun,
     Run,
@@ -36,9 +37,10 @@ from cronwheel.core.model import (
     WorkerInfo,
     checkpoint_text,
 )
+from cronwheel.core.records import Claim, RunReport
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.observability.metrics import ApiMetrics
-from cronwheel.store.base import Claim, RunReport, Store
+from cronwheel.store.base import Store
 from cronwheel.web.auth import Principal, WorkerKey, WorkerWatcher
 from cronwheel.web.schemas import (
     ClaimedOut,
@@ -53,8 +55,6 @@ from cronwheel.web.state import ApiState, api_state
 
 router = APIRouter(tags=["workers"], route_class=GuardedRoute)
 
-SEEN_WINDOW = timedelta(seconds=60)
-"""``GET /v1/workers`` lists the workers heard from within this window."""
 RunId = Annotated[int, Path(ge=1, le=INT64, description="A run id.")]
 _rng = random.Random()
 

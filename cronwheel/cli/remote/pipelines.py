@@ -5,7 +5,6 @@ retry a dead task (decision 0025)."""
 from __future__ import annotations
 
 import json
-import re
 import time
 from datetime import datetime
 from typing import Any, TextIO
@@ -17,10 +16,10 @@ from cronwheel.cli._logs import fail
 from cronwheel.cli.pipeline_view import run_lines
 from cronwheel.cli.remote._base import client, dump, remote_options, show, wall_clock
 from cronwheel.cli.tables import Column, is_terminal
+from cronwheel.core.ids import is_uuid
 from cronwheel.sdk import Client, PipelineInfo, PipelineRunInfo
 from cronwheel.sdk.errors import ApiError
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 EXIT_NOT_FOUND = 3
 PIPELINE_HELP = "PIPELINE is a pipeline's id or the name of a live pipeline."
 
@@ -94,7 +93,7 @@ def pipeline_id(cw: Client, ref: str) -> str:
     """The id of the pipeline ``ref`` names (its id, or a live pipeline's name); exits 3
     when there is none."""
     ref = ref.strip()
-    if _UUID.match(ref.lower()):
+    if is_uuid(ref.lower()):
         return ref.lower()
     named = [p for p in cw.list_pipelines(name=ref, limit=2).items if p.name == ref]
     if not named:
@@ -221,7 +220,7 @@ FINAL = ("succeeded", "failed", "cancelled")
 def _run_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A pipeline run id, or a usage error (exit 2) saying what one looks like."""
     found = value.strip().lower()
-    if not _UUID.match(found):
+    if not is_uuid(found):
         raise click.BadParameter(
             f"{value!r} is not a pipeline run id: one is a UUID such as"
             " 01a20fb1-2a31-7000-a6cc-ed0f31ac26b2 (`cronwheel pipelines runs` lists them)",

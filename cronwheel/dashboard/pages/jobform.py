@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.routes.jobs import checked_job_id
+from cronwheel.core.ids import checked_job_id
 from cronwheel.core.jobspec import JobSpec, spec_of
 from cronwheel.core.model import Backoff, Delivery, MisfireMode, Overlap
 from cronwheel.dashboard.render import PageRoute, page

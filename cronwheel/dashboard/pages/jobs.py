@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.routes.jobs import checked_job_id
+from cronwheel.core.ids import checked_job_id
 from cronwheel.core.model import Job, JobOrder, JobState, LastOutcome, Run, RunState
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page

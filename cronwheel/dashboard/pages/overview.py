@@ -14,14 +14,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
-from cronwheel.api.routes.workers import SEEN_WINDOW
-from cronwheel.core.model import JobState
+from cronwheel.core.model import SEEN_WINDOW, JobState
+from cronwheel.core.records import AttemptBucket, PoolStatus
 from cronwheel.dashboard.charts import bar_chart, describe
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.minutes import SettledMinutes
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
-from cronwheel.store.base import AttemptBucket, PoolStatus
 from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)

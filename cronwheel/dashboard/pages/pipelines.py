@@ -18,8 +18,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.routes.pipeline_runs import checked
-from cronwheel.api.routes.pipelines import checked_pipeline_id
+from cronwheel.core.ids import checked_pipeline_id, checked_pipeline_run_id
 from cronwheel.core.pipelines.model import Pipeline, PipelineRun
 from cronwheel.core.pipelines.progress import layers, progress
 from cronwheel.dashboard.live import shared_reads
@@ -199,7 +198,7 @@ def _pipeline_run_id(text: str) -> str:
     """A pipeline run id from a URL; anything else names no pipeline run (the 404 page)."""
     if len(text) > 64:
         raise NotFound("pipeline_run", text[:64])
-    return checked(text)
+    return checked_pipeline_run_id(text)
 
 
 @router.get("/ui/pipeline-runs/{pipeline_run_id}")

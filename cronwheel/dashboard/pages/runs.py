@@ -14,13 +14,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.inputs import INT64
+from cronwheel.core.ids import INT64
 from cronwheel.core.model import Attempt, Job, JobState, Run
+from cronwheel.core.records import DeadRun
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
 from cronwheel.errors import NotFound
-from cronwheel.store.base import DeadRun
 from cronwheel.web.pagination import before_run, encode
 from cronwheel.web.schemas import AttemptOut, RunOut
 from cronwheel.web.state import api_state

@@ -18,12 +18,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.api.routes.workers import SEEN_WINDOW
-from cronwheel.core.model import SCHEDULER_TENANT, SHARED_WORKERS, ShardLease, WorkerInfo
+from cronwheel.core.model import (
+    MAINTENANCE_LEASE,
+    SCHEDULER_TENANT,
+    SEEN_WINDOW,
+    SHARED_WORKERS,
+    ShardLease,
+    WorkerInfo,
+)
 from cronwheel.dashboard.live import shared_reads
 from cronwheel.dashboard.render import PageRoute, fragment, page
 from cronwheel.dashboard.session import CurrentViewer, Viewer
-from cronwheel.engine.maintenance import MAINTENANCE_LEASE
 from cronwheel.web.state import api_state
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
