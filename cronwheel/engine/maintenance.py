@@ -19,6 +19,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Protocol
 
 from cronwheel.core.clock import Clock, SystemClock, sync_to
 from cronwheel.core.model import MAINTENANCE_LEASE, new_id
@@ -26,9 +27,25 @@ from cronwheel.core.records import RescueResult, Vacuum
 from cronwheel.engine._aio import sleep_or_stop
 from cronwheel.engine._outage import Outage
 from cronwheel.observability import metrics
-from cronwheel.store.base import Store
+from cronwheel.store.base import (
+    Housekeeping,
+    Leases,
+    Outbox,
+    Queue,
+    Registry,
+    RunControl,
+    StoreClock,
+)
 
 log = logging.getLogger("cronwheel.maintenance")
+
+
+class MaintenanceStore(
+    StoreClock, Queue, Leases, Registry, Housekeeping, Outbox, RunControl, Protocol
+):
+    """What maintenance needs of a store: the rescue, the housekeeping, the outbox's
+    retention, pipeline advances, and its own lease."""
+
 
 CLOCK_SYNC_SECONDS = 60.0
 
@@ -88,7 +105,7 @@ class MaintenanceResult:
 class Maintenance:
     def __init__(
         self,
-        store: Store,
+        store: MaintenanceStore,
         *,
         clock: Clock | None = None,
         config: MaintenanceConfig | None = None,

@@ -29,7 +29,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwheel._version import installed_version
 from cronwheel.actions.handler import HandlerRegistry
@@ -41,7 +41,7 @@ from cronwheel.engine._outage import Outage
 from cronwheel.security import signing
 from cronwheel.security.egress import REFUSED, EgressPolicy, EgressRefused
 from cronwheel.security.redact import mask_url, redact, url_password
-from cronwheel.store.base import Store
+from cronwheel.store.base import Outbox, StoreClock
 
 _SEALED_URL = "cwsealed1."  # cronwheel.security.sealing.URL_PREFIX, without importing it
 _SECRETS_ENV = "CRONWHEEL_SECRETS_KEY"
@@ -52,6 +52,12 @@ if TYPE_CHECKING:
     from cronwheel.security.sealing import Sealer
 
 log = logging.getLogger("cronwheel.notifier")
+
+
+class NotifierStore(StoreClock, Outbox, Protocol):
+    """What the notifier needs of a store: the outbox, nothing else."""
+
+
 USER_AGENT = f"cronwheel/{installed_version()}"  # as webhook actions say
 
 EVENT_ID_HEADER = "Cronwheel-Event-Id"
@@ -88,7 +94,7 @@ class Notifier:
 
     def __init__(
         self,
-        store: Store,
+        store: NotifierStore,
         *,
         config: NotifierConfig | None = None,
         clock: Clock | None = None,

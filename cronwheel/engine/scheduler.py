@@ -18,6 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from cronwheel.core.clock import Clock, SystemClock, sync_to
 from cronwheel.core.lead import Pace
@@ -27,9 +28,14 @@ from cronwheel.engine._aio import first_of, sleep_or_stop
 from cronwheel.engine._outage import Outage
 from cronwheel.engine.shards import ShardingConfig, ShardOwner
 from cronwheel.observability import metrics as _metrics
-from cronwheel.store.base import JOBS_TOPIC, Store
+from cronwheel.store.base import JOBS_TOPIC, Leases, Queue, Registry, StoreClock
 
 log = logging.getLogger("cronwheel.scheduler")
+
+
+class SchedulerStore(StoreClock, Queue, Leases, Registry, Protocol):
+    """What the scheduler needs of a store: the queue's planning half, and its shards' leases."""
+
 
 CLOCK_SYNC_SECONDS = 60.0
 
@@ -74,7 +80,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: Store,
+        store: SchedulerStore,
         *,
         clock: Clock | None = None,
         config: SchedulerConfig | None = None,

@@ -17,12 +17,18 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 from cronwheel.core.clock import Clock
 from cronwheel.core.model import SCHEDULER_TENANT, ShardGuard, WorkerInfo, new_id
-from cronwheel.store.base import Store
+from cronwheel.store.base import Leases, Registry
 
 log = logging.getLogger("cronwheel.shards")
+
+
+class ShardStore(Leases, Registry, Protocol):
+    """What shard ownership needs of a store: the leases, and the registry that says how
+    many schedulers are alive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,7 @@ class ShardOwner:
     """Keeps one scheduler's share of the shards leased; :attr:`guard` is what it owns."""
 
     def __init__(
-        self, store: Store, clock: Clock, config: ShardingConfig, holder: str | None = None
+        self, store: ShardStore, clock: Clock, config: ShardingConfig, holder: str | None = None
     ) -> None:
         self.store = store
         self.clock = clock

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwheel.actions.context import RunCancelled, RunContext
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
@@ -54,7 +54,7 @@ from cronwheel.observability import tracing
 from cronwheel.observability.attempt_log import log_attempt_end
 from cronwheel.observability.logs import current_run, run_fields
 from cronwheel.security.egress import EgressPolicy, origin_of
-from cronwheel.store.base import Store
+from cronwheel.store.base import Leases, Pipelines, Queue, Registry, RunControl, StoreClock
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -63,6 +63,12 @@ if TYPE_CHECKING:
     from cronwheel.security.sealing import Sealer
 
 log = logging.getLogger("cronwheel.worker")
+
+
+class WorkerStore(StoreClock, Queue, Leases, Registry, Pipelines, RunControl, Protocol):
+    """What a worker needs of a store: the queue's claiming half, pool rate tokens, the
+    registry it heartbeats into, and for a pipeline action the definition it starts a run
+    of."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +175,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store | None = None,
+        store: WorkerStore | None = None,
         config: WorkerConfig | None = None,
         *,
         worker_id: str | None = None,
@@ -250,7 +256,7 @@ class Worker:
         the completion, when the run is no longer running, and store nothing)."""
 
     @property
-    def store(self) -> Store:
+    def store(self) -> WorkerStore:
         if self._store is None:
             raise RuntimeError(
                 "this worker has no store: start it with `cronwheel worker --app module:worker`"

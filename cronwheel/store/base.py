@@ -25,7 +25,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from cronwheel.core.model import (
     JSON,
@@ -150,12 +150,12 @@ def check_enqueue_target(state: str, version: int, template: NewRun) -> None:
         raise StaleVersion(template.job_version, version)
 
 
-class Store(abc.ABC):
-    """The lifecycle of jobs and runs, persisted. See the module docstring for the rules."""
+class Setup(Protocol):
+    """What every user of a store starts and ends with: the schema, the store's clock,
+    closing."""
 
     capabilities: Capabilities
 
-    # -- setup ---------------------------------------------------------------------
     @abc.abstractmethod
     async def migrate(self, *, target: int | None = None) -> list[int]:
         """Bring the schema up to ``target`` (default: the latest) and return the
@@ -170,309 +170,21 @@ class Store(abc.ABC):
     async def close(self) -> None:
         """Release connections. The store is unusable afterwards."""
 
+
+class StoreClock(Protocol):
+    """The store's clock: every process measures its own against it, so that a run's
+    instant means the same to a scheduler and a worker on different machines."""
+
     @abc.abstractmethod
     async def now(self) -> datetime:
         """The store's own clock; nodes measure their offset to it."""
 
-    # -- tenants ---------------------------------------------------------------------
-    @abc.abstractmethod
-    async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
-        """Create the tenant if it does not exist (the ``default`` tenant always does)."""
 
-    @abc.abstractmethod
-    async def create_tenant(self, tenant: Tenant, *, actor: str | None = None) -> None:
-        """Insert a tenant; Conflict naming ``id`` if it exists. With ``actor``, audited
-        (``tenant`` ``created``) in the same transaction."""
+class Queue(Protocol):
+    """The queue the engine runs on: due jobs become runs (materialise, enqueue),
+    workers claim, heartbeat, start and complete them or give them back (release), lost
+    ones are rescued, and wake-ups tell the other side that something is ready."""
 
-    @abc.abstractmethod
-    async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
-
-    @abc.abstractmethod
-    async def list_tenants(self) -> list[Tenant]: ...
-
-    @abc.abstractmethod
-    async def update_tenant(
-        self, tenant: Tenant, *, actor: str | None = None, now: datetime | None = None
-    ) -> Tenant:
-        """Replace a tenant's name and quotas; NotFound if it does not exist. With
-        ``actor`` and ``now``, audited (``tenant`` ``updated``, the new values)."""
-
-    @abc.abstractmethod
-    async def count_live_jobs(self, tenant_id: str, *, limit: int | None = None) -> int:
-        """Jobs of the tenant that are neither cancelled nor completed (the quota), or
-        ``limit`` if there are at least that many: a quota check counts no further than
-        the quota, so its cost is bounded by the quota, not by the jobs in the store."""
-
-    @abc.abstractmethod
-    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
-        """Take ``count`` tokens from the tenant's create bucket, atomically, in one
-        statement, for every process on the store at once (decision 0027).
-
-        The bucket refills at ``max_creates_per_second`` from its stored time to ``now``
-        (never backwards: a caller whose clock is behind refills nothing) and holds
-        :func:`bucket_capacity` tokens. It grants when it holds ``min(count, capacity)``
-        tokens and then takes all ``count``: a batch larger than a second's worth is let
-        through a full bucket and leaves it in debt, so the average rate holds. A refusal
-        takes nothing. A tenant without the limit, or unknown, is always granted."""
-
-    # -- API keys ----------------------------------------------------------------------
-    @abc.abstractmethod
-    async def create_api_key(self, key: ApiKey, *, actor: str | None = None) -> None:
-        """Insert a key record; the tenant must exist (NotFound naming ``tenant``). With
-        ``actor``, audited (``key`` ``created``, its role and name; never its hash)."""
-
-    @abc.abstractmethod
-    async def find_api_key(self, key_hash: str) -> ApiKey | None:
-        """The key with this hash, revoked or not (the caller checks ``revoked_at``)."""
-
-    @abc.abstractmethod
-    async def list_api_keys(self, tenant_id: str) -> list[ApiKey]: ...
-
-    @abc.abstractmethod
-    async def revoke_api_key(
-        self, tenant_id: str, key_id: str, *, now: datetime, actor: str | None = None
-    ) -> ApiKey:
-        """Mark a key revoked (idempotent); NotFound if not this tenant's. With
-        ``actor``, the first revocation is audited (``key`` ``revoked``)."""
-
-    # -- API idempotency -----------------------------------------------------------------
-    @abc.abstractmethod
-    async def save_response(self, response: StoredResponse) -> StoredResponse:
-        """Keep a response under its key unless one is kept already; return the one that
-        is kept (the earlier one wins, so a retried request replays the first answer)."""
-
-    @abc.abstractmethod
-    async def get_response(self, tenant_id: str, key: str) -> StoredResponse | None: ...
-
-    @abc.abstractmethod
-    async def delete_responses(self, *, before: datetime) -> int:
-        """Forget responses kept before ``before``."""
-
-    # -- worker registry -----------------------------------------------------------------
-    @abc.abstractmethod
-    async def register_worker(self, worker: WorkerInfo) -> None:
-        """Insert or refresh a worker's record (every heartbeat)."""
-
-    @abc.abstractmethod
-    async def list_workers(self, tenant_id: str, *, seen_since: datetime) -> list[WorkerInfo]:
-        """Workers of the tenant whose last heartbeat is at or after ``seen_since``."""
-
-    @abc.abstractmethod
-    async def remove_worker(self, worker_id: str) -> None:
-        """Forget a worker (it stopped cleanly)."""
-
-    @abc.abstractmethod
-    async def served_pools(self, tenant_id: str, *, seen_since: datetime) -> set[str]:
-        """The pools that some worker heard from at or after ``seen_since`` serves for the
-        tenant: a remote worker serves its own tenant (its id is ``<tenant>/<id>``), any
-        other worker (``cronwheel worker``, ``cronwheel dev``) claims for every tenant.
-        One query, whatever the number of workers."""
-
-    # -- jobs ------------------------------------------------------------------------
-    @abc.abstractmethod
-    async def create_jobs(
-        self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
-    ) -> None:
-        """Insert jobs (and runs that must exist with them, e.g. an immediate job's run)
-        atomically: all or nothing. A name already used by a live job of the same tenant
-        raises :class:`~cronwheel.errors.Conflict` naming ``name``. A tenant whose live
-        jobs plus these would exceed its ``max_jobs`` raises
-        :class:`~cronwheel.errors.OverLimit` naming ``max_jobs``; the check holds across
-        concurrent creates in any process (the tenant's row is locked while its live
-        jobs are counted and the new ones inserted)."""
-
-    @abc.abstractmethod
-    async def get_job(self, tenant_id: str, job_id: str) -> Job | None: ...
-
-    @abc.abstractmethod
-    async def last_runs(self, tenant_id: str, job_ids: Sequence[str]) -> dict[str, LastRun]:
-        """Each job's newest finished run (by ``finished_at``, then id), for the jobs that
-        have one: one query for all of them, one index probe per job."""
-
-    @abc.abstractmethod
-    async def list_jobs(
-        self,
-        tenant_id: str,
-        *,
-        state: JobState | None = None,
-        pool: str | None = None,
-        name_prefix: str | None = None,
-        name: str | None = None,
-        id_prefix: str | None = None,
-        schedule_kind: str | None = None,
-        last_outcome: LastOutcome | None = None,
-        order: JobOrder = JobOrder.CREATED,
-        after: JobKey | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        """Jobs in ``order`` (creation by default), starting after the position
-        ``after`` (``order.key(last job of the previous page)``): a keyset cursor that
-        stays stable while jobs are inserted, and InvalidInput naming ``after`` if it
-        is not a position in ``order`` (see :class:`~cronwheel.core.model.JobOrder`). Every
-        order is a walk of one index of the tenant's jobs (creation: ``(tenant_id,
-        id)``; name: ``(tenant_id, name, id)``; next fire: ``(tenant_id, next_fire_at
-        with none last, id)``), either way, so a page costs the same at any depth and
-        never sorts the tenant's jobs.
-
-        ``name`` matches exactly (cancelled jobs may share a live job's name);
-        ``id_prefix`` matches the ids that start with it (see
-        :func:`~cronwheel.core.model.id_prefix_range`): what naming a job by a short id or
-        its name needs.
-
-        ``schedule_kind`` keeps the jobs whose schedule has that ``kind`` (``cron``,
-        ``interval``…). ``last_outcome`` keeps those whose :class:`~cronwheel.core.model.LastRun`
-        ended in that state, or (``LastOutcome.NONE``) those with no
-        finished run: checked as the jobs index is walked, one probe of the index of
-        finished runs by job per job examined (as :meth:`last_runs`), never a scan of
-        the runs; a rare outcome costs a walk over the tenant's jobs until a page fills."""
-
-    @abc.abstractmethod
-    async def update_job(
-        self, job: Job, *, expected_version: int, actor: str, replan: bool = False
-    ) -> Job:
-        """Replace a job's definition if it is still at ``expected_version``; the stored
-        job gets ``expected_version + 1``. With ``replan`` (its schedule changed), its
-        pending runs of older versions that never started are cancelled (reason
-        ``replanned``): the new schedule plans from the job's new ``next_fire_at``.
-        Raises NotFound or StaleVersion."""
-
-    @abc.abstractmethod
-    async def set_job_state(
-        self,
-        tenant_id: str,
-        job_id: str,
-        state: JobState,
-        *,
-        next_fire_at: datetime | None,
-        now: datetime,
-        actor: str,
-        runs: Sequence[NewRun] = (),
-    ) -> Job:
-        """Pause, resume, complete or cancel a job (version bump, audited), inserting
-        ``runs`` (e.g. the occurrences a pause skipped) in the same transaction.
-        Cancelling also cancels its pending runs. A job already in ``state`` is returned
-        as it is: no version bump, no audit row. A cancelled job cannot change state
-        again: Conflict. Raises NotFound."""
-
-    # -- pipelines (decision 0025) ---------------------------------------------------
-    @abc.abstractmethod
-    async def create_pipeline(self, pipeline: Pipeline, *, actor: str) -> None:
-        """Insert a pipeline and its first version (``pipeline.version``, its definition
-        and fingerprint), audited, in one transaction. A name already used by a live
-        pipeline of the tenant raises :class:`~cronwheel.errors.Conflict` naming
-        ``name``; an unknown tenant raises NotFound."""
-
-    @abc.abstractmethod
-    async def get_pipeline(
-        self, tenant_id: str, pipeline_id: str, *, version: int | None = None
-    ) -> Pipeline | None:
-        """The pipeline at ``version`` (None: its latest), deleted or not; None if the
-        tenant has no such pipeline or the pipeline no such version."""
-
-    @abc.abstractmethod
-    async def list_pipelines(
-        self,
-        tenant_id: str,
-        *,
-        name: str | None = None,
-        after: str | None = None,
-        limit: int = 100,
-    ) -> list[Pipeline]:
-        """The tenant's live pipelines at their latest version, by id (creation order),
-        starting after the id ``after``; ``name`` keeps the one of that name. A walk of
-        the ``(tenant_id, id)`` index."""
-
-    @abc.abstractmethod
-    async def update_pipeline(
-        self,
-        tenant_id: str,
-        pipeline_id: str,
-        *,
-        definition: Mapping[str, JSON],
-        fingerprint: str,
-        expected_version: int,
-        now: datetime,
-        actor: str,
-    ) -> Pipeline:
-        """Store ``definition`` as the pipeline's next version if its latest is still
-        ``expected_version`` (else StaleVersion), audited. A definition whose
-        ``fingerprint`` is the latest version's changes nothing: the pipeline comes
-        back as it is, same version. A deleted pipeline cannot change: Conflict.
-        Raises NotFound."""
-
-    @abc.abstractmethod
-    async def delete_pipeline(
-        self, tenant_id: str, pipeline_id: str, *, now: datetime, actor: str
-    ) -> Pipeline:
-        """Soft delete: the pipeline leaves the list and frees its name; its versions
-        stay. Deleting a deleted pipeline returns it unchanged. Raises NotFound."""
-
-    @abc.abstractmethod
-    async def list_pipeline_versions(
-        self, tenant_id: str, pipeline_id: str, *, before: int | None = None, limit: int = 100
-    ) -> list[PipelineVersion]:
-        """A pipeline's versions, newest first, those below ``before`` if given. Raises
-        NotFound for a pipeline the tenant does not have."""
-
-    # -- pipeline runs (decision 0025) --------------------------------------------------
-    @abc.abstractmethod
-    async def start_pipeline_run(self, start: PipelineRunStart) -> PipelineRun:
-        """Start a pipeline run and, in the same transaction, its root tasks' runs. For
-        a ``trigger_run_id`` that already started one, that pipeline run: a retried
-        trigger starts nothing new."""
-
-    @abc.abstractmethod
-    async def get_pipeline_run(self, tenant_id: str, pipeline_run_id: str) -> PipelineRun | None:
-        """A pipeline run with every task row (dependency order, then instance)."""
-
-    @abc.abstractmethod
-    async def list_pipeline_runs(
-        self,
-        tenant_id: str,
-        *,
-        pipeline_id: str | None = None,
-        state: str | None = None,
-        before: str | None = None,
-        limit: int = 100,
-    ) -> list[PipelineRun]:
-        """The tenant's pipeline runs, newest first (ids below ``before``), without
-        their task rows."""
-
-    @abc.abstractmethod
-    async def cancel_pipeline_run(
-        self, tenant_id: str, pipeline_run_id: str, *, now: datetime, actor: str
-    ) -> PipelineRun:
-        """Cancel: pending task runs end ``cancelled``, running ones are asked to stop,
-        no task starts again; the run ends ``cancelled`` once its running tasks have
-        ended. Idempotent; a finished run comes back as it is. Raises NotFound."""
-
-    @abc.abstractmethod
-    async def retry_pipeline_task(
-        self, tenant_id: str, pipeline_run_id: str, task: str, *, now: datetime, actor: str
-    ) -> PipelineRun:
-        """Replay a dead task's runs; the tasks that were skipped because of it wait for
-        it again. Raises NotFound (naming ``pipeline_run`` or ``task``) or Conflict
-        naming ``task`` when it is not dead."""
-
-    @abc.abstractmethod
-    async def reseal_pipelines(
-        self, reseal: Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
-    ) -> tuple[int, int]:
-        """Key rotation for pipelines (cronwheel.security.sealing): ``reseal(tenant_id, action)``
-        gives a webhook action sealed with the new key, or None if it is already. Every
-        stored version's task actions and notification targets' URLs
-        (:func:`cronwheel.core.pipelines.tasks.resealed_definition`), and the task actions
-        carried by task runs not finished yet, are written again, in one transaction.
-        Returns (versions, runs) changed. (Versions are immutable in content; only their
-        ciphertext changes.)"""
-
-    @abc.abstractmethod
-    async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:
-        """Move on the pipeline runs whose task runs ended by a path other than a
-        worker's completion (a lease rescue, a release, a cancel); return how many.
-        Maintenance calls it; a worker's completion advances in its own transaction."""
-
-    # -- scheduler -------------------------------------------------------------------
     @abc.abstractmethod
     async def fetch_due_jobs(
         self,
@@ -537,41 +249,6 @@ class Store(abc.ABC):
         once. ``keys``: each run's concurrency key, rendered from its payload (None: the
         template's), written by the same statements (decision 0031)."""
 
-    # -- shards ------------------------------------------------------------------------
-    @abc.abstractmethod
-    async def acquire_shards(
-        self, holder: str, shards: Sequence[int], *, now: datetime, ttl_seconds: float
-    ) -> list[ShardLease]:
-        """Lease each of ``shards`` that is free, expired (``expires_at <= now``) or
-        already ``holder``'s, until ``now + ttl_seconds``; a change of holder bumps the
-        epoch. Returns the leases ``holder`` has among ``shards`` afterwards."""
-
-    @abc.abstractmethod
-    async def release_shards(self, holder: str, shards: Sequence[int]) -> None:
-        """Give up ``holder``'s leases on ``shards`` at once (a clean stop, a rebalance)."""
-
-    @abc.abstractmethod
-    async def list_shard_leases(self) -> list[ShardLease]:
-        """Every shard lease row, by shard."""
-
-    # -- pool rate limits (decision 0033) ----------------------------------------------
-    @abc.abstractmethod
-    async def set_pool_rate(self, pool: str, per_second: float | None, *, now: datetime) -> None:
-        """Limit ``pool`` to ``per_second`` run starts a second across the cluster (its
-        bucket starts full); None removes the limit."""
-
-    @abc.abstractmethod
-    async def pool_rates(self) -> dict[str, float]:
-        """Every limited pool and its rate (runs a second)."""
-
-    @abc.abstractmethod
-    async def take_pool_tokens(self, pool: str, want: int, *, now: datetime) -> int | None:
-        """Take up to ``want`` whole tokens from ``pool``'s bucket (refilled at its rate
-        since it was last refilled, holding one second's worth, at least one), in one
-        statement; return how many were taken. A negative ``want`` gives tokens back (a
-        claim that found fewer runs than it took). None: the pool has no limit."""
-
-    # -- workers ---------------------------------------------------------------------
     @abc.abstractmethod
     async def claim_runs(
         self,
@@ -631,13 +308,6 @@ class Store(abc.ABC):
         claim exceeds a run's attempt budget."""
 
     @abc.abstractmethod
-    async def read_gauges(self, *, now: datetime, workers_seen_since: datetime) -> GaugeReading:
-        """The store-derived metrics in one read-only statement: runs due and the oldest
-        due per pool, running per pool, dead per tenant, live workers per pool (schedulers
-        excluded). Each part walks a partial index of the rows it counts (pending, running,
-        dead), so its cost follows the backlog, not the history."""
-
-    @abc.abstractmethod
     async def heartbeat(
         self,
         worker_id: str,
@@ -691,7 +361,6 @@ class Store(abc.ABC):
         A stale fence, or a run no longer running, changes nothing and appears in no
         list."""
 
-    # -- maintenance -----------------------------------------------------------------
     @abc.abstractmethod
     async def rescue_expired(self, *, now: datetime, limit: int = 1000) -> RescueResult:
         """Runs whose lease expired (``lease_expires_at <= now``): record a ``lost``
@@ -716,6 +385,123 @@ class Store(abc.ABC):
         ``lost`` attempt (``WorkerGone``), then pending, dead or cancelled; a run that never
         started is unclaimed, as there. Never call it on a lease rule alone: an owner that
         is only slow would run its runs twice."""
+
+    @abc.abstractmethod
+    async def notify(self, topic: str) -> None:
+        """Wake whoever waits on ``topic`` (e.g. ``runs:<pool>``). Only speeds things up:
+        polling stays correct without it."""
+
+    @abc.abstractmethod
+    async def wait(self, topics: Sequence[str], timeout: float) -> bool:
+        """Wait until one of ``topics`` is notified or ``timeout`` passes; True if woken."""
+
+
+class Leases(Protocol):
+    """Shard leases (which scheduler owns which jobs) and pool rate limits (decision
+    0033): what processes share by lease or by token."""
+
+    @abc.abstractmethod
+    async def acquire_shards(
+        self, holder: str, shards: Sequence[int], *, now: datetime, ttl_seconds: float
+    ) -> list[ShardLease]:
+        """Lease each of ``shards`` that is free, expired (``expires_at <= now``) or
+        already ``holder``'s, until ``now + ttl_seconds``; a change of holder bumps the
+        epoch. Returns the leases ``holder`` has among ``shards`` afterwards."""
+
+    @abc.abstractmethod
+    async def release_shards(self, holder: str, shards: Sequence[int]) -> None:
+        """Give up ``holder``'s leases on ``shards`` at once (a clean stop, a rebalance)."""
+
+    @abc.abstractmethod
+    async def list_shard_leases(self) -> list[ShardLease]:
+        """Every shard lease row, by shard."""
+
+    @abc.abstractmethod
+    async def set_pool_rate(self, pool: str, per_second: float | None, *, now: datetime) -> None:
+        """Limit ``pool`` to ``per_second`` run starts a second across the cluster (its
+        bucket starts full); None removes the limit."""
+
+    @abc.abstractmethod
+    async def pool_rates(self) -> dict[str, float]:
+        """Every limited pool and its rate (runs a second)."""
+
+    @abc.abstractmethod
+    async def take_pool_tokens(self, pool: str, want: int, *, now: datetime) -> int | None:
+        """Take up to ``want`` whole tokens from ``pool``'s bucket (refilled at its rate
+        since it was last refilled, holding one second's worth, at least one), in one
+        statement; return how many were taken. A negative ``want`` gives tokens back (a
+        claim that found fewer runs than it took). None: the pool has no limit."""
+
+
+class Registry(Protocol):
+    """The worker registry: who is alive and which pools they serve."""
+
+    @abc.abstractmethod
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        """Insert or refresh a worker's record (every heartbeat)."""
+
+    @abc.abstractmethod
+    async def list_workers(self, tenant_id: str, *, seen_since: datetime) -> list[WorkerInfo]:
+        """Workers of the tenant whose last heartbeat is at or after ``seen_since``."""
+
+    @abc.abstractmethod
+    async def remove_worker(self, worker_id: str) -> None:
+        """Forget a worker (it stopped cleanly)."""
+
+    @abc.abstractmethod
+    async def served_pools(self, tenant_id: str, *, seen_since: datetime) -> set[str]:
+        """The pools that some worker heard from at or after ``seen_since`` serves for the
+        tenant: a remote worker serves its own tenant (its id is ``<tenant>/<id>``), any
+        other worker (``cronwheel worker``, ``cronwheel dev``) claims for every tenant.
+        One query, whatever the number of workers."""
+
+    @abc.abstractmethod
+    async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:
+        """Every process registered and heard from at or after ``seen_since``, of every
+        tenant (the reserved ``@shared`` and ``@scheduler`` ones included), by id."""
+
+
+class Outbox(Protocol):
+    """The notification outbox. The hot paths write its rows themselves, in the statement
+    or transaction that changes a run's state: a completion (succeeded; pending again =
+    failed; dead), a rescue (failed, dead), a release (dead), a planning or claiming
+    statement that records a skipped run (skipped). A row per event and per target of the
+    run's job whose ``on`` lists the event; nothing for a job without targets. The
+    notifier claims and finishes them, at least once."""
+
+    @abc.abstractmethod
+    async def claim_notifications(
+        self, *, now: datetime, limit: int, lease_seconds: float
+    ) -> list[Notification]:
+        """Claim up to ``limit`` pending notifications due by ``now`` (earliest first),
+        of every tenant: each one's ``tries`` grows by one and it is held until ``now +
+        lease_seconds`` (its ``next_at``), when it is due again if its notifier has not
+        reported. Two claimers never get the same row."""
+
+    @abc.abstractmethod
+    async def finish_notifications(
+        self, results: Sequence[NotificationResult], *, now: datetime
+    ) -> list[int]:
+        """Record deliveries, in one write: each notification still pending at the
+        result's ``tries`` becomes delivered (``finished_at = now``), due again at
+        ``retry_at`` (with ``last_error``), or dead. Returns the ids that were changed; a
+        result whose claim was overtaken (``tries`` moved) changes nothing."""
+
+    @abc.abstractmethod
+    async def replay_notifications(
+        self, tenant_id: str, ids: Sequence[int], *, now: datetime
+    ) -> list[int]:
+        """Dead notifications of the tenant back to pending, due now, with a fresh count
+        of tries (same event id); returns the ids replayed (others were not dead)."""
+
+    @abc.abstractmethod
+    async def delete_notifications(self, *, before: datetime, limit: int = 10_000) -> int:
+        """Delete delivered and dead notifications that finished before ``before``."""
+
+
+class Housekeeping(Protocol):
+    """What maintenance does besides rescuing runs: history's archive and retention,
+    vacuum, old idempotency answers."""
 
     @abc.abstractmethod
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
@@ -770,54 +556,204 @@ class Store(abc.ABC):
         nothing and returns an empty list: it reuses the pages that deletes free, and
         has no dead tuples to clear."""
 
-    # -- notifications (the outbox) ----------------------------------------------------
-    # The hot paths write outbox rows themselves, in the statement or transaction that
-    # changes a run's state: a completion (succeeded; pending again = failed; dead), a
-    # rescue (failed, dead), a release (dead), a planning or claiming statement that
-    # records a skipped run (skipped). A row per event and per target of the run's job
-    # whose ``on`` lists the event; nothing for a job without targets.
     @abc.abstractmethod
-    async def claim_notifications(
-        self, *, now: datetime, limit: int, lease_seconds: float
-    ) -> list[Notification]:
-        """Claim up to ``limit`` pending notifications due by ``now`` (earliest first),
-        of every tenant: each one's ``tries`` grows by one and it is held until ``now +
-        lease_seconds`` (its ``next_at``), when it is due again if its notifier has not
-        reported. Two claimers never get the same row."""
+    async def delete_responses(self, *, before: datetime) -> int:
+        """Forget responses kept before ``before``."""
+
+
+class Tenants(Protocol):
+    """Tenants, their API keys, their quotas and the API's stored answers for
+    idempotency keys."""
 
     @abc.abstractmethod
-    async def finish_notifications(
-        self, results: Sequence[NotificationResult], *, now: datetime
-    ) -> list[int]:
-        """Record deliveries, in one write: each notification still pending at the
-        result's ``tries`` becomes delivered (``finished_at = now``), due again at
-        ``retry_at`` (with ``last_error``), or dead. Returns the ids that were changed; a
-        result whose claim was overtaken (``tries`` moved) changes nothing."""
+    async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
+        """Create the tenant if it does not exist (the ``default`` tenant always does)."""
 
     @abc.abstractmethod
-    async def list_notifications(
+    async def create_tenant(self, tenant: Tenant, *, actor: str | None = None) -> None:
+        """Insert a tenant; Conflict naming ``id`` if it exists. With ``actor``, audited
+        (``tenant`` ``created``) in the same transaction."""
+
+    @abc.abstractmethod
+    async def get_tenant(self, tenant_id: str) -> Tenant | None: ...
+
+    @abc.abstractmethod
+    async def list_tenants(self) -> list[Tenant]: ...
+
+    @abc.abstractmethod
+    async def update_tenant(
+        self, tenant: Tenant, *, actor: str | None = None, now: datetime | None = None
+    ) -> Tenant:
+        """Replace a tenant's name and quotas; NotFound if it does not exist. With
+        ``actor`` and ``now``, audited (``tenant`` ``updated``, the new values)."""
+
+    @abc.abstractmethod
+    async def count_live_jobs(self, tenant_id: str, *, limit: int | None = None) -> int:
+        """Jobs of the tenant that are neither cancelled nor completed (the quota), or
+        ``limit`` if there are at least that many: a quota check counts no further than
+        the quota, so its cost is bounded by the quota, not by the jobs in the store."""
+
+    @abc.abstractmethod
+    async def take_create_tokens(self, tenant_id: str, count: int, *, now: datetime) -> TokenTake:
+        """Take ``count`` tokens from the tenant's create bucket, atomically, in one
+        statement, for every process on the store at once (decision 0027).
+
+        The bucket refills at ``max_creates_per_second`` from its stored time to ``now``
+        (never backwards: a caller whose clock is behind refills nothing) and holds
+        :func:`bucket_capacity` tokens. It grants when it holds ``min(count, capacity)``
+        tokens and then takes all ``count``: a batch larger than a second's worth is let
+        through a full bucket and leaves it in debt, so the average rate holds. A refusal
+        takes nothing. A tenant without the limit, or unknown, is always granted."""
+
+    @abc.abstractmethod
+    async def create_api_key(self, key: ApiKey, *, actor: str | None = None) -> None:
+        """Insert a key record; the tenant must exist (NotFound naming ``tenant``). With
+        ``actor``, audited (``key`` ``created``, its role and name; never its hash)."""
+
+    @abc.abstractmethod
+    async def find_api_key(self, key_hash: str) -> ApiKey | None:
+        """The key with this hash, revoked or not (the caller checks ``revoked_at``)."""
+
+    @abc.abstractmethod
+    async def list_api_keys(self, tenant_id: str) -> list[ApiKey]: ...
+
+    @abc.abstractmethod
+    async def revoke_api_key(
+        self, tenant_id: str, key_id: str, *, now: datetime, actor: str | None = None
+    ) -> ApiKey:
+        """Mark a key revoked (idempotent); NotFound if not this tenant's. With
+        ``actor``, the first revocation is audited (``key`` ``revoked``)."""
+
+    @abc.abstractmethod
+    async def save_response(self, response: StoredResponse) -> StoredResponse:
+        """Keep a response under its key unless one is kept already; return the one that
+        is kept (the earlier one wins, so a retried request replays the first answer)."""
+
+    @abc.abstractmethod
+    async def get_response(self, tenant_id: str, key: str) -> StoredResponse | None: ...
+
+
+class Jobs(Protocol):
+    """The jobs of a tenant: created, read one by one, changed, paused and deleted."""
+
+    @abc.abstractmethod
+    async def create_jobs(
+        self, jobs: Sequence[Job], runs: Sequence[NewRun] = (), *, actor: str = "api"
+    ) -> None:
+        """Insert jobs (and runs that must exist with them, e.g. an immediate job's run)
+        atomically: all or nothing. A name already used by a live job of the same tenant
+        raises :class:`~cronwheel.errors.Conflict` naming ``name``. A tenant whose live
+        jobs plus these would exceed its ``max_jobs`` raises
+        :class:`~cronwheel.errors.OverLimit` naming ``max_jobs``; the check holds across
+        concurrent creates in any process (the tenant's row is locked while its live
+        jobs are counted and the new ones inserted)."""
+
+    @abc.abstractmethod
+    async def get_job(self, tenant_id: str, job_id: str) -> Job | None: ...
+
+    @abc.abstractmethod
+    async def update_job(
+        self, job: Job, *, expected_version: int, actor: str, replan: bool = False
+    ) -> Job:
+        """Replace a job's definition if it is still at ``expected_version``; the stored
+        job gets ``expected_version + 1``. With ``replan`` (its schedule changed), its
+        pending runs of older versions that never started are cancelled (reason
+        ``replanned``): the new schedule plans from the job's new ``next_fire_at``.
+        Raises NotFound or StaleVersion."""
+
+    @abc.abstractmethod
+    async def set_job_state(
         self,
         tenant_id: str,
+        job_id: str,
+        state: JobState,
         *,
-        state: NotificationState | None = None,
-        before_id: int | None = None,
-        limit: int = 100,
-    ) -> list[Notification]:
-        """A tenant's notifications, newest id first, after the cursor ``before_id``;
-        optionally in one state (``dead``: the dead letter)."""
+        next_fire_at: datetime | None,
+        now: datetime,
+        actor: str,
+        runs: Sequence[NewRun] = (),
+    ) -> Job:
+        """Pause, resume, complete or cancel a job (version bump, audited), inserting
+        ``runs`` (e.g. the occurrences a pause skipped) in the same transaction.
+        Cancelling also cancels its pending runs. A job already in ``state`` is returned
+        as it is: no version bump, no audit row. A cancelled job cannot change state
+        again: Conflict. Raises NotFound."""
 
     @abc.abstractmethod
-    async def replay_notifications(
-        self, tenant_id: str, ids: Sequence[int], *, now: datetime
-    ) -> list[int]:
-        """Dead notifications of the tenant back to pending, due now, with a fresh count
-        of tries (same event id); returns the ids replayed (others were not dead)."""
+    async def replace_job_actions(
+        self,
+        tenant_id: str,
+        changes: Sequence[JobSecrets],
+        *,
+        actor: str,
+        now: datetime,
+    ) -> int:
+        """Store each job's new ``action`` and ``notify`` targets, if the job is still at
+        ``version`` (a job changed meanwhile is left, to be read again). No version bump:
+        what the job does is unchanged (its secrets sealed again with a new key,
+        cronwheel.security.sealing). One audit entry for the tenant (``tenant``
+        ``secrets_resealed``, with the count) if any changed. Returns how many changed."""
+
+
+class Pipelines(Protocol):
+    """Pipeline definitions and their versions (decision 0025)."""
 
     @abc.abstractmethod
-    async def delete_notifications(self, *, before: datetime, limit: int = 10_000) -> int:
-        """Delete delivered and dead notifications that finished before ``before``."""
+    async def create_pipeline(self, pipeline: Pipeline, *, actor: str) -> None:
+        """Insert a pipeline and its first version (``pipeline.version``, its definition
+        and fingerprint), audited, in one transaction. A name already used by a live
+        pipeline of the tenant raises :class:`~cronwheel.errors.Conflict` naming
+        ``name``; an unknown tenant raises NotFound."""
 
-    # -- run control -----------------------------------------------------------------
+    @abc.abstractmethod
+    async def get_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, version: int | None = None
+    ) -> Pipeline | None:
+        """The pipeline at ``version`` (None: its latest), deleted or not; None if the
+        tenant has no such pipeline or the pipeline no such version."""
+
+    @abc.abstractmethod
+    async def update_pipeline(
+        self,
+        tenant_id: str,
+        pipeline_id: str,
+        *,
+        definition: Mapping[str, JSON],
+        fingerprint: str,
+        expected_version: int,
+        now: datetime,
+        actor: str,
+    ) -> Pipeline:
+        """Store ``definition`` as the pipeline's next version if its latest is still
+        ``expected_version`` (else StaleVersion), audited. A definition whose
+        ``fingerprint`` is the latest version's changes nothing: the pipeline comes
+        back as it is, same version. A deleted pipeline cannot change: Conflict.
+        Raises NotFound."""
+
+    @abc.abstractmethod
+    async def delete_pipeline(
+        self, tenant_id: str, pipeline_id: str, *, now: datetime, actor: str
+    ) -> Pipeline:
+        """Soft delete: the pipeline leaves the list and frees its name; its versions
+        stay. Deleting a deleted pipeline returns it unchanged. Raises NotFound."""
+
+    @abc.abstractmethod
+    async def reseal_pipelines(
+        self, reseal: Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+    ) -> tuple[int, int]:
+        """Key rotation for pipelines (cronwheel.security.sealing): ``reseal(tenant_id, action)``
+        gives a webhook action sealed with the new key, or None if it is already. Every
+        stored version's task actions and notification targets' URLs
+        (:func:`cronwheel.core.pipelines.tasks.resealed_definition`), and the task actions
+        carried by task runs not finished yet, are written again, in one transaction.
+        Returns (versions, runs) changed. (Versions are immutable in content; only their
+        ciphertext changes.)"""
+
+
+class RunControl(Protocol):
+    """A user's hand on runs: cancel and replay, and pipeline runs started, read,
+    cancelled, retried and advanced."""
+
     @abc.abstractmethod
     async def cancel_run(self, tenant_id: str, run_id: int, *, now: datetime, actor: str) -> Run:
         """Cancel a pending run at once; ask a running one to stop (its worker sees it at
@@ -837,9 +773,84 @@ class Store(abc.ABC):
         """Dead runs back to pending with a fresh budget of ``extra_attempts``, due now;
         same run, same idempotency key. Returns the ids replayed (others were not dead)."""
 
-    # -- reads -----------------------------------------------------------------------
     @abc.abstractmethod
-    async def get_run(self, tenant_id: str, run_id: int) -> Run | None: ...
+    async def start_pipeline_run(self, start: PipelineRunStart) -> PipelineRun:
+        """Start a pipeline run and, in the same transaction, its root tasks' runs. For
+        a ``trigger_run_id`` that already started one, that pipeline run: a retried
+        trigger starts nothing new."""
+
+    @abc.abstractmethod
+    async def get_pipeline_run(self, tenant_id: str, pipeline_run_id: str) -> PipelineRun | None:
+        """A pipeline run with every task row (dependency order, then instance)."""
+
+    @abc.abstractmethod
+    async def cancel_pipeline_run(
+        self, tenant_id: str, pipeline_run_id: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        """Cancel: pending task runs end ``cancelled``, running ones are asked to stop,
+        no task starts again; the run ends ``cancelled`` once its running tasks have
+        ended. Idempotent; a finished run comes back as it is. Raises NotFound."""
+
+    @abc.abstractmethod
+    async def retry_pipeline_task(
+        self, tenant_id: str, pipeline_run_id: str, task: str, *, now: datetime, actor: str
+    ) -> PipelineRun:
+        """Replay a dead task's runs; the tasks that were skipped because of it wait for
+        it again. Raises NotFound (naming ``pipeline_run`` or ``task``) or Conflict
+        naming ``task`` when it is not dead."""
+
+    @abc.abstractmethod
+    async def advance_pipelines(self, *, now: datetime, limit: int = 100) -> int:
+        """Move on the pipeline runs whose task runs ended by a path other than a
+        worker's completion (a lease rescue, a release, a cancel); return how many.
+        Maintenance calls it; a worker's completion advances in its own transaction."""
+
+
+class History(Protocol):
+    """Lists and history: the reads that may come from a read replica within a bounded
+    staleness (decision 0030, :mod:`cronwheel.store.replica` routes exactly these)."""
+
+    @abc.abstractmethod
+    async def list_jobs(
+        self,
+        tenant_id: str,
+        *,
+        state: JobState | None = None,
+        pool: str | None = None,
+        name_prefix: str | None = None,
+        name: str | None = None,
+        id_prefix: str | None = None,
+        schedule_kind: str | None = None,
+        last_outcome: LastOutcome | None = None,
+        order: JobOrder = JobOrder.CREATED,
+        after: JobKey | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Jobs in ``order`` (creation by default), starting after the position
+        ``after`` (``order.key(last job of the previous page)``): a keyset cursor that
+        stays stable while jobs are inserted, and InvalidInput naming ``after`` if it
+        is not a position in ``order`` (see :class:`~cronwheel.core.model.JobOrder`). Every
+        order is a walk of one index of the tenant's jobs (creation: ``(tenant_id,
+        id)``; name: ``(tenant_id, name, id)``; next fire: ``(tenant_id, next_fire_at
+        with none last, id)``), either way, so a page costs the same at any depth and
+        never sorts the tenant's jobs.
+
+        ``name`` matches exactly (cancelled jobs may share a live job's name);
+        ``id_prefix`` matches the ids that start with it (see
+        :func:`~cronwheel.core.model.id_prefix_range`): what naming a job by a short id or
+        its name needs.
+
+        ``schedule_kind`` keeps the jobs whose schedule has that ``kind`` (``cron``,
+        ``interval``…). ``last_outcome`` keeps those whose :class:`~cronwheel.core.model.LastRun`
+        ended in that state, or (``LastOutcome.NONE``) those with no
+        finished run: checked as the jobs index is walked, one probe of the index of
+        finished runs by job per job examined (as :meth:`last_runs`), never a scan of
+        the runs; a rare outcome costs a walk over the tenant's jobs until a page fills."""
+
+    @abc.abstractmethod
+    async def last_runs(self, tenant_id: str, job_ids: Sequence[str]) -> dict[str, LastRun]:
+        """Each job's newest finished run (by ``finished_at``, then id), for the jobs that
+        have one: one query for all of them, one index probe per job."""
 
     @abc.abstractmethod
     async def list_runs(
@@ -890,6 +901,78 @@ class Store(abc.ABC):
     async def list_audit(self, tenant_id: str, entity_id: str) -> list[AuditEntry]: ...
 
     @abc.abstractmethod
+    async def attempt_history(
+        self, tenant_id: str | None, *, since: datetime, now: datetime, bucket_seconds: int
+    ) -> list[AttemptBucket]:
+        """The attempts that finished after ``since`` up to ``now``, counted per pool and
+        per bucket of ``bucket_seconds`` (see :class:`AttemptBucket`): only the buckets
+        with any attempt, by pool then bucket. Of one tenant, or of every tenant with
+        None. One query through the attempts-by-finish-time index (each attempt's run
+        by its key for the pool); at most :data:`MAX_HISTORY_BUCKETS` buckets, else
+        ValueError."""
+
+    @abc.abstractmethod
+    async def runs_around(
+        self, tenant_id: str, job_id: str, instant: datetime
+    ) -> tuple[Run | None, Run | None]:
+        """The job's run with the latest ``scheduled_for`` at or before ``instant``, and
+        its run with the earliest one after it: two probes of the ``(job_id,
+        scheduled_for)`` key."""
+
+    @abc.abstractmethod
+    async def list_pipelines(
+        self,
+        tenant_id: str,
+        *,
+        name: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[Pipeline]:
+        """The tenant's live pipelines at their latest version, by id (creation order),
+        starting after the id ``after``; ``name`` keeps the one of that name. A walk of
+        the ``(tenant_id, id)`` index."""
+
+    @abc.abstractmethod
+    async def list_pipeline_versions(
+        self, tenant_id: str, pipeline_id: str, *, before: int | None = None, limit: int = 100
+    ) -> list[PipelineVersion]:
+        """A pipeline's versions, newest first, those below ``before`` if given. Raises
+        NotFound for a pipeline the tenant does not have."""
+
+    @abc.abstractmethod
+    async def list_pipeline_runs(
+        self,
+        tenant_id: str,
+        *,
+        pipeline_id: str | None = None,
+        state: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[PipelineRun]:
+        """The tenant's pipeline runs, newest first (ids below ``before``), without
+        their task rows."""
+
+    @abc.abstractmethod
+    async def list_notifications(
+        self,
+        tenant_id: str,
+        *,
+        state: NotificationState | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Notification]:
+        """A tenant's notifications, newest id first, after the cursor ``before_id``;
+        optionally in one state (``dead``: the dead letter)."""
+
+
+class Status(Protocol):
+    """Live reads: one run, the audit log, and what status pages and metrics count.
+    Never from a replica: operations want them as they are now."""
+
+    @abc.abstractmethod
+    async def get_run(self, tenant_id: str, run_id: int) -> Run | None: ...
+
+    @abc.abstractmethod
     async def list_audit_entries(
         self,
         *,
@@ -907,22 +990,6 @@ class Store(abc.ABC):
         ``(tenant_id, id)``, all tenants' through the primary key."""
 
     @abc.abstractmethod
-    async def replace_job_actions(
-        self,
-        tenant_id: str,
-        changes: Sequence[JobSecrets],
-        *,
-        actor: str,
-        now: datetime,
-    ) -> int:
-        """Store each job's new ``action`` and ``notify`` targets, if the job is still at
-        ``version`` (a job changed meanwhile is left, to be read again). No version bump:
-        what the job does is unchanged (its secrets sealed again with a new key,
-        cronwheel.security.sealing). One audit entry for the tenant (``tenant``
-        ``secrets_resealed``, with the count) if any changed. Returns how many changed."""
-
-    # -- status (read only, cheap) -------------------------------------------------------
-    @abc.abstractmethod
     async def key_running(self, tenant_id: str, key: str) -> tuple[int, int | None]:
         """How many of the tenant's runs with concurrency key ``key`` are running, and
         the smallest limit among them (None: none running): one probe of the running
@@ -939,40 +1006,36 @@ class Store(abc.ABC):
         of the runs table."""
 
     @abc.abstractmethod
-    async def attempt_history(
-        self, tenant_id: str | None, *, since: datetime, now: datetime, bucket_seconds: int
-    ) -> list[AttemptBucket]:
-        """The attempts that finished after ``since`` up to ``now``, counted per pool and
-        per bucket of ``bucket_seconds`` (see :class:`AttemptBucket`): only the buckets
-        with any attempt, by pool then bucket. Of one tenant, or of every tenant with
-        None. One query through the attempts-by-finish-time index (each attempt's run
-        by its key for the pool); at most :data:`MAX_HISTORY_BUCKETS` buckets, else
-        ValueError."""
-
-    @abc.abstractmethod
     async def count_jobs_by_state(self, tenant_id: str) -> dict[JobState, int]:
         """The tenant's jobs per state (states without a job are left out): one query
         through the jobs-by-tenant index, bounded by the tenant's job quota."""
 
     @abc.abstractmethod
-    async def list_live_workers(self, *, seen_since: datetime) -> list[WorkerInfo]:
-        """Every process registered and heard from at or after ``seen_since``, of every
-        tenant (the reserved ``@shared`` and ``@scheduler`` ones included), by id."""
+    async def read_gauges(self, *, now: datetime, workers_seen_since: datetime) -> GaugeReading:
+        """The store-derived metrics in one read-only statement: runs due and the oldest
+        due per pool, running per pool, dead per tenant, live workers per pool (schedulers
+        excluded). Each part walks a partial index of the rows it counts (pending, running,
+        dead), so its cost follows the backlog, not the history."""
 
-    @abc.abstractmethod
-    async def runs_around(
-        self, tenant_id: str, job_id: str, instant: datetime
-    ) -> tuple[Run | None, Run | None]:
-        """The job's run with the latest ``scheduled_for`` at or before ``instant``, and
-        its run with the earliest one after it: two probes of the ``(job_id,
-        scheduled_for)`` key."""
 
-    # -- wake-ups --------------------------------------------------------------------
-    @abc.abstractmethod
-    async def notify(self, topic: str) -> None:
-        """Wake whoever waits on ``topic`` (e.g. ``runs:<pool>``). Only speeds things up:
-        polling stays correct without it."""
+class Catalogue(Tenants, Jobs, Pipelines, Protocol):
+    """What the API and the Python API manage: tenants, keys, jobs and pipelines."""
 
-    @abc.abstractmethod
-    async def wait(self, topics: Sequence[str], timeout: float) -> bool:
-        """Wait until one of ``topics`` is notified or ``timeout`` passes; True if woken."""
+
+class Store(
+    Setup,
+    StoreClock,
+    Queue,
+    Leases,
+    Registry,
+    Outbox,
+    Housekeeping,
+    Catalogue,
+    RunControl,
+    History,
+    Status,
+    abc.ABC,
+):
+    """The lifecycle of jobs and runs, persisted: every seam at once, as each backend
+    implements it. See the module docstring for the rules; a user that needs only part of
+    it names the protocol it needs (the engine's loops do)."""

@@ -1,16 +1,17 @@
 """Lists and history from a read replica, within a bounded staleness (decision 0030).
 
 :class:`ReplicaReads` is a :class:`Store` over a PostgreSQL primary and one streaming
-standby. Every method goes to the primary, except the list and history reads named in
-:data:`ROUTED`, and those only while :func:`stale_reads` is on (the API turns it on for
-GET and HEAD requests, cronwheel/api/app.py): a write, and anything a write reads first
+standby. Every method goes to the primary, except the list and history reads of
+:data:`ROUTED` (the :class:`~cronwheel.store.base.History` seam), and those only while
+:func:`stale_reads` is on (the API turns it on for GET and HEAD requests,
+cronwheel/api/app.py): a write, and anything a write reads first
 (``trigger`` reads its new run back with ``list_runs``), never sees the replica. A routed
 read goes to the replica while its replay lag is within ``max_lag``, measured at most
 every ``check_every`` seconds; otherwise, or when the replica fails, to the primary.
 
 Methods added to :class:`Store` later are forwarded to the primary without a change
 here: the primary is never wrong, and a new read reaches the replica only once it is
-named in :data:`ROUTED`.
+declared in the ``History`` seam.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInput
 from cronwheel.observability import metrics
 from cronwheel.security.redact import mask_url
-from cronwheel.store.base import Store
+from cronwheel.store.base import History, Store
 
 if TYPE_CHECKING:  # imported when a replica is opened: the API over SQLite never loads asyncpg
     from cronwheel.store.postgres import PostgresStore
@@ -38,31 +39,15 @@ if TYPE_CHECKING:  # imported when a replica is opened: the API over SQLite neve
 log = logging.getLogger("cronwheel.store.replica")
 
 ROUTED: Final = frozenset(
-    {
-        # The jobs list (with each job's last run) and the dashboard's job search.
-        "list_jobs",
-        "last_runs",
-        # Runs, the dead-letter queue, attempts, activity, audit: history.
-        "list_runs",
-        "list_dead",
-        "list_attempts",
-        "list_activity",
-        "list_audit",
-        "attempt_history",
-        "runs_around",
-        # Pipelines: definitions, versions and runs, as lists.
-        "list_pipelines",
-        "list_pipeline_versions",
-        "list_pipeline_runs",
-        # The notifications outbox, as history.
-        "list_notifications",
-    }
+    name for name, member in vars(History).items() if not name.startswith("_") and callable(member)
 )
-"""The reads that may be served by the replica. Not here, on purpose: single-item reads
-(``get_job``, ``get_run``: a detail page and every write's read-before-write), anything
-authentication or authorisation reads (``find_api_key``, ``get_tenant``, ``list_api_keys``:
-a revoked key must stop working at once), the idempotency table (``get_response``),
-quotas, workers, shard leases, gauges and status (operations want them live)."""
+"""The reads that may be served by the replica: the :class:`~cronwheel.store.base.History`
+seam, by type, so that a read is routed by being declared there and nowhere else. Not
+there, on purpose: single-item reads (``get_job``, ``get_run``: a detail page and every
+write's read-before-write), anything authentication or authorisation reads
+(``find_api_key``, ``get_tenant``, ``list_api_keys``: a revoked key must stop working at
+once), the idempotency table (``get_response``), quotas, workers, shard leases, gauges and
+status (operations want them live)."""
 
 DEFAULT_MAX_LAG: Final = 5.0
 CHECK_EVERY: Final = 1.0

@@ -338,6 +338,12 @@ async def test_a_stopped_replica_leaves_lists_to_the_primary(
 
 def test_routed_reads_are_store_methods_and_everything_else_reaches_the_primary() -> None:
     assert ROUTED.issubset(Store.__abstractmethods__)
+    # Routed by type: exactly the History seam's reads, the lists a replica may serve.
+    assert {
+        "list_jobs", "last_runs", "list_runs", "list_dead", "list_attempts", "list_activity",
+        "list_audit", "attempt_history", "runs_around", "list_pipelines",
+        "list_pipeline_versions", "list_pipeline_runs", "list_notifications",
+    } == ROUTED  # fmt: skip
     assert not ReplicaReads.__abstractmethods__
     # Never routed: what authentication, idempotency and writes read.
     assert not {"find_api_key", "get_tenant", "list_api_keys", "get_response"} & ROUTED

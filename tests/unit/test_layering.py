@@ -212,3 +212,17 @@ def test_the_checker_sees_a_violation(tmp_path: Path, monkeypatch: pytest.Monkey
     assert found == [("cronwheel.core.fake", "cronwheel.store.base")]
     with pytest.raises(AssertionError, match=r"core → cronwheel\.store\.base"):
         test_each_room_imports_only_the_rooms_below_it()
+
+
+def test_the_engine_loops_name_the_seams_they_use_not_the_whole_store() -> None:
+    # Decision 0041: each loop declares the store protocol it needs (mypy holds its calls
+    # to it); importing the whole Store would hide what a loop depends on.
+    wrong = []
+    for module in MODULES:
+        if room_of(module) != "engine":
+            continue
+        tree = ast.parse(MODULES[module].read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "cronwheel.store.base":
+                wrong += [f"{module}: Store" for a in node.names if a.name == "Store"]
+    assert not wrong, wrong
