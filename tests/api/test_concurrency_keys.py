@@ -13,8 +13,8 @@ from fastapi import FastAPI
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.core.clock import FrozenClock
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import make_run
 from tests.api.helpers import ADMIN_TOKEN, problem, spec
-from tests.store.factories import make_run
 
 NOW = datetime(2030, 1, 15, 12, 0, tzinfo=UTC)
 MANUAL = {"kind": "manual"}

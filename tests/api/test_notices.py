@@ -6,8 +6,8 @@ from __future__ import annotations
 from cronwheel.core.clock import FrozenClock
 from cronwheel.core.model import WorkerInfo
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import at
 from cronwheel.web.notices import Notices
-from tests.store.factories import at
 
 
 def _worker(pools: tuple[str, ...]) -> WorkerInfo:

@@ -22,13 +22,13 @@ from cronwheel.engine.worker import Worker
 from cronwheel.security.egress import LOOPBACK, EgressPolicy
 from cronwheel.security.sealing import ENV, PREFIX, Sealer, generate_key, open_url
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import make_job
 from cronwheel.store.sqlite import SqliteStore
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, SECRETS_KEY, problem, spec
 from tests.engine.helpers import one_run
 from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import webhook_target
-from tests.store.factories import make_job
 
 BEARER = "Bearer tok-5e1f0c3a9b7d"
 API_KEY = "apikey-8c2e4b6d0f1a"

@@ -22,10 +22,10 @@ from cronwheel.core.model import (
 )
 from cronwheel.engine.maintenance import MAINTENANCE_LEASE
 from cronwheel.store.base import Completion, Store
+from cronwheel.store.conformance.factories import make_job, make_run
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant
 from tests.conftest import open_store
-from tests.store.factories import make_job, make_run
 
 NOW = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
 

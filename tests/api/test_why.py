@@ -42,7 +42,7 @@ async def _job(client: httpx.AsyncClient, store: Store, cron: str, **schedule: A
 
 
 def _run_at(job: Job, local: datetime, **changes: Any) -> Any:
-    from tests.store.factories import make_run
+    from cronwheel.store.conformance.factories import make_run
 
     return make_run(job, local.replace(tzinfo=PARIS).astimezone(UTC), **changes)
 

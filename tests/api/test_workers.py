@@ -13,9 +13,9 @@ from cronwheel.core.model import Overlap
 from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.observability.metrics import ApiMetrics
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import make_job, make_run
 from tests.api.conftest import connect
 from tests.api.helpers import new_key, new_tenant, problem, spec
-from tests.store.factories import make_job, make_run
 
 
 async def worker_client(app: FastAPI, admin: httpx.AsyncClient) -> httpx.AsyncClient:

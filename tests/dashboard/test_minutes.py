@@ -8,7 +8,7 @@ from typing import Any
 
 from cronwheel.dashboard.minutes import SettledMinutes
 from cronwheel.store.base import Store
-from tests.store.factories import at
+from cronwheel.store.conformance.factories import at
 from tests.store.test_history import FAIL, OK, _finish
 
 

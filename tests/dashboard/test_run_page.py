@@ -14,10 +14,10 @@ from fastapi import FastAPI
 
 from cronwheel.api import AuthConfig, create_app
 from cronwheel.store.base import RunReport, Store
+from cronwheel.store.conformance.factories import make_job, make_run
 from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN
-from tests.store.factories import make_job, make_run
 
 HOUR = timedelta(hours=1)
 

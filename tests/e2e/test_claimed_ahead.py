@@ -12,9 +12,9 @@ from pathlib import Path
 
 import cronwheel
 from cronwheel.core.model import AttemptOutcome, RetryPolicy, Run, RunState
+from cronwheel.store.conformance.factories import make_job, make_run
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
-from tests.store.factories import make_job, make_run
 
 RUNS = 10
 WORKER = ["worker", "--app", "tests.e2e.app:worker", "--lease", "2"]

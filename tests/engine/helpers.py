@@ -12,7 +12,7 @@ from typing import Any
 from cronwheel.core.model import Job, NewRun, RetryPolicy, Run
 from cronwheel.engine.worker import Worker
 from cronwheel.store.base import Store
-from tests.store.factories import make_job, make_run
+from cronwheel.store.conformance.factories import make_job, make_run
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:

@@ -13,7 +13,7 @@ from cronwheel.core.model import MisfireMode, Overlap, Priority, RunState
 from cronwheel.engine.scheduler import Scheduler
 from cronwheel.errors import Conflict, InvalidInput
 from cronwheel.store.base import Store
-from tests.store.factories import at
+from cronwheel.store.conformance.factories import at
 
 EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "UTC"}
 HANDLER = {"type": "handler", "name": "noop"}

@@ -12,7 +12,7 @@ from cronwheel.core.model import MAX_CONCURRENCY_KEY, Concurrency, RunState
 from cronwheel.engine.scheduler import Scheduler
 from cronwheel.errors import InvalidInput
 from cronwheel.store.base import Store
-from tests.store.factories import at
+from cronwheel.store.conformance.factories import at
 
 HANDLER = {"type": "handler", "name": "noop"}
 EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "UTC"}

@@ -11,7 +11,7 @@ from cronwheel.console.lines import render
 from cronwheel.core.clock import FrozenClock
 from cronwheel.core.model import AttemptOutcome, ClaimedRun, JobState, RunState, WorkerInfo
 from cronwheel.store.base import Completion, Store
-from tests.store.factories import at, make_job, make_run
+from cronwheel.store.conformance.factories import at, make_job, make_run
 
 
 async def _claim(store: Store, now: float) -> ClaimedRun:

@@ -12,7 +12,7 @@ from cronwheel.core.clock import FrozenClock
 from cronwheel.core.model import JobState, RunState
 from cronwheel.errors import InvalidInput
 from cronwheel.store.base import Store
-from tests.store.factories import at
+from cronwheel.store.conformance.factories import at
 
 HANDLER = {"type": "handler", "name": "noop"}
 SCHEDULES: list[dict[str, Any]] = [

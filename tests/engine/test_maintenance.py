@@ -12,7 +12,7 @@ from cronwheel.core.clock import FrozenClock
 from cronwheel.core.model import RetryPolicy, RunState
 from cronwheel.engine.maintenance import Maintenance, MaintenanceConfig
 from cronwheel.store.base import Store
-from tests.store.factories import at, make_job, make_run, succeeded
+from cronwheel.store.conformance.factories import at, make_job, make_run, succeeded
 
 
 async def test_a_pass_rescues_every_expired_lease_in_batches(store: Store) -> None:

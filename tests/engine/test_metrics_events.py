@@ -19,9 +19,9 @@ from cronwheel.engine.worker import Worker
 from cronwheel.observability import metrics
 from cronwheel.observability.metrics import Metrics
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import at, make_job, make_run
 from tests.engine.helpers import eventually, job_with_run, running
 from tests.engine.test_worker import FAST
-from tests.store.factories import at, make_job, make_run
 
 EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "UTC"}
 HANDLER = {"type": "handler", "name": "noop"}

@@ -20,10 +20,10 @@ from cronwheel.engine.worker import Worker
 from cronwheel.security.egress import LOOPBACK, REFUSED, EgressPolicy
 from cronwheel.security.signing import tenant_key
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import make_run
 from tests.engine.helpers import eventually, job_with_run, running
 from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import Target, webhook_target
-from tests.store.factories import make_run
 
 SECRET = b"n0tify"
 QUICK = NotifierConfig(

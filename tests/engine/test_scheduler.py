@@ -14,7 +14,7 @@ from cronwheel.core.model import JobState, RunState
 from cronwheel.core.planning import plan_job
 from cronwheel.engine.scheduler import Scheduler, SchedulerConfig
 from cronwheel.store.base import Store
-from tests.store.factories import T0, at, make_job
+from cronwheel.store.conformance.factories import T0, at, make_job
 
 EVERY_SECOND = {"kind": "cron", "cron": "* * * * * *", "timezone": "Europe/Paris"}
 CONFIG = SchedulerConfig(horizon_seconds=1.0, batch_size=7)

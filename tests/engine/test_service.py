@@ -12,7 +12,7 @@ from cronwheel.core.model import JobState, Overlap, Priority, RunState
 from cronwheel.engine.scheduler import Scheduler
 from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
 from cronwheel.store.base import Store
-from tests.store.factories import T0, at
+from cronwheel.store.conformance.factories import T0, at
 
 EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "Europe/Paris"}
 HANDLER = {"type": "handler", "name": "noop"}

@@ -8,8 +8,8 @@ import itertools
 from cronwheel.engine.scheduler import Scheduler, SchedulerConfig
 from cronwheel.engine.shards import ShardingConfig
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import make_job
 from tests.engine.helpers import eventually
-from tests.store.factories import make_job
 
 FAST = ShardingConfig(shard_count=16, lease_seconds=0.9, renew_seconds=0.3)
 

@@ -27,8 +27,8 @@ from cronwheel.core.model import (
 from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.security.egress import LOOPBACK
 from cronwheel.store.base import Completion, Store
+from cronwheel.store.conformance.factories import make_job, make_run
 from tests.engine.helpers import eventually, job_with_run, one_run, run_states, running
-from tests.store.factories import make_job, make_run
 
 FAST = WorkerConfig(
     pools={"default": 4},

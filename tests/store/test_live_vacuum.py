@@ -21,8 +21,8 @@ import pytest
 from cronwheel.core.clock import FrozenClock
 from cronwheel.engine.maintenance import Maintenance, MaintenanceConfig
 from cronwheel.store.base import Store
+from cronwheel.store.conformance.factories import at, make_job, make_run, succeeded
 from tests.conftest import open_store
-from tests.store.factories import at, make_job, make_run, succeeded
 
 RUNS = 40  # each leaves 3 dead tuples in runs (claim, completion, archive) and 1 in attempts
 

@@ -265,7 +265,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     and the new outcome is accepted afterwards."""
     from cronwheel.core.model import AttemptOutcome, RunState
     from cronwheel.store.base import Completion
-    from tests.store.factories import at, make_job, make_run
+    from cronwheel.store.conformance.factories import at, make_job, make_run
 
     store, _ = await fresh()
     await store.migrate(target=4)

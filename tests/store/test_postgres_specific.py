@@ -23,11 +23,11 @@ import pytest
 from cronwheel.core.model import AttemptOutcome, Overlap, RunState
 from cronwheel.errors import NotFound, StoreUnavailable
 from cronwheel.store.base import Completion, JobAdvance, Start
+from cronwheel.store.conformance.factories import T0, at, make_job, make_run
 from cronwheel.store.migrate import fresh_schema, migrations
 from cronwheel.store.postgres import PostgresStore, _gauges, _rows
 from cronwheel.store.postgres import _sql as sql
 from tests import pg
-from tests.store.factories import T0, at, make_job, make_run
 
 pytestmark = pytest.mark.postgres
 

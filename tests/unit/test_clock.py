@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cronwheel.core.clock import FrozenClock, SystemClock, sync_to
-from tests.store.factories import T0
+from cronwheel.store.conformance.factories import T0
 
 
 async def test_a_skewed_node_corrects_to_the_store_clock() -> None:

@@ -29,7 +29,7 @@ from cronwheel.core.model import (
     Run,
     RunState,
 )
-from tests.store.factories import T0, at
+from cronwheel.store.conformance.factories import T0, at
 
 
 def _claimed(attempt: int = 1, max_attempts: int = 3, **retry: object) -> ClaimedRun:

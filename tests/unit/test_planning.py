@@ -20,7 +20,7 @@ from cronwheel.core.model import (
 )
 from cronwheel.core.planning import ScheduleCache, jitter_offset, plan_job
 from cronwheel.store import _decode as decode
-from tests.store.factories import T0, at, make_job
+from cronwheel.store.conformance.factories import T0, at, make_job
 
 EVERY_10S = {"kind": "interval", "every_seconds": 10, "anchor": T0.isoformat()}
 H = timedelta(seconds=2)
