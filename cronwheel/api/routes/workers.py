@@ -39,7 +39,7 @@ from cronwheel.api.schemas import (
 )
 from cronwheel.api.state import ApiState, api_state
 from cronwheel.errors import Conflict, NotFound
-from cronwheel.lifecycle import Outcome, completion_for
+from cronwheel.lifecycle import Outcome, claimed_run, completion_for
 from cronwheel.metrics import ApiMetrics
 from cronwheel.model import (
     SHARED_WORKERS,
@@ -226,17 +226,20 @@ def _stale(run: Run, fence: int) -> Conflict:
 
 
 async def _as_claimed(state: ApiState, principal: Principal, run: Run) -> ClaimedRun:
+    """The run as its worker executes it: a pipeline task's own policies decide its retry
+    here too (lifecycle.claimed_run), as they do for an in-process worker."""
     job = await state.store.get_job(principal.tenant_id, run.job_id)
     if job is None:
         raise NotFound("job", run.job_id)
-    return ClaimedRun(
-        run=run,
+    return claimed_run(
+        run,
         job_name=job.name,
         action=job.action,
         payload=job.payload,
         retry=job.retry,
         timeout_seconds=job.timeout_seconds,
         delivery=job.delivery,
+        traceparent=job.traceparent,
     )
 
 

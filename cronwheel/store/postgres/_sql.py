@@ -830,13 +830,12 @@ claimed AS (
 SELECT x.*, k.overlap_skipped
 FROM (SELECT count(*) AS overlap_skipped FROM skipped) AS k
 LEFT JOIN (
-    -- An enqueued run's own payload stands in for its job's.
-    -- A pipeline task's own action and policies stand in for its job's.
-    SELECT c.*, j.name AS job_name, coalesce(c.task_spec -> 'action', j.action)::text AS job_action,
-           coalesce(c.payload, j.payload) AS job_payload,
-           coalesce(c.task_spec -> 'retry', j.retry)::text AS job_retry,
-           coalesce((c.task_spec ->> 'timeout_seconds')::float8, j.timeout_seconds)
-               AS job_timeout_seconds,
+    -- The job's own action and policies: a pipeline task's own (its task_spec) stand in
+    -- for them in lifecycle.claimed_run, the one place that decides it. The payload is
+    -- chosen here so that a run with its own is not sent its job's.
+    SELECT c.*, j.name AS job_name, j.action::text AS job_action,
+           CASE WHEN c.payload IS NULL THEN j.payload END AS job_payload,
+           j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
            j.delivery AS job_delivery, j.traceparent AS job_traceparent, p.turn AS turn
     FROM claimed AS c
     JOIN picked AS p ON p.id = c.id

@@ -10,6 +10,7 @@ from itertools import chain
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from cronwheel import lifecycle
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.model import (
     MAX_NOTIFY_ERROR,
@@ -319,17 +320,16 @@ def replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
 
 
 def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
-    # A pipeline task's own action and policies stand in for its job's.
-    spec = run.task_spec
-    return ClaimedRun(
+    """A run just claimed, with what it executes with (see :func:`lifecycle.claimed_run`)."""
+    return lifecycle.claimed_run(
         run,
-        job["name"],
-        decode.action(job["action"]) if spec is None else spec["action"],
-        json.loads(job["payload"]) if run.payload is None else run.payload,
-        decode.retry_policy(job["retry"] if spec is None else json.dumps(spec["retry"])),
-        job["timeout_seconds"] if spec is None else spec["timeout_seconds"],
-        decode.DELIVERIES[job["delivery"]],
-        job["traceparent"],
+        job_name=job["name"],
+        action=decode.action(job["action"]),
+        payload=None if run.payload is not None else json.loads(job["payload"]),
+        retry=decode.retry_policy(job["retry"]),
+        timeout_seconds=job["timeout_seconds"],
+        delivery=decode.DELIVERIES[job["delivery"]],
+        traceparent=job["traceparent"],
     )
 
 
