@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.core.jobspec import JobSpec, build_jobs, check_can_follow, encode_payload, spec_of
+from cronwheel.core.lifecycle import replay_budget
 from cronwheel.core.model import (
     DEFAULT_TENANT,
     JSON,
@@ -492,19 +493,21 @@ class JobService:
         return await self.store.list_runs(tenant_id, state=RunState.DEAD, **filters)
 
     async def replay(self, run_ids: list[int], *, tenant_id: str = DEFAULT_TENANT) -> list[int]:
-        """Dead runs back to pending with their job's full retry budget."""
-        budgets: dict[str, int] = {}
+        """Dead runs back to pending with a fresh budget: their own (a pipeline task's is
+        its task's, see :func:`cronwheel.core.lifecycle.replay_budget`)."""
+        jobs: dict[str, Job] = {}
         replayed: list[int] = []
         for run_id in run_ids:
             run = await self.store.get_run(tenant_id, run_id)
             if run is None or run.state is not RunState.DEAD:
                 continue
-            if run.job_id not in budgets:
-                budgets[run.job_id] = max_attempts(await self.get(run.job_id, tenant_id=tenant_id))
+            if run.job_id not in jobs:
+                jobs[run.job_id] = await self.get(run.job_id, tenant_id=tenant_id)
+            job = jobs[run.job_id]
             replayed += await self.store.replay_runs(
                 tenant_id,
                 [run_id],
-                extra_attempts=budgets[run.job_id],
+                extra_attempts=replay_budget(run, job.retry, job.delivery),
                 now=self.clock.now(),
                 actor=self.actor,
             )

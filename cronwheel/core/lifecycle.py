@@ -1,30 +1,41 @@
-"""What happened → what to store: the one mapping from an execution's outcome to the
-run's next state, and the retry backoff.
+"""The run's state machine: every verdict on a run's next state is made here, once.
 
-The worker turns a handler's return, exception or timeout into an :class:`Outcome`;
-:func:`completion_for` turns that into exactly one :class:`~cronwheel.store.base.Completion`.
-See docs/lifecycle.md for every transition and who makes it.
+What a claimed run executes with (:func:`claimed_run`), what a completion stores
+(:func:`completion_for`), what a lost lease (:func:`rescue`), a stopping worker's release
+(:func:`release`), a cancel (:func:`cancel`) and a replay (:func:`replay`) make of a run,
+and how many attempts a run may have (:func:`attempt_budget`, :func:`replay_budget`).
+The functions are pure: the stores and the HTTP worker path call them, and where the
+PostgreSQL store keeps set-based SQL for a batched path, tests/store/test_transitions.py
+holds its answers to theirs (decision 0040). See docs/lifecycle.md for every transition
+and who makes it.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from cronwheel.core.model import (
+    JSON,
     REASON_AT_MOST_ONCE,
+    REASON_AT_MOST_ONCE_LOST,
+    REASON_AT_MOST_ONCE_STOPPED,
     REASON_BUDGET,
     REASON_EXHAUSTED,
+    REASON_LEASE_LOST_LAST,
     REASON_PERMANENT,
     REASON_TIMED_OUT,
     AttemptOutcome,
     Backoff,
     ClaimedRun,
     Delivery,
+    NotifyEvent,
     RetryPolicy,
+    Run,
     RunState,
 )
 from cronwheel.core.records import Completion
@@ -62,6 +73,64 @@ _ATTEMPT_OUTCOME = {
     OutcomeKind.TIMED_OUT: AttemptOutcome.TIMED_OUT,
     OutcomeKind.CANCELLED: AttemptOutcome.CANCELLED,
 }
+
+
+def claimed_run(
+    run: Run,
+    *,
+    job_name: str,
+    action: Mapping[str, JSON],
+    payload: JSON,
+    retry: RetryPolicy,
+    timeout_seconds: float,
+    delivery: Delivery,
+    traceparent: str | None = None,
+) -> ClaimedRun:
+    """What a claimed ``run`` executes with, from its job's own action, payload and
+    policies: a pipeline task's own action, retry policy and timeout (its ``task_spec``)
+    stand in for its job's, and an enqueued run's own payload for its job's. Every path
+    that hands a run to a worker builds it here (both stores' claims and the HTTP
+    completion), so a task fails by its own policy whoever executes it."""
+    spec = run.task_spec
+    if spec is not None:
+        action = spec.get("action") or action
+        retry = task_retry(spec) or retry
+        own_timeout = spec.get("timeout_seconds")
+        if own_timeout is not None:
+            timeout_seconds = float(own_timeout)
+    return ClaimedRun(
+        run,
+        job_name,
+        action,
+        payload if run.payload is None else run.payload,
+        retry,
+        timeout_seconds,
+        delivery,
+        traceparent,
+    )
+
+
+def task_retry(task_spec: Mapping[str, JSON]) -> RetryPolicy | None:
+    """A pipeline task run's own retry policy; None if its spec has none."""
+    own = task_spec.get("retry")
+    return None if own is None else RetryPolicy.from_dict(own)
+
+
+def attempt_budget(retry: RetryPolicy, delivery: Delivery = Delivery.AT_LEAST_ONCE) -> int:
+    """How many attempts a run of these policies gets: at-most-once runs get one (a lost
+    or failed run is never tried again), any other at least one."""
+    return 1 if delivery is Delivery.AT_MOST_ONCE else max(retry.max_attempts, 1)
+
+
+def replay_budget(run: Run, job_retry: RetryPolicy, job_delivery: Delivery) -> int:
+    """The fresh attempts a replay of dead ``run`` gets: its own budget, as it had when
+    it was created. A pipeline task's is its task's retry policy (as ``task_runs`` sets
+    it), not its pipeline job's."""
+    if run.task_spec is not None:
+        own = task_retry(run.task_spec)
+        if own is not None:
+            return attempt_budget(own)
+    return attempt_budget(job_retry, job_delivery)
 
 
 def retry_delay(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
@@ -218,3 +287,238 @@ def result_outcome(value: object, *, task: bool) -> Outcome:
     if task:
         return Outcome(OutcomeKind.PERMANENT, *problem)
     return Outcome(OutcomeKind.SUCCEEDED)
+
+
+# -- the state machine ------------------------------------------------------------------
+
+
+class Event(StrEnum):
+    """What can happen to a run: the columns of :data:`STATE_EVENTS`."""
+
+    CLAIM = "claim"
+    """A worker leases a due pending run (claimed ahead: not started yet)."""
+    START = "start"
+    """A run claimed ahead begins: its start is recorded, its state stays."""
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    """A completion with a failure: retryable, permanent, or a timeout."""
+    STOP = "stop"
+    """A completion of a run its worker stopped because a cancel was asked for."""
+    LEASE_EXPIRED = "lease_expired"
+    """Its worker did not report before the lease ran out, or was proved dead."""
+    RELEASE = "release"
+    """A stopping worker gives the run back without an outcome."""
+    CANCEL = "cancel"
+    """Someone cancels it (``POST /v1/runs/{id}/cancel``)."""
+    REPLAY = "replay"
+    """Someone replays it from the dead letter."""
+    SKIP = "skip"
+    """Its overlap or misfire policy says it is not to run."""
+
+
+STATE_EVENTS: Mapping[tuple[RunState, Event], frozenset[RunState]] = {
+    (RunState.PENDING, Event.CLAIM): frozenset({RunState.RUNNING}),
+    (RunState.PENDING, Event.SKIP): frozenset({RunState.SKIPPED}),
+    (RunState.PENDING, Event.CANCEL): frozenset({RunState.CANCELLED}),
+    (RunState.RUNNING, Event.START): frozenset({RunState.RUNNING}),
+    (RunState.RUNNING, Event.SUCCEED): frozenset({RunState.SUCCEEDED}),
+    (RunState.RUNNING, Event.FAIL): frozenset({RunState.PENDING, RunState.DEAD}),
+    (RunState.RUNNING, Event.STOP): frozenset({RunState.CANCELLED}),
+    (RunState.RUNNING, Event.LEASE_EXPIRED): frozenset(
+        {RunState.PENDING, RunState.DEAD, RunState.CANCELLED}
+    ),
+    (RunState.RUNNING, Event.RELEASE): frozenset(
+        {RunState.PENDING, RunState.DEAD, RunState.CANCELLED}
+    ),
+    # A cancel asks a running run to stop: it ends by STOP, or LEASE_EXPIRED/RELEASE
+    # (cancelled either way).
+    (RunState.RUNNING, Event.CANCEL): frozenset({RunState.RUNNING}),
+    (RunState.DEAD, Event.REPLAY): frozenset({RunState.PENDING}),
+    # Cancelling is idempotent: a finished run stays as it is.
+    **{
+        (state, Event.CANCEL): frozenset({state})
+        for state in (RunState.SUCCEEDED, RunState.DEAD, RunState.CANCELLED, RunState.SKIPPED)
+    },
+}
+"""Every allowed (state, event) pair and the states it may lead to; a pair not here is
+no transition (the store refuses it or ignores it: a stale fence, a replay of a run that
+is not dead). tests/store/test_transitions.py walks every pair on every store."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A run's next state and the columns that go with it, as the run reads after it; its
+    lease, owner and cancel flag are always cleared."""
+
+    state: RunState
+    attempt: int
+    max_attempts: int
+    available_at: datetime
+    finished_at: datetime | None
+    reason: str | None
+    last_error: str | None
+    unclaim: bool = False
+    """The claim is undone but for its fence (fences only grow): the attempt number
+    goes back (``attempt`` says to what), the run's start is its previous attempt's
+    again (the store reads it from history), and no attempt is recorded."""
+    recorded: AttemptOutcome | None = None
+    """The outcome of the attempt row written with it; None: no attempt row."""
+    error_class: str | None = None
+    """The recorded attempt's error class (its message is ``last_error``)."""
+    event: NotifyEvent | None = None
+    """The notification event of the change; None: none."""
+
+
+def lease_expired_message(owner: str | None, expired_at: datetime | None) -> str:
+    """The error of an attempt whose worker did not report before its lease expired."""
+    expiry = None if expired_at is None else expired_at.isoformat()
+    return f"worker {owner} did not report before its lease expired at {expiry}"
+
+
+def worker_gone_message(owner: str | None) -> str:
+    """The error of an attempt whose worker was proved dead before its lease expired."""
+    return f"worker {owner} ended without reporting (its process died)"
+
+
+def rescue(run: Run, *, delivery: Delivery, now: datetime, gone: bool = False) -> Transition:
+    """What a running ``run`` whose lease expired (or whose owner is ``gone``) becomes.
+
+    Started: a ``lost`` attempt, then cancelled if that was asked for, dead if it was
+    at-most-once (it may have begun: never again) or on its last attempt, else due
+    again now. Not started (claimed ahead, never begun): unclaimed, charged nothing,
+    recorded nowhere, pending again (at-most-once too: it never began) or cancelled.
+    """
+    if run.started_at is None:
+        return _unclaimed(run, now)
+    if gone:
+        error_class, message = "WorkerGone", worker_gone_message(run.lease_owner)
+    else:
+        error_class = "LeaseExpired"
+        message = lease_expired_message(run.lease_owner, run.lease_expires_at)
+    state, reason = RunState.PENDING, run.reason
+    event: NotifyEvent | None = NotifyEvent.FAILED
+    if run.cancel_requested:
+        state, event = RunState.CANCELLED, None
+    elif delivery is Delivery.AT_MOST_ONCE:
+        state, reason, event = RunState.DEAD, REASON_AT_MOST_ONCE_LOST, NotifyEvent.DEAD
+    elif run.attempt >= run.max_attempts:
+        state, reason, event = RunState.DEAD, REASON_LEASE_LOST_LAST, NotifyEvent.DEAD
+    return Transition(
+        state=state,
+        attempt=run.attempt,
+        max_attempts=run.max_attempts,
+        available_at=now if state is RunState.PENDING else run.available_at,
+        finished_at=now if state.finished else None,
+        reason=reason,
+        last_error=message,
+        recorded=AttemptOutcome.LOST,
+        error_class=error_class,
+        event=event,
+    )
+
+
+def release(run: Run, *, started: bool, why: str, delivery: Delivery, now: datetime) -> Transition:
+    """What a running ``run`` a stopping worker gives back becomes (``started``: whether
+    its action had begun, as the worker says).
+
+    Not started: unclaimed, as a lost lease of a run that never began is. Started: a
+    ``cancelled`` attempt (``WorkerShutdown``, ``why``), then cancelled if that was
+    asked for, dead if at-most-once (never started twice), else pending again, due no
+    earlier than now, with the attempt's budget given back (a stop is not the run's
+    failure, and no claim may exceed ``max_attempts``).
+    """
+    if not started:
+        return _unclaimed(run, now)
+    state, reason, event, more = RunState.PENDING, run.reason, None, 1
+    if run.cancel_requested:
+        state, more = RunState.CANCELLED, 0
+    elif delivery is Delivery.AT_MOST_ONCE:
+        state, reason, event, more = RunState.DEAD, REASON_AT_MOST_ONCE_STOPPED, NotifyEvent.DEAD, 0
+    return Transition(
+        state=state,
+        attempt=run.attempt,
+        max_attempts=run.max_attempts + more,
+        available_at=max(run.available_at, now) if more else run.available_at,
+        finished_at=now if state.finished else None,
+        reason=reason,
+        last_error=why,
+        recorded=AttemptOutcome.CANCELLED,
+        error_class="WorkerShutdown",
+        event=event,
+    )
+
+
+def _unclaimed(run: Run, now: datetime) -> Transition:
+    """A claim undone: pending again with its due time and budget untouched, or
+    cancelled if that was asked for meanwhile."""
+    state = RunState.CANCELLED if run.cancel_requested else RunState.PENDING
+    return Transition(
+        state=state,
+        attempt=run.attempt - 1,
+        max_attempts=run.max_attempts,
+        available_at=run.available_at,
+        finished_at=now if state.finished else None,
+        reason=run.reason,
+        last_error=run.last_error,
+        unclaim=True,
+    )
+
+
+class CancelVerdict(StrEnum):
+    """What a cancel does to a run, by its state (see :func:`cancel`)."""
+
+    CANCEL = "cancel"
+    """Pending: cancelled at once, never started."""
+    ASK = "ask"
+    """Running: asked to stop; its worker sees it at its next heartbeat."""
+    NOTHING = "nothing"
+    """Finished, or running and already asked: left as it is (cancelling is idempotent)."""
+
+
+def cancel(state: RunState, cancel_requested: bool) -> CancelVerdict:
+    """What cancelling a run in ``state`` does; audited unless it does nothing."""
+    if state is RunState.PENDING:
+        return CancelVerdict.CANCEL
+    if state is RunState.RUNNING and not cancel_requested:
+        return CancelVerdict.ASK
+    return CancelVerdict.NOTHING
+
+
+def cancel_reason(actor: str) -> str:
+    """The ``reason`` of a pending run cancelled by ``actor``."""
+    return f"cancelled by {actor}"
+
+
+def cancelled(run: Run, *, actor: str, now: datetime) -> Transition:
+    """A pending ``run`` cancelled by ``actor`` (when :func:`cancel` says CANCEL)."""
+    return Transition(
+        state=RunState.CANCELLED,
+        attempt=run.attempt,
+        max_attempts=run.max_attempts,
+        available_at=run.available_at,
+        finished_at=now,
+        reason=cancel_reason(actor),
+        last_error=run.last_error,
+    )
+
+
+def replay_reason(actor: str) -> str:
+    """The ``reason`` of a dead run replayed by ``actor``."""
+    return f"replayed by {actor}"
+
+
+def replay(run: Run, *, budget: int, actor: str, now: datetime) -> Transition | None:
+    """A dead ``run`` back to pending, due now, with ``budget`` fresh attempts (see
+    :func:`replay_budget`): the same run, so the same idempotency key. None if it is
+    not dead: only a dead run is replayed."""
+    if run.state is not RunState.DEAD:
+        return None
+    return Transition(
+        state=RunState.PENDING,
+        attempt=run.attempt,
+        max_attempts=run.attempt + budget,
+        available_at=now,
+        finished_at=None,
+        reason=replay_reason(actor),
+        last_error=None,
+    )

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwheel.core.lifecycle import attempt_budget
 from cronwheel.core.model import (
     MAX_MISFIRE_LIMIT,
     REASON_MISFIRE,
-    Delivery,
     Job,
     JobState,
     MisfireMode,
@@ -179,5 +179,5 @@ def _run(
 
 
 def max_attempts(job: Job) -> int:
-    """At-most-once jobs get one attempt: a lost or failed run is never tried again."""
-    return 1 if job.delivery is Delivery.AT_MOST_ONCE else max(job.retry.max_attempts, 1)
+    """The attempts a run of ``job`` gets (see :func:`cronwheel.core.lifecycle.attempt_budget`)."""
+    return attempt_budget(job.retry, job.delivery)

@@ -107,3 +107,29 @@ async def test_starting_a_pipeline_counts_against_the_create_rate(
         problem(response, 429, "max_creates_per_second")
         assert int(response.headers["retry-after"]) >= 1
         assert len((await writer.get(url)).json()["items"]) == 1
+
+
+async def test_replaying_a_dead_task_gives_it_its_own_budget(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """A dead task whose definition says one attempt gets one more from a replay, not
+    its pipeline job's three (lifecycle.replay_budget)."""
+    once = {"action": {"type": "handler", "name": "once"}, "retry": {"max_attempts": 1}}
+    created = await client.post("/v1/pipelines", json=pipeline(tasks={"once": once}, edges=[]))
+    assert created.status_code == 201, created.text
+    started = (await client.post(f"/v1/pipelines/{created.json()['id']}/runs")).json()
+    key = await new_key(client, "worker")
+    async with connect(app, key["token"]) as worker:
+        body = {"worker_id": "w1", "pools": ["default"], "capacity": 1, "lease_seconds": 30}
+        [claimed] = (await worker.post("/v1/workers/claim", json=body)).json()["runs"]
+        run = claimed["run"]
+        assert run["job_id"] == started["job_id"] and run["max_attempts"] == 1
+        failed = await worker.post(
+            f"/v1/runs/{run['id']}/complete",
+            json={"worker_id": "w1", "fence": run["fence"], "outcome": "failed"},
+        )
+        assert failed.json()["state"] == "dead", failed.text
+    replayed = await client.post(f"/v1/runs/{run['id']}/replay")
+    assert replayed.status_code == 200, replayed.text
+    assert (replayed.json()["state"], replayed.json()["attempt"]) == ("pending", 1)
+    assert replayed.json()["max_attempts"] == 2

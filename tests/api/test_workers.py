@@ -15,7 +15,7 @@ from cronwheel.observability.metrics import ApiMetrics
 from cronwheel.store.base import Store
 from cronwheel.store.conformance.factories import make_job, make_run
 from tests.api.conftest import connect
-from tests.api.helpers import new_key, new_tenant, problem, spec
+from tests.api.helpers import new_key, new_tenant, pipeline, problem, spec
 
 
 async def worker_client(app: FastAPI, admin: httpx.AsyncClient) -> httpx.AsyncClient:
@@ -151,6 +151,34 @@ async def test_failures_retry_then_die(app: FastAPI, client: httpx.AsyncClient) 
         ("HTTP503", 503),
         ("HTTP503", 503),
     ]
+
+
+async def test_a_pipeline_task_fails_by_its_own_retry_policy_over_http(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """A task's own retry policy, not its pipeline job's, decides its retry when a
+    remote worker reports the failure: as an in-process worker's failure does
+    (lifecycle.claimed_run builds both)."""
+    hourly = {"max_attempts": 3, "backoff": "fixed", "initial_delay": 3600, "max_delay": 7200}
+    task = {"action": {"type": "handler", "name": "slow"}, "pool": "remote", "retry": hourly}
+    created = await client.post("/v1/pipelines", json=pipeline(tasks={"slow": task}, edges=[]))
+    assert created.status_code == 201, created.text
+    started = await client.post(f"/v1/pipelines/{created.json()['id']}/runs")
+    assert started.status_code == 201, started.text
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker)
+        run = claimed["run"]
+        before = datetime.now(UTC)
+        failed = await worker.post(
+            f"/v1/runs/{run['id']}/complete",
+            json={"worker_id": "w1", "fence": run["fence"], "outcome": "failed"},
+        )
+        assert failed.status_code == 200, failed.text
+    body = failed.json()
+    assert (body["state"], body["attempt"]) == ("pending", 1)
+    due = datetime.fromisoformat(body["available_at"])
+    assert due - before >= timedelta(seconds=3600)
+    assert due - before < timedelta(seconds=3700)
 
 
 async def test_cancel_reaches_the_worker_at_its_heartbeat(

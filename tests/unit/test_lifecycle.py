@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwheel.core import lifecycle
 from cronwheel.core.lifecycle import (
     Outcome,
     OutcomeKind,
@@ -242,3 +243,89 @@ def test_the_fallback_completion_records_the_attempt_and_parks_the_run() -> None
         500,
     )
     assert done.reason is not None and "ArithmeticError" in done.reason
+
+
+# -- the state machine (decision 0040) ------------------------------------------------
+
+HOURLY = RetryPolicy(max_attempts=1, backoff=Backoff.FIXED, initial_delay=3600, max_delay=7200)
+TASK_SPEC = {
+    "action": {"type": "handler", "name": "task"},
+    "retry": HOURLY.to_dict(),
+    "timeout_seconds": 12.0,
+}
+
+
+def _claimed_as(run: Run) -> ClaimedRun:
+    return lifecycle.claimed_run(
+        run,
+        job_name="pipeline:p",
+        action={"type": "pipeline", "pipeline_id": "p"},
+        payload={"job": 1},
+        retry=RetryPolicy(),
+        timeout_seconds=300.0,
+        delivery=Delivery.AT_LEAST_ONCE,
+        traceparent="00-tp",
+    )
+
+
+def test_a_task_runs_with_its_own_action_retry_and_timeout() -> None:
+    run = replace(_claimed().run, task_spec=TASK_SPEC, payload={"item": 2})
+    claimed = _claimed_as(run)
+    assert claimed.action == TASK_SPEC["action"] and claimed.retry == HOURLY
+    assert (claimed.timeout_seconds, claimed.payload) == (12.0, {"item": 2})
+    assert (claimed.job_name, claimed.traceparent) == ("pipeline:p", "00-tp")
+    plain = _claimed_as(_claimed().run)
+    assert plain.action["type"] == "pipeline" and plain.retry == RetryPolicy()
+    assert (plain.timeout_seconds, plain.payload) == (300.0, {"job": 1})
+
+
+def test_a_task_fails_by_its_own_retry_policy() -> None:
+    run = replace(
+        _claimed().run, task_spec={**TASK_SPEC, "retry": {**HOURLY.to_dict(), "max_attempts": 3}}
+    )
+    state, wait = _complete(_claimed_as(run), Outcome(OutcomeKind.FAILED))
+    assert (state, wait) == (RunState.PENDING, 3600)
+
+
+def test_budgets() -> None:
+    assert lifecycle.attempt_budget(RetryPolicy(max_attempts=5)) == 5
+    assert lifecycle.attempt_budget(RetryPolicy(max_attempts=5), Delivery.AT_MOST_ONCE) == 1
+    assert lifecycle.attempt_budget(RetryPolicy(max_attempts=0)) == 1
+    dead = replace(_claimed().run, state=RunState.DEAD, attempt=3)
+    assert lifecycle.replay_budget(dead, RetryPolicy(), Delivery.AT_LEAST_ONCE) == 3
+    task = replace(dead, task_spec=TASK_SPEC)
+    assert lifecycle.replay_budget(task, RetryPolicy(), Delivery.AT_LEAST_ONCE) == 1
+    replayed = lifecycle.replay(task, budget=1, actor="alice", now=at(5))
+    assert replayed is not None
+    assert (replayed.state, replayed.max_attempts, replayed.reason) == (
+        RunState.PENDING,
+        4,
+        "replayed by alice",
+    )
+    assert lifecycle.replay(_claimed().run, budget=1, actor="alice", now=at(5)) is None
+
+
+def test_every_verdict_is_an_allowed_transition() -> None:
+    """rescue, release and cancel answer only with states STATE_EVENTS allows."""
+    events = lifecycle.STATE_EVENTS
+    for started in (None, at(0)):
+        for cancel_requested in (False, True):
+            for attempt in (1, 3):
+                for delivery in Delivery:
+                    run = replace(
+                        _claimed(attempt=attempt).run,
+                        started_at=started,
+                        cancel_requested=cancel_requested,
+                    )
+                    lost = lifecycle.rescue(run, delivery=delivery, now=at(40))
+                    assert lost.state in events[(RunState.RUNNING, lifecycle.Event.LEASE_EXPIRED)]
+                    assert lost.unclaim is (started is None)
+                    given = lifecycle.release(
+                        run, started=started is not None, why="stop", delivery=delivery, now=at(5)
+                    )
+                    assert given.state in events[(RunState.RUNNING, lifecycle.Event.RELEASE)]
+                    assert (given.state is RunState.CANCELLED) is cancel_requested
+    for state in RunState:
+        verdict = lifecycle.cancel(state, False)
+        after = RunState.CANCELLED if verdict is lifecycle.CancelVerdict.CANCEL else state
+        assert events[(state, lifecycle.Event.CANCEL)] == {after}

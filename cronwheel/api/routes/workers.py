@@ -27,7 +27,7 @@ from cronwheel.api.inputs import (
 )
 from cronwheel.api.openapi import problems
 from cronwheel.core.ids import INT64
-from cronwheel.core.lifecycle import Outcome, completion_for
+from cronwheel.core.lifecycle import Outcome, claimed_run, completion_for
 from cronwheel.core.model import (
     SEEN_WINDOW,
     SHARED_WORKERS,
@@ -226,17 +226,20 @@ def _stale(run: Run, fence: int) -> Conflict:
 
 
 async def _as_claimed(state: ApiState, principal: Principal, run: Run) -> ClaimedRun:
+    """The run as its worker executes it: a pipeline task's own policies decide its retry
+    here too (lifecycle.claimed_run), as they do for an in-process worker."""
     job = await state.store.get_job(principal.tenant_id, run.job_id)
     if job is None:
         raise NotFound("job", run.job_id)
-    return ClaimedRun(
-        run=run,
+    return claimed_run(
+        run,
         job_name=job.name,
         action=job.action,
         payload=job.payload,
         retry=job.retry,
         timeout_seconds=job.timeout_seconds,
         delivery=job.delivery,
+        traceparent=job.traceparent,
     )
 
 

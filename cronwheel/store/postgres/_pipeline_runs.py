@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import asyncpg
 from asyncpg import Record
 
+from cronwheel.core.lifecycle import attempt_budget, replay_reason
 from cronwheel.core.pipelines.definition import Definition, parse_definition
 from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
@@ -350,8 +351,9 @@ async def retry_task(
             f"tasks.{task} could not fan out over its parent's result: retry the parent or "
             "start a new pipeline run"
         )
-    extra = definition.spec.tasks[task].retry.max_attempts
-    await conn.fetchrow(replay, tenant_id, [r["run_id"] for r in dead], now, extra, actor)
+    extra = attempt_budget(definition.spec.tasks[task].retry.policy())
+    ids = [r["run_id"] for r in dead]
+    await conn.fetchrow(replay, tenant_id, ids, now, extra, actor, replay_reason(actor))
     await conn.execute(
         "UPDATE pipeline_tasks SET state = 'started', reason = NULL, message = NULL,"
         " updated_at = $3 WHERE pipeline_run_id = $1 AND task = $2 AND state = 'dead'",

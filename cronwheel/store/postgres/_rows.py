@@ -14,6 +14,7 @@ from typing import Any
 
 from asyncpg import Record
 
+from cronwheel.core import lifecycle
 from cronwheel.core.model import (
     ApiKey,
     Attempt,
@@ -349,17 +350,18 @@ def last_run(row: Record) -> LastRun:
 
 
 def claimed(row: Record) -> ClaimedRun:
-    """A row of ``CLAIM_RUNS``: the run's columns plus its job's, prefixed ``job_`` (the
-    retry policy and the action as text: cache keys)."""
-    return ClaimedRun(
+    """A row of ``CLAIM_RUNS``: the run's columns plus its job's own, prefixed ``job_``
+    (the retry policy and the action as text: cache keys), made what the run executes
+    with by :func:`lifecycle.claimed_run` (a task's own ``task_spec`` is a run column)."""
+    return lifecycle.claimed_run(
         run(row),
-        row["job_name"],
-        decode.action(row["job_action"]),
-        row["job_payload"],
-        decode.retry_policy(row["job_retry"]),
-        row["job_timeout_seconds"],
-        decode.DELIVERIES[row["job_delivery"]],
-        row["job_traceparent"],
+        job_name=row["job_name"],
+        action=decode.action(row["job_action"]),
+        payload=row["job_payload"],
+        retry=decode.retry_policy(row["job_retry"]),
+        timeout_seconds=row["job_timeout_seconds"],
+        delivery=decode.DELIVERIES[row["job_delivery"]],
+        traceparent=row["job_traceparent"],
     )
 
 

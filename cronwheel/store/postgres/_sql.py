@@ -830,13 +830,12 @@ claimed AS (
 SELECT x.*, k.overlap_skipped
 FROM (SELECT count(*) AS overlap_skipped FROM skipped) AS k
 LEFT JOIN (
-    -- An enqueued run's own payload stands in for its job's.
-    -- A pipeline task's own action and policies stand in for its job's.
-    SELECT c.*, j.name AS job_name, coalesce(c.task_spec -> 'action', j.action)::text AS job_action,
-           coalesce(c.payload, j.payload) AS job_payload,
-           coalesce(c.task_spec -> 'retry', j.retry)::text AS job_retry,
-           coalesce((c.task_spec ->> 'timeout_seconds')::float8, j.timeout_seconds)
-               AS job_timeout_seconds,
+    -- The job's own action and policies: a pipeline task's own (its task_spec) stand in
+    -- for them in lifecycle.claimed_run, the one place that decides it. The payload is
+    -- chosen here so that a run with its own is not sent its job's.
+    SELECT c.*, j.name AS job_name, j.action::text AS job_action,
+           CASE WHEN c.payload IS NULL THEN j.payload END AS job_payload,
+           j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
            j.delivery AS job_delivery, j.traceparent AS job_traceparent, p.turn AS turn
     FROM claimed AS c
     JOIN picked AS p ON p.id = c.id
@@ -957,6 +956,8 @@ SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) 
 
 # -- maintenance ---------------------------------------------------------------------
 
+# The verdict of lifecycle.rescue, for a batch: the SQL must answer as the function does
+# (tests/store/test_transitions.py holds it to it, decision 0040).
 # Params of both rescues: $1 now, $2 limit, $3 the reason of an at-most-once run made
 # dead, $4 that of a run that was on its last attempt (and $5 the dead owners, text[]).
 # A run without started_at was claimed ahead and never began: it is unclaimed as
@@ -1046,6 +1047,7 @@ RESCUE_DEAD_OWNERS = _RESCUE.format(
     wake=_WAKE_POOLS.format(source="rescued"),
 )
 
+# The verdict of lifecycle.release, for a batch, held to it as _RESCUE is.
 # Params: $1 run ids (ascending), $2 fences, $3 worker ids, $4 started flags, $5 why,
 # $6 now, $7 the reason of an at-most-once run made dead. Locked like COMPLETE_RUNS; the
 # job is read for its delivery. Only the runs that had started get an attempt row.
@@ -1233,13 +1235,14 @@ SELECT * FROM run"""
 # all_runs and all_attempts.
 GET_RUN = "SELECT * FROM all_runs WHERE tenant_id = $1 AND id = $2"
 
-# Params: $1 tenant, $2 run ids, $3 now, $4 extra attempts, $5 actor.
+# Params: $1 tenant, $2 run ids, $3 now, $4 extra attempts, $5 actor, $6 the reason
+# (lifecycle.replay_reason). The verdict of lifecycle.replay, for a batch.
 REPLAY_RUNS = f"""
 WITH replayed AS (
     UPDATE runs
     SET state = 'pending', available_at = $3, finished_at = NULL, max_attempts = attempt + $4,
         last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
-        reason = 'replayed by ' || $5
+        reason = $6
     WHERE tenant_id = $1 AND id = ANY($2::bigint[]) AND state = 'dead'
     RETURNING id, tenant_id, pool, state
 ),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import asyncpg
 
+from cronwheel.core import lifecycle
 from cronwheel.core.model import (
     JSON,
     REASON_AT_MOST_ONCE_LOST,
@@ -58,6 +59,7 @@ from cronwheel.errors import (
 )
 from cronwheel.security.redact import redact
 from cronwheel.store import _auditing
+from cronwheel.store import _decode as decode
 from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded
 from cronwheel.store.base import (
@@ -1190,10 +1192,13 @@ class PostgresStore(Store):
                 if archived is None:
                     raise NotFound("run", run_id)
                 return rows.run(archived)
-            if current["state"] == RunState.PENDING:
-                reason = f"cancelled by {actor}"
+            verdict = lifecycle.cancel(
+                decode.RUN_STATES[current["state"]], current["cancel_requested"]
+            )
+            if verdict is lifecycle.CancelVerdict.CANCEL:
+                reason = lifecycle.cancel_reason(actor)
                 row = await conn.fetchrow(sql.CANCEL_PENDING_RUN, run_id, now, reason, actor)
-            elif current["state"] == RunState.RUNNING and not current["cancel_requested"]:
+            elif verdict is lifecycle.CancelVerdict.ASK:
                 row = await conn.fetchrow(sql.REQUEST_CANCEL, run_id, now, actor)
             else:
                 row = await conn.fetchrow(sql.GET_RUN, tenant_id, run_id)
@@ -1217,13 +1222,16 @@ class PostgresStore(Store):
             # The live ones first: one that maintenance is archiving meanwhile is waited
             # for, then found gone; the next statement sees it in history and brings it
             # back (with its attempts and id) to be replayed like the others.
-            row = await conn.fetchrow(sql.REPLAY_RUNS, tenant_id, ids, now, extra_attempts, actor)
+            reason = lifecycle.replay_reason(actor)
+            row = await conn.fetchrow(
+                sql.REPLAY_RUNS, tenant_id, ids, now, extra_attempts, actor, reason
+            )
             assert row is not None  # an aggregate always returns its row
             replayed.update(row["replayed"])
             rest = [r for r in ids if r not in replayed]
             if rest and await _history.restore_dead(conn, tenant_id, rest):
                 row = await conn.fetchrow(
-                    sql.REPLAY_RUNS, tenant_id, rest, now, extra_attempts, actor
+                    sql.REPLAY_RUNS, tenant_id, rest, now, extra_attempts, actor, reason
                 )
                 assert row is not None
                 replayed.update(row["replayed"])

@@ -10,11 +10,9 @@ from itertools import chain
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from cronwheel.core import lifecycle
 from cronwheel.core.model import (
     MAX_NOTIFY_ERROR,
-    REASON_AT_MOST_ONCE_LOST,
-    REASON_AT_MOST_ONCE_STOPPED,
-    REASON_LEASE_LOST_LAST,
     AttemptOutcome,
     ClaimedRun,
     Delivery,
@@ -319,17 +317,16 @@ def replace_running(c: sqlite3.Connection, claimed: list[Run]) -> None:
 
 
 def claimed(run: Run, job: sqlite3.Row) -> ClaimedRun:
-    # A pipeline task's own action and policies stand in for its job's.
-    spec = run.task_spec
-    return ClaimedRun(
+    """A run just claimed, with what it executes with (see :func:`lifecycle.claimed_run`)."""
+    return lifecycle.claimed_run(
         run,
-        job["name"],
-        decode.action(job["action"]) if spec is None else spec["action"],
-        json.loads(job["payload"]) if run.payload is None else run.payload,
-        decode.retry_policy(job["retry"] if spec is None else json.dumps(spec["retry"])),
-        job["timeout_seconds"] if spec is None else spec["timeout_seconds"],
-        decode.DELIVERIES[job["delivery"]],
-        job["traceparent"],
+        job_name=job["name"],
+        action=decode.action(job["action"]),
+        payload=None if run.payload is not None else json.loads(job["payload"]),
+        retry=decode.retry_policy(job["retry"]),
+        timeout_seconds=job["timeout_seconds"],
+        delivery=decode.DELIVERIES[job["delivery"]],
+        traceparent=job["traceparent"],
     )
 
 
@@ -485,124 +482,85 @@ def delivery_of(c: sqlite3.Connection, job_id: str) -> Delivery:
     return Delivery.AT_LEAST_ONCE if found is None else decode.DELIVERIES[found[0]]
 
 
-# A release before the start undoes the claim but for its fence (fences only grow): the
-# attempt number goes back, and the run's start is its previous attempt's again (none if
-# it had none). Nothing is recorded and no budget is touched, as if it was never claimed.
-UNCLAIM = (
-    "UPDATE runs SET state = ?, attempt = attempt - 1,"
-    " started_at = (SELECT a.started_at FROM attempts a WHERE a.run_id = runs.id"
-    " AND a.attempt = runs.attempt - 1 ORDER BY a.id DESC LIMIT 1),"
-    " finished_at = ?, lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0"
+# A transition's columns (see lifecycle.Transition). An unclaimed run's start is its
+# previous attempt's again (none if it had none): the one column the verdict leaves to
+# the store, as only history knows it.
+TRANSITION = (
+    "UPDATE runs SET state = ?, attempt = ?, max_attempts = ?, available_at = ?,"
+    " finished_at = ?, reason = ?, last_error = ?,"
+    " started_at = CASE WHEN ? THEN (SELECT a.started_at FROM attempts a"
+    " WHERE a.run_id = runs.id AND a.attempt = ? ORDER BY a.id DESC LIMIT 1)"
+    " ELSE started_at END,"
+    " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0"
     " WHERE id = ?"
 )
 
 
+def transition(
+    c: sqlite3.Connection, run: Run, t: lifecycle.Transition, at: int, worker_id: str | None = None
+) -> None:
+    """Store what the lifecycle decided for ``run``: its attempt row (by ``worker_id``)
+    if one is recorded, its columns, and its event for the outbox."""
+    if t.recorded is not None:
+        insert_attempt(
+            c,
+            (run.tenant_id, run.id, run.job_id, run.attempt, worker_id),
+            run.fence,
+            (rows.us_or_none(run.started_at), at, None),
+            (t.recorded, t.error_class, t.last_error),
+        )
+    c.execute(
+        TRANSITION,
+        (
+            t.state.value,
+            t.attempt,
+            t.max_attempts,
+            rows.us(t.available_at),
+            rows.us_or_none(t.finished_at),
+            t.reason,
+            t.last_error,
+            t.unclaim,
+            t.attempt,
+            run.id,
+        ),
+    )
+    if t.event is not None:
+        head = (run.tenant_id, run.id, run.job_id, rows.us(run.scheduled_for), run.attempt)
+        record_events(c, [(*head, t.event.value, t.last_error, at)])
+
+
 def release_one(c: sqlite3.Connection, release: Release, at: int) -> tuple[RunState, str] | None:
-    """Give back one run a stopping worker holds (see ``Store.release_runs``); return
-    where it went and its pool, or None if the fence is stale."""
+    """Give back one run a stopping worker holds (see ``Store.release_runs``) as
+    :func:`lifecycle.release` says; return where it went and its pool, or None if the
+    fence is stale."""
     row = c.execute(
         "SELECT * FROM runs WHERE id = ? AND fence = ? AND state = 'running'",
         (release.run_id, release.fence),
     ).fetchone()
     if row is None:
         return None
-    at_most_once = delivery_of(c, row["job_id"]) is Delivery.AT_MOST_ONCE
-    if row["cancel_requested"]:
-        state = RunState.CANCELLED
-    elif release.started and at_most_once:
-        state = RunState.DEAD
-    else:
-        state = RunState.PENDING
-    if not release.started:
-        finished = None if state is RunState.PENDING else at
-        c.execute(UNCLAIM, (state.value, finished, row["id"]))
-        return state, row["pool"]
-    insert_attempt(
-        c,
-        (row["tenant_id"], row["id"], row["job_id"], row["attempt"], release.worker_id),
-        release.fence,
-        (row["started_at"], at, None),
-        (AttemptOutcome.CANCELLED, "WorkerShutdown", release.why),
+    run = rows.run(row)
+    t = lifecycle.release(
+        run,
+        started=release.started,
+        why=release.why,
+        delivery=delivery_of(c, run.job_id),
+        now=rows.dt(at),
     )
-    # Back to pending, the budget is given back: the claim counted an attempt that the
-    # run did not get to finish, and no claim may exceed max_attempts.
-    again = state is RunState.PENDING
-    c.execute(
-        "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN max(available_at, ?)"
-        " ELSE available_at END, finished_at = CASE WHEN ? THEN NULL ELSE ? END,"
-        " max_attempts = max_attempts + ?, reason = CASE WHEN ? THEN ? ELSE reason END,"
-        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0, last_error = ?"
-        " WHERE id = ?",
-        (
-            state.value,
-            again,
-            at,
-            again,
-            at,
-            int(again),
-            state is RunState.DEAD,
-            REASON_AT_MOST_ONCE_STOPPED,
-            release.why,
-            row["id"],
-        ),
-    )
-    if state is RunState.DEAD:
-        record_events(c, [_event(row, "dead", release.why, at)])
-    return state, row["pool"]
+    transition(c, run, t, at, release.worker_id)
+    return t.state, run.pool
 
 
-def unclaim_unstarted(c: sqlite3.Connection, row: sqlite3.Row, at: int) -> RunState:
-    """Free a run whose lease expired before it started (claimed ahead, never marked):
-    unclaimed as a release before the start is, charged nothing and recorded nowhere,
-    pending again (at-most-once too: it never began) or cancelled if that was asked."""
-    state = RunState.CANCELLED if row["cancel_requested"] else RunState.PENDING
-    c.execute(UNCLAIM, (state.value, at if state.finished else None, row["id"]))
-    return state
-
-
-def _event(row: sqlite3.Row, event: str | None, error: str | None, at: int) -> Event:
-    run = (row["tenant_id"], row["id"], row["job_id"], row["scheduled_for"], row["attempt"])
-    return (*run, event, error, at)
-
-
-def rescue_one(c: sqlite3.Connection, row: sqlite3.Row, at: int, *, gone: bool = False) -> RunState:
-    """Record a ``lost`` attempt and free the run: its lease expired, or (``gone``) its
-    owner was proved dead before that."""
-    if gone:
-        error_class = "WorkerGone"
-        message = f"worker {row['lease_owner']} ended without reporting (its process died)"
-    else:
-        error_class = "LeaseExpired"
-        expiry = rows.dt(row["lease_expires_at"]).isoformat()
-        message = f"worker {row['lease_owner']} did not report before its lease expired at {expiry}"
-    insert_attempt(
-        c,
-        (row["tenant_id"], row["id"], row["job_id"], row["attempt"], row["lease_owner"]),
-        row["fence"],
-        (row["started_at"], at, None),
-        (AttemptOutcome.LOST, error_class, message),
-    )
-    # An at-most-once run may have started before its worker vanished: it is never
-    # started again, whatever its budget says.
-    at_most_once = delivery_of(c, row["job_id"]) is Delivery.AT_MOST_ONCE
-    reason = None
-    if row["cancel_requested"]:
-        state = RunState.CANCELLED
-    elif at_most_once or row["attempt"] >= row["max_attempts"]:
-        state = RunState.DEAD
-        reason = REASON_AT_MOST_ONCE_LOST if at_most_once else REASON_LEASE_LOST_LAST
-    else:
-        state = RunState.PENDING
-    final = state.finished
-    c.execute(
-        "UPDATE runs SET state = ?, available_at = CASE WHEN ? THEN available_at ELSE ? END,"
-        " finished_at = CASE WHEN ? THEN ? END, reason = coalesce(?, reason),"
-        " lease_owner = NULL, lease_expires_at = NULL, cancel_requested = 0, last_error = ?"
-        " WHERE id = ?",
-        (state.value, final, at, final, at, reason, message, row["id"]),
-    )
-    record_events(c, [_event(row, OUTCOME_EVENTS.get(state), message, at)])
-    return state
+def rescue_one(
+    c: sqlite3.Connection, row: sqlite3.Row, at: int, *, gone: bool = False
+) -> lifecycle.Transition:
+    """Free a run whose lease expired, or (``gone``) whose owner was proved dead before
+    that, as :func:`lifecycle.rescue` says."""
+    run = rows.run(row)
+    delivery = delivery_of(c, run.job_id)
+    t = lifecycle.rescue(run, delivery=delivery, now=rows.dt(at), gone=gone)
+    transition(c, run, t, at, run.lease_owner)
+    return t
 
 
 RESCUED = {
@@ -631,16 +589,18 @@ ACTIVITY_WAITING = (
 def replay_run(
     c: sqlite3.Connection, tenant_id: str, run_id: int, at: int, extra_attempts: int, actor: str
 ) -> str | None:
-    """Put a dead run back to pending with ``extra_attempts`` more, audited; its pool,
-    or None if it is not a dead run of the tenant."""
+    """Put a dead run back to pending with ``extra_attempts`` more (as
+    :func:`lifecycle.replay` says), audited; its pool, or None if it is not a dead run of
+    the tenant."""
     row = c.execute(
-        "UPDATE runs SET state = 'pending', available_at = ?, finished_at = NULL,"
-        " max_attempts = attempt + ?, last_error = NULL, lease_owner = NULL,"
-        " lease_expires_at = NULL, cancel_requested = 0, reason = ?"
-        " WHERE tenant_id = ? AND id = ? AND state = 'dead' RETURNING pool",
-        (at, extra_attempts, f"replayed by {actor}", tenant_id, run_id),
+        "SELECT * FROM runs WHERE tenant_id = ? AND id = ?", (tenant_id, run_id)
     ).fetchone()
     if row is None:
         return None
+    run = rows.run(row)
+    t = lifecycle.replay(run, budget=extra_attempts, actor=actor, now=rows.dt(at))
+    if t is None:
+        return None
+    transition(c, run, t, at)
     audit(c, tenant_id, "run", run_id, "replayed", actor, at)
-    return str(row["pool"])
+    return run.pool

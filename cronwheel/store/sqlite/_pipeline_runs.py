@@ -14,6 +14,7 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 
+from cronwheel.core.lifecycle import attempt_budget
 from cronwheel.core.pipelines.definition import Definition, parse_definition
 from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
@@ -291,7 +292,7 @@ def retry_task(
             f"tasks.{task} could not fan out over its parent's result: retry the parent or "
             "start a new pipeline run"
         ), []
-    extra = definition.spec.tasks[task].retry.max_attempts
+    extra = attempt_budget(definition.spec.tasks[task].retry.policy())
     pools = []
     for r in dead:
         pool = ops.replay_run(c, tenant_id, r["run_id"], at, extra, actor)

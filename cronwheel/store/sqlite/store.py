@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cronwheel.core import lifecycle
 from cronwheel.core.model import (
     JSON,
     REASON_OVERLAP_SKIP,
@@ -1080,15 +1081,13 @@ class SqliteStore(Store):
             result = RescueResult(retried=[], dead=[], cancelled=[])
             pools = []
             for row in c.execute(select, params).fetchall():
-                if row["started_at"] is None:
-                    state = ops.unclaim_unstarted(c, row, at)
-                    into = result.unstarted if state is RunState.PENDING else result.cancelled
+                t = ops.rescue_one(c, row, at, gone=gone)
+                if t.unclaim and t.state is RunState.PENDING:
+                    result.unstarted.append(row["id"])
                 else:
-                    state = ops.rescue_one(c, row, at, gone=gone)
-                    into = ops.RESCUED[state](result)
-                if state is RunState.PENDING:
+                    ops.RESCUED[t.state](result).append(row["id"])
+                if t.state is RunState.PENDING:
                     pools.append(row["pool"])
-                into.append(row["id"])
             return result, pools
 
         result, pools = await self._db.write(fn)
@@ -1270,18 +1269,16 @@ class SqliteStore(Store):
 
         def fn(c: sqlite3.Connection) -> Run:
             row = c.execute(
-                "SELECT state, cancel_requested FROM runs WHERE tenant_id = ? AND id = ?",
-                (tenant_id, run_id),
+                "SELECT * FROM runs WHERE tenant_id = ? AND id = ?", (tenant_id, run_id)
             ).fetchone()
             if row is None:
                 raise NotFound("run", run_id)
-            if row["state"] == RunState.PENDING:
-                c.execute(
-                    "UPDATE runs SET state = 'cancelled', finished_at = ?, reason = ? WHERE id = ?",
-                    (at, f"cancelled by {actor}", run_id),
-                )
+            run = rows.run(row)
+            verdict = lifecycle.cancel(run.state, run.cancel_requested)
+            if verdict is lifecycle.CancelVerdict.CANCEL:
+                ops.transition(c, run, lifecycle.cancelled(run, actor=actor, now=now), at)
                 ops.audit(c, tenant_id, "run", run_id, "cancelled", actor, at)
-            elif row["state"] == RunState.RUNNING and not row["cancel_requested"]:
+            elif verdict is lifecycle.CancelVerdict.ASK:
                 c.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
                 ops.audit(c, tenant_id, "run", run_id, "cancel_requested", actor, at)
             return rows.run(c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
