@@ -160,7 +160,7 @@ def test_text_is_one_line_per_record_even_with_a_traceback() -> None:
     text = TextFormatter().format(record)
     assert "\n" not in text
     assert SECRET not in text
-    assert " INFO cronwheel.engine.worker: first\\nsecond | Traceback" in text
+    assert " INFO cronwheel.worker: first\\nsecond | Traceback" in text
     assert text.endswith("ValueError: two\\nlines ***")
 
 
