@@ -14,6 +14,7 @@ from cronwheel.store.conformance.queue.materialize import MaterializeContract
 from cronwheel.store.conformance.queue.outcomes import OutcomesContract
 from cronwheel.store.conformance.queue.overlap import OverlapContract
 from cronwheel.store.conformance.queue.progress_checkpoints import ProgressCheckpointsContract
+from cronwheel.store.conformance.queue.transitions import TransitionsContract
 
 
 class QueueSuite(
@@ -29,6 +30,7 @@ class QueueSuite(
     OutcomesContract,
     OverlapContract,
     ProgressCheckpointsContract,
+    TransitionsContract,
 ):
     """Every test of the ``queue`` seam: subclass it with a ``store`` fixture."""
 
@@ -47,4 +49,5 @@ __all__ = [
     "OverlapContract",
     "ProgressCheckpointsContract",
     "QueueSuite",
+    "TransitionsContract",
 ]
