@@ -14,10 +14,10 @@ from cronwheel.core.model import RetryPolicy
 from cronwheel.dashboard.pages import runs as pages
 from cronwheel.store.base import Store
 from cronwheel.store.conformance.factories import make_job
+from cronwheel.store.conformance.history.dead_list import dead_run
 from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN
-from tests.store.test_dead_list import dead_run
 
 
 def _browser(app: FastAPI) -> httpx.AsyncClient:

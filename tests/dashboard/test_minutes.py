@@ -9,7 +9,7 @@ from typing import Any
 from cronwheel.dashboard.minutes import SettledMinutes
 from cronwheel.store.base import Store
 from cronwheel.store.conformance.factories import at
-from tests.store.test_history import FAIL, OK, _finish
+from cronwheel.store.conformance.history.history import FAIL, OK, _finish
 
 
 def _key(buckets: Any) -> list[tuple[str, int, int, int]]:

@@ -176,7 +176,10 @@ def _marker_before(path: Path, lines: list[str], fence: int) -> tuple[str, str, 
 
 
 def check_covered(ref: str, repo: Path) -> str | None:
-    """Why ``tests/PATH.py::TEST`` (or ``::Class::test``) names no test; None if it does."""
+    """Why ``tests/PATH.py::TEST`` (or ``::Class::test``) names no test; None if it does.
+
+    A class's tests include those it inherits from a base imported by name, since the
+    store tests are the conformance suite's classes run on each backend."""
     path, sep, name = ref.partition("::")
     if not sep or not name:
         return f"{ref!r} is not of the form tests/PATH.py::TEST"
@@ -184,19 +187,53 @@ def check_covered(ref: str, repo: Path) -> str | None:
     if not file.is_file():
         return f"{path} does not exist"
     tree = ast.parse(file.read_text(encoding="utf-8"))
-    scope: list[ast.stmt] = tree.body
+    scopes: list[tuple[list[ast.stmt], ast.Module]] = [(tree.body, tree)]
     for part in name.split("::"):
         part = part.split("[")[0]  # a parametrized id names the same function
-        found = [
-            node
-            for node in scope
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-            and node.name == part
-        ]
-        if not found:
+        found = _find(part, scopes, repo)
+        if found is None:
             return f"{path} has no test {name!r}"
-        scope = found[0].body
+        scopes = found
     return None
+
+
+def _find(
+    name: str, scopes: list[tuple[list[ast.stmt], ast.Module]], repo: Path
+) -> list[tuple[list[ast.stmt], ast.Module]] | None:
+    """The scopes (a class and its bases) of the definition NAME in SCOPES, or None."""
+    for body, module in scopes:
+        for node in body:
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.name == name
+            ):
+                return _class_scopes(node, module, repo) if isinstance(node, ast.ClassDef) else []
+    return None
+
+
+def _class_scopes(
+    node: ast.ClassDef, module: ast.Module, repo: Path
+) -> list[tuple[list[ast.stmt], ast.Module]]:
+    """The bodies a lookup in class NODE searches: its own, then its bases' (by import)."""
+    scopes = [(node.body, module)]
+    for base in node.bases:
+        if not isinstance(base, ast.Name):
+            continue
+        for stmt in module.body:
+            if (
+                isinstance(stmt, ast.ImportFrom)
+                and stmt.module
+                and stmt.level == 0
+                and any((a.asname or a.name) == base.id for a in stmt.names)
+            ):
+                source = repo / (stmt.module.replace(".", "/") + ".py")
+                if source.is_file():
+                    other = ast.parse(source.read_text(encoding="utf-8"))
+                    scopes.extend(_find(base.id, [(other.body, other)], repo) or [])
+        found = _find(base.id, [(module.body, module)], repo)
+        if found:
+            scopes.extend(found)
+    return scopes
 
 
 def transcript(text: str) -> list[tuple[str, str]]:

@@ -102,3 +102,12 @@ def test_covered_by_must_name_a_test_that_exists() -> None:
 def test_a_transcript_pairs_each_command_with_its_output() -> None:
     text = "$ echo a \\\n  b\na b   \n\n$ true\n"
     assert transcript(text) == [("echo a \\\n  b", "a b"), ("true", "")]
+
+
+def test_a_class_named_by_the_docs_covers_the_tests_it_inherits() -> None:
+    """tests/store runs the conformance suite's classes: a doc names their tests
+    through the backend class that inherits them."""
+    inherited = "tests/store/test_materialize.py::TestMaterialize::test_due_jobs_by_shard"
+    assert check_covered(inherited, REPO) is None
+    assert check_covered("tests/store/test_materialize.py::TestMaterialize::test_nothing", REPO)
+    assert check_covered("tests/store/test_materialize.py::test_due_jobs_by_shard", REPO)
