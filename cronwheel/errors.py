@@ -25,6 +25,19 @@ class InvalidInput(CronwheelError, ValueError):
         self.reason = reason
 
 
+class InvalidItems(InvalidInput):
+    """Several items of one batch refused at once: ``items`` holds (index, field, reason)
+    for each problem, in order; ``field`` and ``reason`` are the first one's, so a caller
+    that handles :class:`InvalidInput` alone still says what is wrong first."""
+
+    def __init__(self, items: list[tuple[int, str, str]]) -> None:
+        index, field, reason = items[0]
+        super().__init__(field, reason)
+        self.items = items
+        if len(items) > 1:
+            self.args = (f"{field}: {reason} (item {index}, and {len(items) - 1} more)",)
+
+
 class NotFound(CronwheelError, LookupError):
     def __init__(self, what: str, ident: object) -> None:
         super().__init__(f"{what} {ident} not found")

@@ -7,7 +7,7 @@ resume, cancel, trigger and update do to its runs, and what each writes to the a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,7 @@ from cronwheel.core.model import (
     run_key,
 )
 from cronwheel.core.planning import max_attempts
-from cronwheel.errors import Conflict, InvalidInput, NotFound, StaleVersion
+from cronwheel.errors import Conflict, InvalidInput, InvalidItems, NotFound, StaleVersion
 from cronwheel.observability import metrics, tracing
 from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
 from cronwheel.security.sealing import (
@@ -164,7 +164,7 @@ class JobService:
 
     async def create_many(
         self,
-        specs: list[dict[str, Any]],
+        specs: Sequence[Mapping[str, Any] | JobSpec],
         *,
         tenant_id: str = DEFAULT_TENANT,
         traceparent: str | None = None,
@@ -172,22 +172,94 @@ class JobService:
         """Create jobs all or nothing; an immediate job's run is inserted with it.
         ``traceparent``: the creating request's, which each attempt's span links to;
         by default the caller's current span's, if any (docs/observability.md#traces)."""
+        return await self.create_planned(
+            self.plan_new(specs, tenant_id=tenant_id), traceparent=traceparent
+        )
+
+    def plan_new(
+        self, specs: Sequence[Mapping[str, Any] | JobSpec], *, tenant_id: str = DEFAULT_TENANT
+    ) -> list[Job]:
+        """The jobs ``specs`` describe, validated and planned once, nothing stored: the
+        first half of :meth:`create_many`, for a caller with something to do between the
+        two (the API charges the tenant's quota there). Raises :class:`InvalidItems`
+        naming every refused item: a spec that does not validate or has no occurrence
+        left, a sealed value sent in, a webhook or notification URL the egress policy
+        refuses, a name given twice in the batch."""
         now = self.clock.now()
-        for spec in specs:
-            if isinstance(spec.get("action"), dict):
-                refuse_sealed(spec["action"])
-            for j, target in enumerate(spec.get("notify") or ()):
-                if isinstance(target, dict):
-                    refuse_sealed({"url": target.get("url")}, f"notify.{j}")
-        jobs = build_jobs(specs, tenant_id=tenant_id, now=now)
-        self._check_urls(jobs)
+        problems: list[tuple[int, str, str]] = []
+        jobs = self._built(specs, tenant_id, now, problems)
+        first_with: dict[str, int] = {}
+        for i, job in enumerate(jobs):
+            if job is None:
+                continue
+            problems += [(i, field, why) for field, why in self._refusals(job)]
+            if job.name in first_with:
+                reason = f"is also the name of item {first_with[job.name]} of this batch"
+                problems.append((i, "name", reason))
+            first_with.setdefault(job.name, i)
+        if problems:
+            raise InvalidItems(problems)
+        return [j for j in jobs if j is not None]
+
+    def _built(
+        self,
+        specs: Sequence[Mapping[str, Any] | JobSpec],
+        tenant_id: str,
+        now: datetime,
+        problems: list[tuple[int, str, str]],
+    ) -> list[Job | None]:
+        """Each spec's job, or None with its problem recorded. A batch of plain mappings
+        takes build_jobs' shortcut (distinct values validated once); only when that
+        refuses one is the batch walked spec by spec, to name every bad item."""
+        if specs and not any(isinstance(s, JobSpec) for s in specs):
+            try:
+                return list(build_jobs(specs, tenant_id=tenant_id, now=now))
+            except (InvalidInput, ArithmeticError):
+                pass
+        built: list[Job | None] = []
+        for i, spec in enumerate(specs):
+            try:
+                parsed = spec if isinstance(spec, JobSpec) else JobSpec.parse(dict(spec))
+                built.append(parsed.to_job(tenant_id=tenant_id, now=now))
+            except InvalidInput as exc:
+                problems.append((i, exc.field, exc.reason))
+                built.append(None)
+            except ArithmeticError:  # an occurrence past year 9999, an interval of 1 ns…
+                problems.append((i, "schedule", "its occurrences are out of range"))
+                built.append(None)
+        return built
+
+    def _refusals(self, job: Job) -> list[tuple[str, str]]:
+        """(field, reason) for each value of a new job cronwheel refuses once it is built:
+        a sealed value a user sent, a URL the egress policy refuses."""
+        found: list[tuple[str, str]] = []
+        # A notification target's headers are its own to set (it is never sealed but for
+        # its URL's password): only the action's headers are checked for sealed values.
+        targets = [("action", job.action)] + [
+            (f"notify.{j}", target) for j, target in enumerate(job.notify)
+        ]
+        for field, target in targets:
+            try:
+                refuse_sealed(target if field == "action" else {"url": target.get("url")}, field)
+            except InvalidInput as exc:
+                found.append((exc.field, exc.reason))
+            if self.egress is not None and (field != "action" or target.get("type") == "webhook"):
+                why = self.egress.url_refusal(str(target.get("url")))
+                if why is not None:
+                    found.append((f"{field}.url", why))
+        return found
+
+    async def create_planned(self, jobs: list[Job], *, traceparent: str | None = None) -> list[Job]:
+        """Store jobs :meth:`plan_new` made, all or nothing (the second half of
+        :meth:`create_many`)."""
         await self._check_pipelines(jobs)
         jobs = self._sealed(jobs)
         if traceparent is None:
             traceparent = tracing.current_headers().get("traceparent")
         if traceparent is not None:
             jobs = [replace(j, traceparent=traceparent) for j in jobs]
-        runs = [_immediate_run(j, now) for j in jobs if j.schedule["kind"] == "immediate"]
+        # An immediate job's run is due when the job was planned (its created_at).
+        runs = [_immediate_run(j, j.created_at) for j in jobs if j.schedule["kind"] == "immediate"]
         await self.store.create_jobs(jobs, runs, actor=self.actor)
         await self.store.notify(JOBS_TOPIC)
         return jobs

@@ -3,7 +3,6 @@ trigger jobs, enqueue runs to a manual job, and list a job's runs."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -14,7 +13,6 @@ from cronwheel.api.idempotency import Idempotency, IdempotencyKey
 from cronwheel.api.inputs import BackfillIn, BatchIn, EnqueueIn, JobPatch, JobSpec, ResumeIn
 from cronwheel.api.openapi import problems
 from cronwheel.core.ids import checked_job_id
-from cronwheel.core.jobspec import WebhookSpec
 from cronwheel.core.model import (
     Job,
     JobOrder,
@@ -25,9 +23,8 @@ from cronwheel.core.model import (
     RunState,
     id_prefix_range,
 )
-from cronwheel.errors import InvalidInput
+from cronwheel.errors import InvalidItems
 from cronwheel.observability import tracing
-from cronwheel.security.egress import EgressPolicy
 from cronwheel.web.auth import Principal, Reader, Writer
 from cronwheel.web.pagination import (
     DEFAULT_LIMIT,
@@ -60,38 +57,6 @@ def job_response(body: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _plannable(
-    specs: list[JobSpec], tenant_id: str, now: datetime, *, batch: bool, egress: EgressPolicy
-) -> None:
-    """Check what only planning reveals (a one-time job in the past), webhook targets the
-    egress policy refuses and names repeated in one batch, item by item, before the
-    quota is charged or the store is reached."""
-    errors: list[FieldError] = []
-    first_with: dict[str, int] = {}
-    for i, spec in enumerate(specs):
-        index = i if batch else None
-        try:
-            spec.to_job(tenant_id=tenant_id, now=now)
-        except InvalidInput as exc:
-            errors.append(FieldError(*refine(exc.field, exc.reason), index=index))
-        except ArithmeticError:  # an occurrence past year 9999, an interval of 1 ns…
-            errors.append(FieldError("schedule", "its occurrences are out of range", index))
-        if isinstance(spec.action, WebhookSpec):
-            why = egress.url_refusal(spec.action.url)
-            if why is not None:
-                errors.append(FieldError("action.url", why, index))
-        for j, target in enumerate(spec.notify):  # notified by the workers' notifiers
-            why = egress.url_refusal(target.url)
-            if why is not None:
-                errors.append(FieldError(f"notify.{j}.url", why, index))
-        if spec.name in first_with:
-            reason = f"is also the name of item {first_with[spec.name]} of this batch"
-            errors.append(FieldError("name", reason, index))
-        first_with.setdefault(spec.name, i)
-    if errors:
-        raise unprocessable(errors)
-
-
 async def job_body(state: ApiState, job: Job) -> Any:
     """A job as JSON, with its notices (e.g. no live worker serves its pool)."""
     return dump(JobOut.of(job, await state.notices.for_job(job)))
@@ -102,22 +67,23 @@ async def run_body(state: ApiState, run: Run) -> Any:
     return dump(RunOut.of(run, await state.notices.for_run(run)))
 
 
-def _spec(spec: JobSpec) -> dict[str, Any]:
-    return spec.model_dump(mode="json")
-
-
 async def _create(
     request: Request, principal: Principal, specs: list[JobSpec], *, batch: bool
 ) -> list[Any]:
-    """Check, admit under the quotas, create: the created jobs as JSON bodies."""
+    """Plan (every refused item named, before the quota is charged or the store is
+    reached), admit under the quotas, create: the created jobs as JSON bodies."""
     state = api_state(request)
     tenant = principal.tenant_id
-    _plannable(specs, tenant, state.clock.now(), batch=batch, egress=state.egress)
-    await state.quotas.admit(tenant, len(specs))
-    with tracing.creating_jobs(request.headers, tenant, len(specs)) as traceparent:
-        jobs = await state.service(principal).create_many(
-            [_spec(s) for s in specs], tenant_id=tenant, traceparent=traceparent
-        )
+    service = state.service(principal)
+    try:
+        jobs = service.plan_new(specs, tenant_id=tenant)
+    except InvalidItems as exc:
+        raise unprocessable(
+            [FieldError(*refine(f, why), index=i if batch else None) for i, f, why in exc.items]
+        ) from None
+    await state.quotas.admit(tenant, len(jobs))
+    with tracing.creating_jobs(request.headers, tenant, len(jobs)) as traceparent:
+        jobs = await service.create_planned(jobs, traceparent=traceparent)
     return [await job_body(state, j) for j in jobs]
 
 
