@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import asyncpg
 import pytest
 
-from cronwheel.core.model import AttemptOutcome, Overlap, RunState
+from cronwheel.core.model import AttemptOutcome, Overlap, RunState, Tenant
 from cronwheel.errors import NotFound, StoreUnavailable
 from cronwheel.store.base import Completion, JobAdvance, Start
 from cronwheel.store.conformance.factories import T0, at, make_job, make_run
@@ -599,3 +599,30 @@ async def test_a_completion_batch_looks_each_job_up_once_for_its_notifications(
         assert _jobs_probes(plan[0]["Plan"]) == 1
         written = await store.list_notifications("default", limit=2000)
         assert len(written) == (1000 if notify else 0)
+
+
+async def test_the_test_reset_empties_every_table_and_restarts_ids(store: PostgresStore) -> None:
+    """The cheap reset between tests (store/postgres/_testing.py) leaves what a whole
+    TRUNCATE ... RESTART IDENTITY left: empty tables with no dead rows for the next
+    test's claims to walk (the files are empty), ids from 1, the default tenant alone."""
+    job = make_job()
+    await store.create_tenant(Tenant("acme", "acme", T0))
+    await store.create_jobs([job], [make_run(job, at(n)) for n in range(100)])
+    pool = store._pool
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT pg_relation_size('runs')") > 0
+    await store.truncate_all_for_tests()
+    async with pool.acquire() as conn:
+        tables = await conn.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            " AND tablename NOT IN ('schema_migrations', 'tenants')"
+        )
+        for row in tables:
+            count = await conn.fetchval(f'SELECT count(*) FROM "{row["tablename"]}"')
+            assert count == 0, row["tablename"]
+        assert await conn.fetchval("SELECT pg_relation_size('runs')") == 0
+        assert await conn.fetchval("SELECT pg_relation_size('jobs_due')") <= 8192  # metapage
+        assert await conn.fetch("SELECT id FROM tenants") == [("default",)]
+    await store.create_jobs([job], [make_run(job, at(0))])
+    [run] = await store.list_runs(job.tenant_id, job_id=job.id)
+    assert run.id == 1

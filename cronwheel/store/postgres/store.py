@@ -90,7 +90,7 @@ from cronwheel.store.base import (
     max_jobs_refusal,
 )
 from cronwheel.store.postgres import _audit as audit
-from cronwheel.store.postgres import _gauges, _history, _shards, _status, _vacuum
+from cronwheel.store.postgres import _gauges, _history, _shards, _status, _testing, _vacuum
 from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
 from cronwheel.store.postgres import _pipelines as pipelines
 from cronwheel.store.postgres import _rows as rows
@@ -336,13 +336,8 @@ class PostgresStore(Store):
 
     async def truncate_all_for_tests(self) -> None:
         """Empty every table but the migrations (ids restart), keeping the default tenant."""
-        async with self._connection() as conn, conn.transaction():
-            for part in await _history.partitions(conn):  # a test's partitions are its own
-                for table in ("attempt_history", "run_history"):
-                    await conn.execute(f"DROP TABLE {table}_{part.suffix}")
-            tables = await conn.fetchval(sql.TABLES_TO_TRUNCATE)
-            await conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
-            await conn.execute(sql.DEFAULT_TENANT)
+        async with self._connection() as conn:
+            await conn.execute(_testing.RESET)
 
     # -- tenants ---------------------------------------------------------------------
     async def ensure_tenant(self, tenant_id: str, name: str, *, now: datetime) -> None:
