@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from cronwheel.store.base import Store
-from tests import pg
+from tests import pg, tiers
 
 BACKENDS = ["sqlite", "postgres"]
 _pg_skipped: list[str] = []
@@ -78,12 +81,64 @@ async def store2(
 SERIAL = Path(__file__).parent / "cluster"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The cluster suite kills processes, restarts PostgreSQL and drives 2,000 runs a second:
-    # it must have the machine to itself, so scripts/test runs it alone, after the rest.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    one_store = tiers.stores_for_one_store_tiers()
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
+        tier = tiers.tier_of(item.path)
+        item.add_marker(getattr(pytest.mark, tier))
+        # The cluster suite kills processes, restarts PostgreSQL and drives 2,000 runs a
+        # second: it must have the machine to itself, so scripts/test runs it alone, after
+        # the rest.
         if item.path.is_relative_to(SERIAL):
             item.add_marker(pytest.mark.serial)
+        if (
+            tier in ("service", "process")
+            and _backend(item) not in (None, *one_store)
+            and item.get_closest_marker("both_stores") is None
+        ):
+            dropped.append(item)
+            continue
+        kept.append(item)
+    # The slow tiers first: a file is one unit of work for xdist (--dist loadfile), and
+    # long files started last would leave one process working alone at the end.
+    kept.sort(key=lambda item: _ORDER[tiers.tier_of(item.path)])
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+
+
+_ORDER = {"process": 0, "service": 1, "contract": 2, "unit": 3}
+
+
+def _backend(item: pytest.Item) -> str | None:
+    """The backend a parametrised test runs on, if any."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for name in tiers.STORE_PARAMS:
+        if params.get(name) in tiers.BACKENDS:
+            return str(params[name])
+    return None
+
+
+class IOInUnitTier(AssertionError):
+    """A unit test reached for the network or a process: it belongs in another tier."""
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_does_no_io(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
+        raise IOInUnitTier(
+            f"{request.node.nodeid} is a unit test (tests/tiers.py) but opened a socket"
+            " or a process: move it to a tier that may"
+        )
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -171,7 +171,7 @@ class Notifier:
 
     def _client(self) -> httpx.AsyncClient:
         # The HTTP stack is imported with the first notification, not at start: a worker
-        # whose jobs notify nobody never loads it (tests/unit/test_cli_imports.py).
+        # whose jobs notify nobody never loads it (tests/e2e/test_cli_imports.py).
         import httpx
 
         from cronwheel.actions.transport import checked_transport

@@ -18,6 +18,10 @@ from tests.api.helpers import ADMIN_TOKEN, spec
 from tests.api.test_process import free_port, wait_until_up
 from tests.e2e.procs import cronwheel
 
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
+
 
 @pytest.fixture
 def two_apis(tmp_path: Path) -> Iterator[tuple[str, str]]:

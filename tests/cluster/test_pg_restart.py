@@ -37,10 +37,13 @@ T = TypeVar("T")
 
 
 def restart_command() -> list[str] | None:
-    """``CRONWHEEL_TEST_PG_RESTART``, else this machine's own cluster when the tests use
-    a local server and may restart it (root, pg_ctlcluster, one cluster)."""
-    if command := os.environ.get("CRONWHEEL_TEST_PG_RESTART"):
-        return shlex.split(command)
+    """How to restart the tests' PostgreSQL, only when asked: ``CRONWHEEL_TEST_PG_RESTART``
+    names a command, or ``local`` for this machine's own cluster (root, pg_ctlcluster,
+    one cluster, a server on loopback). CI asks for ``local`` (``CI=true``): a developer's
+    test run never restarts the machine's PostgreSQL unless told to."""
+    command = os.environ.get("CRONWHEEL_TEST_PG_RESTART") or ("local" if pg.REQUIRED else "")
+    if command != "local":
+        return shlex.split(command) or None
     local = urlsplit(pg.DSN).hostname in ("127.0.0.1", "localhost", "::1")
     versions = sorted(p.name for p in Path("/etc/postgresql").glob("*")) if local else []
     if os.geteuid() != 0 or shutil.which("pg_ctlcluster") is None or len(versions) != 1:
@@ -53,8 +56,9 @@ def restart() -> list[str]:
     command = restart_command()
     if command is None:
         reason = (
-            "cannot restart PostgreSQL: set CRONWHEEL_TEST_PG_RESTART to a command that does,"
-            " or run as root next to a local pg_ctlcluster cluster"
+            "restarting PostgreSQL was not asked for: set CRONWHEEL_TEST_PG_RESTART to a"
+            " command that restarts it, or to 'local' (as root, beside one pg_ctlcluster"
+            " cluster) to restart this machine's"
         )
         if pg.REQUIRED:
             pytest.fail(reason, pytrace=False)

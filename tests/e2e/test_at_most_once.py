@@ -8,6 +8,8 @@ import asyncio
 import signal
 from pathlib import Path
 
+import pytest
+
 import cronwheel
 from cronwheel.core.model import (
     REASON_AT_MOST_ONCE_LOST,
@@ -18,6 +20,10 @@ from cronwheel.core.model import (
 )
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
+
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
 
 WORKER = ["worker", "--app", "tests.e2e.app:worker", "--concurrency", "2"]
 

@@ -10,11 +10,17 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 import cronwheel
 from cronwheel.core.model import AttemptOutcome, RetryPolicy, Run, RunState
 from cronwheel.store.conformance.factories import make_job, make_run
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
+
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
 
 RUNS = 10
 WORKER = ["worker", "--app", "tests.e2e.app:worker", "--lease", "2"]

@@ -110,6 +110,7 @@ def test_jobs_why_bad_input_and_unknown_jobs(api_url: str) -> None:
 
 # PostgreSQL only: a SQLite file cannot stop answering while its API runs.
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+@pytest.mark.both_stores  # the stores differ here
 def test_status_exits_6_when_the_store_does_not_answer(api_url: str, store_url: str) -> None:
     pg.drop_database(store_url.rpartition("/")[2])  # the API's database is gone
     result = piped(api_url, "status")

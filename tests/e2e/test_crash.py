@@ -11,11 +11,17 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 import cronwheel
 from cronwheel.core.model import AttemptOutcome, Run, RunState
 from tests.e2e.procs import REPO, free_port
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
+
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
 
 WORKER = ["worker", "--app", "tests.e2e.app:worker", "--lease", "2", "--concurrency", "4"]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 import cronwheel
 from cronwheel.core.model import Run, RunState
@@ -60,6 +61,7 @@ async def test_dev_demo_serves_the_api_and_shows_runs_succeeding_and_one_dead_le
     assert "stopped" in out
 
 
+@pytest.mark.both_stores  # the stores differ here
 async def test_a_cron_every_second_fires_each_occurrence_once_for_30_seconds(
     store_url: str,
 ) -> None:
@@ -270,6 +272,7 @@ async def test_dev_demo_restarts_on_its_file_and_renews_the_jobs_of_this_start(
     assert "demo-webhook attempt 1/3 succeeded" in live, out
 
 
+@pytest.mark.both_stores  # the stores differ here
 async def test_dev_on_postgresql_rides_out_a_failing_read(store_url: str, tmp_path: Path) -> None:
     """A store error in one service is reported and retried: `cronwheel dev` stays up.
     Its console read the store with no retry, and a deadlock reported to one of its

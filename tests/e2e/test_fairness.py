@@ -9,9 +9,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 import cronwheel
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
+
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
 
 BACKLOG = 20_000
 WORKER = ["worker", "--app", "tests.e2e.fair_app:worker", "--concurrency", "20"]

@@ -10,12 +10,18 @@ import subprocess
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
+
 import cronwheel
 from cronwheel.control.pipelines import PipelineService
 from cronwheel.core.model import DEFAULT_TENANT
 from tests.e2e.app import FAN_OUT
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
+
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
 
 WORKER = ["worker", "--app", "tests.e2e.app:worker", "--lease", "2", "--concurrency", "4"]
 

@@ -15,11 +15,17 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 import cronwheel
 from cronwheel.core.model import SHARED_WORKERS, AttemptOutcome, RunState
 from tests.e2e.procs import REPO
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.engine.helpers import eventually
+
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
 
 BURST = 1_000
 B_RUNS = 5

@@ -133,6 +133,7 @@ async def test_after_downtime_backfill_replays_in_order_and_fire_last_all_at_onc
         assert {r.overlap for r in runs if r.state is not RunState.SKIPPED} == {Overlap.QUEUE}
 
 
+@pytest.mark.both_stores  # the stores differ here
 async def test_a_backfill_skips_occurrences_whose_runs_were_archived(
     service: JobService, store: Store, clock: FrozenClock
 ) -> None:

@@ -14,6 +14,10 @@ from cronwheel.engine.maintenance import Maintenance, MaintenanceConfig
 from cronwheel.store.base import Store
 from cronwheel.store.conformance.factories import at, make_job, make_run, succeeded
 
+# Crashes, races between processes and what each store keeps differ by store: this
+# file runs on both whatever CRONWHEEL_TEST_STORE says (tests/tiers.py).
+pytestmark = pytest.mark.both_stores
+
 
 async def test_a_pass_rescues_every_expired_lease_in_batches(store: Store) -> None:
     poison = make_job(retry=RetryPolicy(max_attempts=1))

@@ -9,6 +9,8 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from cronwheel.actions import PermanentError, RunContext
 from cronwheel.control.pipelines import PipelineService
 from cronwheel.core.model import DEFAULT_TENANT, RunState
@@ -668,6 +670,7 @@ async def test_a_tasks_concurrency_key_holds_for_its_fanned_out_instances(
     assert keys == [f"g:{i % 2}" for i in range(12)]
 
 
+@pytest.mark.both_stores  # the stores differ here
 async def test_a_task_retried_after_its_pipeline_run_was_archived(store: Store) -> None:
     """Once a pipeline run has finished, maintenance may archive its task runs (decision
     0032); a retry brings them back, and the task that waited gets its parents' results."""
