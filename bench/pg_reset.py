@@ -21,7 +21,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-
 from cronwheel.store.conformance.factories import make_job, make_run
 from cronwheel.store.postgres import PostgresStore
 
@@ -66,8 +65,9 @@ async def main(samples: int, whole: bool) -> None:
                 else:
                     await store.truncate_all_for_tests()
                 took.append((time.perf_counter() - started) * 1000)
+            kind = "whole truncate" if whole else "reset"
             print(
-                f"{'whole truncate' if whole else 'reset'} after {label:<20} {samples} samples: min {min(took):.1f} ms,"
+                f"{kind} after {label:<20} {samples} samples: min {min(took):.1f} ms,"
                 f" p50 {statistics.median(took):.1f} ms, max {max(took):.1f} ms"
             )
         await store.close()
