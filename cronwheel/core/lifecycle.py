@@ -380,21 +380,39 @@ def worker_gone_message(owner: str | None) -> str:
     return f"worker {owner} ended without reporting (its process died)"
 
 
+UNSTARTED_LOST_NOTE = (
+    "; its start was not stored, so it may not have begun: recorded, not counted against"
+    " the retry budget"
+)
+"""Ends the error of a lost attempt of a run claimed ahead whose start was not stored."""
+
+
 def rescue(run: Run, *, delivery: Delivery, now: datetime, gone: bool = False) -> Transition:
     """What a running ``run`` whose lease expired (or whose owner is ``gone``) becomes.
 
     Started: a ``lost`` attempt, then cancelled if that was asked for, dead if it was
     at-most-once (it may have begun: never again) or on its last attempt, else due
-    again now. Not started (claimed ahead, never begun): unclaimed, charged nothing,
-    recorded nowhere, pending again (at-most-once too: it never began) or cancelled.
+    again now.
+
+    Not started (claimed ahead, its start not stored): an at-most-once run's start is
+    stored *before* it begins, so it never began: unclaimed, charged nothing, recorded
+    nowhere, pending again or cancelled. Any other run's start is stored *beside* its
+    action, so it may have begun (a worker whose loop or store lagged past the lease
+    still runs it): its attempt is never made again under the same number. A ``lost``
+    attempt is recorded (no start: none was stored), not charged (its budget grows by
+    one, as a release after the start gives it back), and the run is pending again, due
+    when it was, or cancelled; no event, as no attempt of its budget failed.
     """
-    if run.started_at is None:
+    unstarted = run.started_at is None
+    if unstarted and delivery is Delivery.AT_MOST_ONCE:
         return _unclaimed(run, now)
     if gone:
         error_class, message = "WorkerGone", worker_gone_message(run.lease_owner)
     else:
         error_class = "LeaseExpired"
         message = lease_expired_message(run.lease_owner, run.lease_expires_at)
+    if unstarted:
+        return _lost_unstarted(run, now, error_class, message + UNSTARTED_LOST_NOTE)
     state, reason = RunState.PENDING, run.reason
     event: NotifyEvent | None = NotifyEvent.FAILED
     if run.cancel_requested:
@@ -414,6 +432,23 @@ def rescue(run: Run, *, delivery: Delivery, now: datetime, gone: bool = False) -
         recorded=AttemptOutcome.LOST,
         error_class=error_class,
         event=event,
+    )
+
+
+def _lost_unstarted(run: Run, now: datetime, error_class: str, message: str) -> Transition:
+    """A lost claim that may have begun: recorded ``lost``, its budget given back."""
+    state = RunState.CANCELLED if run.cancel_requested else RunState.PENDING
+    pending = state is RunState.PENDING
+    return Transition(
+        state=state,
+        attempt=run.attempt,
+        max_attempts=run.max_attempts + 1 if pending else run.max_attempts,
+        available_at=run.available_at,
+        finished_at=None if pending else now,
+        reason=run.reason,
+        last_error=message,
+        recorded=AttemptOutcome.LOST,
+        error_class=error_class,
     )
 
 

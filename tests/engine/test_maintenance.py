@@ -138,15 +138,23 @@ async def test_a_pass_archives_settled_runs_and_retention_forgets_them(store: St
 async def test_a_pass_gives_back_unstarted_runs_without_counting_a_lost_attempt(
     store: Store,
 ) -> None:
+    # At-most-once: a run claimed ahead without a stored start never began (its start is
+    # stored before it begins): unclaimed. Any other may have begun: a lost attempt, not
+    # charged ("Duplicates under overload", decision 0037).
+    from cronwheel.core.model import Delivery
     from cronwheel.observability import metrics
     from cronwheel.store.base import Start
     from tests.engine.test_metrics_events import sample
 
-    job = make_job(retry=RetryPolicy(max_attempts=1))
-    await store.create_jobs([job])
-    await store.materialize_runs([make_run(job, at(i)) for i in range(4)], [])
-    begun, *waiting = await store.claim_runs(
-        "w", ["default"], limit=10, now=at(0), prefetch_until=at(3), lease_seconds=10, started=False
+    once = make_job(delivery=Delivery.AT_MOST_ONCE, retry=RetryPolicy(max_attempts=1))
+    twice = make_job(retry=RetryPolicy(max_attempts=1))
+    await store.create_jobs([once, twice])
+    await store.materialize_runs(
+        [make_run(once, at(i)) for i in range(4)] + [make_run(twice, at(4 + i)) for i in range(2)],
+        [],
+    )
+    begun, *waiting, lagging, late = await store.claim_runs(
+        "w", ["default"], limit=10, now=at(0), prefetch_until=at(5), lease_seconds=10, started=False
     )
     await store.mark_started("w", [Start(begun.run.id, begun.run.fence, at(0))])
     registry = metrics.default().registry
@@ -155,7 +163,7 @@ async def test_a_pass_gives_back_unstarted_runs_without_counting_a_lost_attempt(
     result = await Maintenance(
         store, clock=FrozenClock(at(60)), config=MaintenanceConfig(rescue_batch=2)
     ).run_once()
-    assert (result.dead, result.retried) == ([begun.run.id], [])
+    assert (result.dead, result.retried) == ([begun.run.id], [lagging.run.id, late.run.id])
     assert sorted(result.unstarted) == sorted(c.run.id for c in waiting)
-    assert sample(registry, "cronwheel_attempts_total", pool="unknown", outcome="lost") == lost + 1
+    assert sample(registry, "cronwheel_attempts_total", pool="unknown", outcome="lost") == lost + 3
     assert sample(registry, "cronwheel_runs_unclaimed_total") == unclaimed + 3

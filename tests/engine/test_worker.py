@@ -649,3 +649,68 @@ async def test_a_heartbeat_that_raced_a_completion_does_not_call_the_run_lost(
         await worker.heartbeat()
     assert "lease lost" not in caplog.text
     assert not flight.lost
+
+
+async def test_a_run_begun_before_its_start_was_stored_is_never_run_again_as_the_same_attempt(
+    store: Store,
+) -> None:
+    # Found by the overload chaos test: a run claimed ahead begins while its start is
+    # written beside it. Under load that write (or the completion that carries the start
+    # of a run that ended first) lands after the lease expired: the rescue found no start,
+    # took the run for one that never began, and gave its attempt back. Claimed again, it
+    # ran a second time as the same attempt, and the first execution was recorded nowhere.
+    # Here the store takes both writes late (held until the end), deterministically.
+    held = asyncio.Event()
+    mark, complete = store.mark_started, store.complete_runs
+
+    async def late_mark(worker_id: str, starts: Any) -> Any:
+        await held.wait()
+        return await mark(worker_id, starts)
+
+    async def late_complete(batch: Any) -> Any:
+        await held.wait()
+        return await complete(batch)
+
+    store.mark_started = late_mark  # type: ignore[method-assign]
+    store.complete_runs = late_complete  # type: ignore[method-assign]
+    worker = Worker(store, replace(FAST, lease_seconds=30.0))
+    executed: list[tuple[int, int]] = []
+
+    @worker.handler("noop")
+    async def noop(ctx: RunContext) -> None:
+        executed.append((ctx.attempt, ctx.fence))
+
+    job, _ = await job_with_run(store, due_in=0.2)  # within the prefetch: claimed ahead
+    first = asyncio.create_task(worker.run_once())
+    try:
+        await eventually(lambda: _true(len(executed) == 1))
+        [(attempt, fence)] = executed
+        assert (await one_run(store, job.id)).started_at is None  # its start not stored yet
+        # Its lease runs out meanwhile (a loop or a database starved of CPU), and another
+        # worker claims the run.
+        later = await store.now() + timedelta(seconds=60)
+        await store.rescue_expired(now=later)
+        [again] = await store.claim_runs(
+            "w2", ["default"], limit=1, now=later, prefetch_until=later, lease_seconds=60
+        )
+        # A duplicate only under a newer fence *and* a newer attempt, the lost one recorded
+        # (by its worker, with its fence), and not charged: the budget grew by one.
+        assert again.run.fence > fence
+        assert (again.run.attempt, again.run.max_attempts) == (attempt + 1, 4)
+        [lost] = await store.list_attempts("default", again.run.id)
+        assert (lost.attempt, lost.fence, lost.worker_id, lost.outcome) == (
+            attempt,
+            fence,
+            worker.id,
+            AttemptOutcome.LOST,
+        )
+        assert lost.started_at is None  # it may not have begun: nothing says when
+    finally:
+        held.set()
+        await first
+    # The late writes changed nothing: the run is the other worker's.
+    run = await one_run(store, job.id)
+    assert (run.state, run.lease_owner, run.attempt) == (RunState.RUNNING, "w2", attempt + 1)
+    assert [a.outcome for a in await store.list_attempts("default", run.id)] == [
+        AttemptOutcome.LOST
+    ]

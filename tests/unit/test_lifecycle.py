@@ -319,7 +319,17 @@ def test_every_verdict_is_an_allowed_transition() -> None:
                     )
                     lost = lifecycle.rescue(run, delivery=delivery, now=at(40))
                     assert lost.state in events[(RunState.RUNNING, lifecycle.Event.LEASE_EXPIRED)]
-                    assert lost.unclaim is (started is None)
+                    # Only a run that cannot have begun is unclaimed (an at-most-once
+                    # run's start is stored before it begins); any other keeps its
+                    # attempt number, recorded, so that it is never made twice.
+                    unclaim = started is None and delivery is Delivery.AT_MOST_ONCE
+                    assert lost.unclaim is unclaim
+                    assert (lost.recorded is None) is unclaim
+                    assert lost.attempt == run.attempt - unclaim
+                    # Charged only when made: a lost attempt without a stored start
+                    # gives its budget back (when the run is to be tried again).
+                    uncharged = started is None and lost.state is RunState.PENDING
+                    assert lost.max_attempts == run.max_attempts + (uncharged and not unclaim)
                     given = lifecycle.release(
                         run, started=started is not None, why="stop", delivery=delivery, now=at(5)
                     )

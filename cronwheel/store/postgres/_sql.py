@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cronwheel.core.lifecycle import UNSTARTED_LOST_NOTE
 from cronwheel.core.model import MAX_NOTIFY_ERROR
 
 FINISHED_STATES = "('succeeded', 'dead', 'cancelled', 'skipped')"
@@ -960,10 +961,14 @@ SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) 
 # (tests/store/test_transitions.py holds it to it, decision 0040).
 # Params of both rescues: $1 now, $2 limit, $3 the reason of an at-most-once run made
 # dead, $4 that of a run that was on its last attempt (and $5 the dead owners, text[]).
-# A run without started_at was claimed ahead and never began: it is unclaimed as
-# RELEASE_RUNS unclaims a run released before its start (attempt back down, its previous
-# attempt's start back, no attempt row, no event, its budget and due time untouched),
-# pending again even when at-most-once, or cancelled if that was asked for.
+# A run without started_at was claimed ahead and its start was not stored. At-most-once,
+# it never began (its start is stored before it begins): it is unclaimed as RELEASE_RUNS
+# unclaims a run released before its start (attempt back down, its previous attempt's
+# start back, no attempt row, no event, its budget and due time untouched), pending again,
+# or cancelled if that was asked for. Any other may have begun (its start is written
+# beside its action): a lost attempt is recorded without a start, not charged (its budget
+# one more), no event, pending again at its due time or cancelled: its attempt number is
+# never used twice.
 _RESCUE = """
 WITH expired AS (
     SELECT id, job_id AS id_job, lease_owner, lease_expires_at, attempt, max_attempts,
@@ -978,33 +983,37 @@ verdict AS (
     -- An at-most-once run may have started before its worker vanished: it is never
     -- started again, whatever its budget says.
     SELECT e.id, e.lease_owner, e.lease_expires_at, e.started,
+           NOT e.started AND j.delivery = 'at_most_once' AS unclaim,
            CASE WHEN e.cancel_requested THEN 'cancelled'
                 WHEN NOT e.started THEN 'pending'
                 WHEN j.delivery = 'at_most_once' OR e.attempt >= e.max_attempts THEN 'dead'
                 ELSE 'pending' END AS next_state,
            CASE WHEN j.delivery = 'at_most_once' THEN $3 ELSE $4 END AS dead_reason,
-           {message} AS message
+           {message} || CASE WHEN e.started THEN '' ELSE {unstarted_note} END AS message
     FROM expired AS e
     CROSS JOIN LATERAL (SELECT delivery FROM jobs WHERE id = e.id_job OFFSET 0) AS j
 ),
 rescued AS (
     UPDATE runs AS r
     SET state = v.next_state,
-        attempt = CASE WHEN v.started THEN r.attempt ELSE r.attempt - 1 END,
-        started_at = CASE WHEN v.started THEN r.started_at ELSE (
+        attempt = CASE WHEN v.unclaim THEN r.attempt - 1 ELSE r.attempt END,
+        max_attempts = CASE WHEN NOT v.started AND NOT v.unclaim AND v.next_state = 'pending'
+                            THEN r.max_attempts + 1 ELSE r.max_attempts END,
+        started_at = CASE WHEN v.unclaim THEN (
             SELECT a.started_at FROM attempts AS a
             WHERE a.run_id = r.id AND a.attempt = r.attempt - 1
-            ORDER BY a.id DESC LIMIT 1) END,
+            ORDER BY a.id DESC LIMIT 1) ELSE r.started_at END,
         available_at = CASE WHEN v.started AND v.next_state = 'pending' THEN $1
                             ELSE r.available_at END,
         finished_at = CASE WHEN v.next_state = 'pending' THEN NULL ELSE $1 END,
         reason = CASE WHEN v.next_state = 'dead' THEN v.dead_reason ELSE r.reason END,
         lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false,
-        last_error = CASE WHEN v.started THEN v.message ELSE r.last_error END
+        last_error = CASE WHEN v.unclaim THEN r.last_error ELSE v.message END
     FROM verdict AS v
     WHERE r.id = v.id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.fence, r.pool, r.state, r.started_at,
-              v.lease_owner, v.lease_expires_at, v.message, r.scheduled_for, v.started
+              v.lease_owner, v.lease_expires_at, v.message, r.scheduled_for, v.started,
+              v.unclaim
 ),{outbox}
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
@@ -1012,19 +1021,23 @@ recorded AS (
     SELECT tenant_id, id, job_id, attempt, lease_owner, fence, started_at, $1, 'lost',
            '{error_class}', message
     FROM rescued
-    WHERE started
+    WHERE NOT unclaim
 ),{wake}
-SELECT array(SELECT id FROM rescued WHERE state = 'pending' AND started
+SELECT array(SELECT id FROM rescued WHERE state = 'pending' AND NOT unclaim
              ORDER BY lease_expires_at, id) AS retried,
        array(SELECT id FROM rescued WHERE state = 'dead' ORDER BY lease_expires_at, id)
            AS dead,
        array(SELECT id FROM rescued WHERE state = 'cancelled' ORDER BY lease_expires_at, id)
            AS cancelled,
-       array(SELECT id FROM rescued WHERE state = 'pending' AND NOT started
+       array(SELECT id FROM rescued WHERE state = 'pending' AND unclaim
              ORDER BY lease_expires_at, id) AS unstarted,
        (SELECT count(*) FROM woken) AS woken"""
 
-# Only a run that had started has an attempt to tell of.
+# The end of a lost attempt's error when the run's start was not stored, as a literal.
+_UNSTARTED_NOTE = "'" + UNSTARTED_LOST_NOTE.replace("'", "''") + "'"
+
+# Only a run that had started has an attempt to tell of (a lost attempt of a run whose
+# start was not stored is no failure of its budget).
 _RESCUE_EVENT = f"CASE WHEN s.started THEN {_OUTCOME_EVENT} END"
 
 # The expiry is spelled like Python's isoformat().
@@ -1035,6 +1048,7 @@ RESCUE_EXPIRED = _RESCUE.format(
                                   'YYYY-MM-DD"T"HH24:MI:SS.US'), '.000000', '') || '+00:00'
            )""",
     error_class="LeaseExpired",
+    unstarted_note=_UNSTARTED_NOTE,
     outbox=_outbox("rescued", _RESCUE_EVENT, "s.message", "$1::timestamptz"),
     wake=_WAKE_POOLS.format(source="rescued"),
 )
@@ -1043,6 +1057,7 @@ RESCUE_DEAD_OWNERS = _RESCUE.format(
     which="lease_owner = ANY($5::text[])",
     message="format('worker %s ended without reporting (its process died)', e.lease_owner)",
     error_class="WorkerGone",
+    unstarted_note=_UNSTARTED_NOTE,
     outbox=_outbox("rescued", _RESCUE_EVENT, "s.message", "$1::timestamptz"),
     wake=_WAKE_POOLS.format(source="rescued"),
 )

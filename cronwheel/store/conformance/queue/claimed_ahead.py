@@ -1,7 +1,10 @@
 """Conformance: attempts are charged only when made (issue 26, item 3). A run claimed
 ahead of its start (``claim_runs(started=False)``) has no ``started_at`` until the worker
-marks it started (``mark_started``) or completes it; a rescue of such a run unclaims it,
-as a release before the start does, instead of charging it a lost attempt."""
+marks it started (``mark_started``) or completes it. A rescue of such a run charges it
+nothing: an at-most-once run (its start is stored before it begins) is unclaimed, as a
+release before the start is; any other may have begun (its start is stored beside its
+action), so its attempt is recorded ``lost``, its budget given one more, and it is never
+claimed again under the same attempt number ("Duplicates under overload", decision 0037)."""
 
 from __future__ import annotations
 
@@ -83,7 +86,8 @@ class ClaimedAheadContract:
         self,
         store: Store,
     ) -> None:
-        await _runs(store, make_job(retry=RetryPolicy(max_attempts=1)), 0, 1)
+        job = make_job(delivery=Delivery.AT_MOST_ONCE, retry=RetryPolicy(max_attempts=1))
+        await _runs(store, job, 0, 1)
         first, second = await _ahead(store, until=1)
         result = await store.rescue_expired(now=at(60))
         assert (result.retried, result.dead, result.cancelled) == ([], [], [])
@@ -112,11 +116,67 @@ class ClaimedAheadContract:
             (second.run.id, 1, 2),
         ]
 
+    async def test_a_run_whose_start_was_not_stored_is_never_claimed_again_as_the_same_attempt(
+        self,
+        store: Store,
+    ) -> None:
+        # At-least-once: its worker begins it and stores its start beside the action (or
+        # in its completion). A worker whose loop or store lagged past the lease has begun
+        # it all the same: the rescue must not give that attempt back to be made again.
+        await _runs(store, make_job(retry=RetryPolicy(max_attempts=1)), 0, 1)
+        first, second = await _ahead(store, until=1)
+        result = await store.rescue_expired(now=at(60))
+        assert (result.retried, result.dead, result.cancelled, result.unstarted) == (
+            [first.run.id, second.run.id],
+            [],
+            [],
+            [],
+        )
+        for c in (first, second):
+            run = await store.get_run("default", c.run.id)
+            assert run is not None
+            # Not charged: its budget grew by one; due when it was; no start (none stored).
+            assert (run.state, run.attempt, run.max_attempts, run.fence) == (
+                RunState.PENDING,
+                1,
+                2,
+                1,
+            )
+            assert (run.available_at, run.started_at, run.finished_at) == (
+                c.run.available_at,
+                None,
+                None,
+            )
+            assert run.last_error is not None and "may not have begun" in run.last_error
+            assert (run.lease_owner, run.lease_expires_at, run.reason) == (None, None, c.run.reason)
+            [lost] = await store.list_attempts("default", c.run.id)
+            assert (lost.attempt, lost.fence, lost.worker_id, lost.outcome) == (
+                1,
+                1,
+                "w",
+                AttemptOutcome.LOST,
+            )
+            assert (lost.started_at, lost.finished_at, lost.error_class) == (
+                None,
+                at(60),
+                "LeaseExpired",
+            )
+            assert lost.error_message == run.last_error
+        # Claimed again: a new attempt under a new fence, within the budget, not dead.
+        again = await _ahead(store, now=61)
+        assert [(c.run.id, c.run.attempt, c.run.fence, c.run.max_attempts) for c in again] == [
+            (first.run.id, 2, 2, 2),
+            (second.run.id, 2, 2, 2),
+        ]
+
     async def test_an_unstarted_run_gets_its_previous_attempts_start_and_error_back(
         self,
         store: Store,
     ) -> None:
-        await _runs(store, make_job(retry=RetryPolicy(max_attempts=3)))
+        # Unclaimed (at-most-once: it never began); the completion below is the store's
+        # write as given, whatever the lifecycle would have made of the failure.
+        job = make_job(delivery=Delivery.AT_MOST_ONCE, retry=RetryPolicy(max_attempts=3))
+        await _runs(store, job)
         [c] = await _ahead(store)
         assert await store.mark_started("w", [_start(c, 1)]) == [c.run.id]
         failed = Completion(
@@ -226,7 +286,8 @@ class ClaimedAheadContract:
     async def test_a_cancelled_unstarted_run_is_cancelled_without_an_attempt(
         self, store: Store
     ) -> None:
-        await _runs(store, make_job(retry=RetryPolicy(max_attempts=1)))
+        job = make_job(delivery=Delivery.AT_MOST_ONCE, retry=RetryPolicy(max_attempts=1))
+        await _runs(store, job)
         [c] = await _ahead(store)
         await store.cancel_run("default", c.run.id, now=at(1), actor="t")
         result = await store.rescue_expired(now=at(60))
@@ -242,6 +303,27 @@ class ClaimedAheadContract:
         )
         assert (run.lease_owner, run.cancel_requested) == (None, False)
         assert await store.list_attempts("default", c.run.id) == []
+
+    async def test_a_cancelled_run_whose_start_was_not_stored_is_cancelled_after_its_attempt(
+        self, store: Store
+    ) -> None:
+        await _runs(store, make_job(retry=RetryPolicy(max_attempts=1)))
+        [c] = await _ahead(store)
+        await store.cancel_run("default", c.run.id, now=at(1), actor="t")
+        result = await store.rescue_expired(now=at(60))
+        assert (result.cancelled, result.retried, result.unstarted) == ([c.run.id], [], [])
+        run = await store.get_run("default", c.run.id)
+        assert run is not None
+        assert (run.state, run.attempt, run.max_attempts, run.finished_at, run.started_at) == (
+            RunState.CANCELLED,
+            1,
+            1,
+            at(60),
+            None,
+        )
+        assert (run.lease_owner, run.cancel_requested) == (None, False)
+        [lost] = await store.list_attempts("default", c.run.id)
+        assert (lost.attempt, lost.outcome, lost.started_at) == (1, AttemptOutcome.LOST, None)
 
     async def test_a_dead_owners_runs_that_never_started_are_unclaimed(self, store: Store) -> None:
         job = make_job(delivery=Delivery.AT_MOST_ONCE, retry=RetryPolicy(max_attempts=1))
@@ -282,10 +364,19 @@ class ClaimedAheadContract:
         assert run is not None and (run.state, run.started_at) == (RunState.SUCCEEDED, at(10.5))
 
     async def test_an_unstarted_rescue_is_no_event(self, store: Store) -> None:
+        # Neither an unclaimed run nor the uncharged lost attempt of a run whose start was
+        # not stored is a failure to tell of: only the started run's lost attempt is.
         await _runs(store, make_job(notify=TARGETS, retry=RetryPolicy(max_attempts=2)), 0, 1)
-        begun, waiting = await _ahead(store, until=1)
+        once = make_job(
+            notify=TARGETS, delivery=Delivery.AT_MOST_ONCE, retry=RetryPolicy(max_attempts=2)
+        )
+        await _runs(store, once, 2)
+        begun, waiting, unclaimed = await _ahead(store, until=2)
         await store.mark_started("w", [_start(begun, 0)])
         result = await store.rescue_expired(now=at(60))
-        assert (result.retried, result.unstarted) == ([begun.run.id], [waiting.run.id])
+        assert (result.retried, result.unstarted) == (
+            [begun.run.id, waiting.run.id],
+            [unclaimed.run.id],
+        )
         events = [(n.run_id, n.event.value) for n in await store.list_notifications("default")]
         assert events == [(begun.run.id, "failed")]

@@ -259,21 +259,50 @@ async def _lost_at_most_once(store: Store) -> Given:
 
 @case(RunState.RUNNING, Event.LEASE_EXPIRED, "lease expiry of a run claimed ahead")
 async def _lost_unstarted(store: Store) -> Given:
+    """At-most-once: its start is stored before it begins, so it never began: unclaimed."""
     job = await _job(store, delivery=Delivery.AT_MOST_ONCE)
     given = await _rescued(store, await _claim(store, started=False), job)
     assert given.after.state is RunState.PENDING and given.after.attempt == 0
     return given
 
 
+@case(RunState.RUNNING, Event.LEASE_EXPIRED, "lease expiry of a replay claimed ahead")
+async def _lost_unstarted_replay(store: Store) -> Given:
+    """Unclaimed, the run's start goes back to its previous attempt's."""
+    job = await _job(store, delivery=Delivery.AT_MOST_ONCE)
+    dead = (
+        await _complete(store, await _claim(store), Outcome(OutcomeKind.FAILED, "E", "e"))
+    ).after
+    await _replayed(store, dead, job)
+    claimed = await _claim(store, now=at(100), started=False)
+    given = await _rescued(store, claimed, job, now=at(131))
+    [first] = await store.list_attempts("default", given.after.id)
+    assert given.after.attempt == 1 and given.after.started_at == first.started_at == at(1)
+    return given
+
+
 @case(RunState.RUNNING, Event.LEASE_EXPIRED, "lease expiry of a retry claimed ahead")
 async def _lost_unstarted_retry(store: Store) -> Given:
-    """The run's start goes back to its previous attempt's."""
+    """At-least-once: its start is stored beside its action, so it may have begun: a lost
+    attempt without a start, not charged (one more in its budget), due when it was."""
     job = await _job(store, retry=replace(RETRY, initial_delay=0))
     await _complete(store, await _claim(store), Outcome(OutcomeKind.FAILED, "E", "e"))
     claimed = await _claim(store, now=at(5), started=False)
     given = await _rescued(store, claimed, job, now=at(36))
-    [first] = await store.list_attempts("default", given.after.id)
-    assert given.after.attempt == 1 and given.after.started_at == first.started_at == at(1)
+    first, lost = await store.list_attempts("default", given.after.id)
+    assert (lost.attempt, lost.fence, lost.worker_id, lost.started_at) == (2, 2, "w1", None)
+    assert (given.after.attempt, given.after.max_attempts) == (2, RETRY.max_attempts + 1)
+    assert given.after.started_at is None and first.started_at == at(1)
+    return given
+
+
+@case(RunState.RUNNING, Event.LEASE_EXPIRED, "lease expiry of an unmarked run cancelled")
+async def _lost_unstarted_cancelled(store: Store) -> Given:
+    job = await _job(store)
+    claimed = await _claim(store, started=False)
+    await store.cancel_run("default", claimed.run.id, now=at(1), actor="alice")
+    given = await _rescued(store, claimed, job, gone=True)
+    assert given.after.state is RunState.CANCELLED
     return given
 
 
