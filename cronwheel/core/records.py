@@ -238,9 +238,11 @@ class RescueResult:
     cancelled: list[int] = field(default_factory=list)
     """Runs whose lease expired after their cancellation was asked for."""
     unstarted: list[int] = field(default_factory=list)
-    """Runs claimed ahead whose lease expired before they started (no ``started_at``):
-    claimable again, charged nothing, with no attempt recorded (or cancelled, if that was
-    asked for: they are in ``cancelled`` then, not here)."""
+    """At-most-once runs claimed ahead whose lease expired before they started (no
+    ``started_at``; their start is stored before they begin): claimable again, charged
+    nothing, with no attempt recorded (or cancelled, if that was asked for: they are in
+    ``cancelled`` then, not here). Other runs without a stored start may have begun: they
+    are in ``retried``, after an uncharged ``lost`` attempt."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,10 @@ Rescue is what keeps I4: a worker killed mid-run leaves its runs ``running`` wit
 that stops being renewed; once the lease expires, the next pass records a ``lost``
 attempt and makes the run claimable again (or dead, if that was its last attempt or its
 job is at-most-once: a run whose worker vanished may have started, and such a run never
-starts twice). A run the worker had claimed ahead and not started yet is only unclaimed:
-no attempt, nothing charged.
+starts twice). A run claimed ahead whose start was not stored is charged nothing: an
+at-most-once one never began and is only unclaimed (no attempt); any other may have
+begun, so its attempt is recorded lost, uncharged, never to be made again under its
+number (decision 0037, "Duplicates under overload").
 Several maintenance passes may run at once: each run is rescued exactly once.
 """
 

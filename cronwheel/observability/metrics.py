@@ -103,8 +103,8 @@ class Metrics:
         )
         self.unclaimed = Counter(
             "cronwheel_runs_unclaimed_total",
-            "Runs claimed ahead whose worker's lease expired before it started them, made"
-            " claimable again by a rescue without an attempt.",
+            "At-most-once runs claimed ahead whose worker's lease expired before it started"
+            " them, made claimable again by a rescue without an attempt.",
             registry=r,
         )
         self.webhooks = Counter(
@@ -182,7 +182,8 @@ class Metrics:
             self.attempts.labels(UNKNOWN_POOL, "lost").inc(n)
 
     def runs_unclaimed(self, n: int) -> None:
-        """Runs a rescue gave back unstarted (claimed ahead, never begun): no attempt."""
+        """Runs a rescue gave back unstarted (at-most-once, claimed ahead, never begun): no
+        attempt."""
         if n:
             self.unclaimed.inc(n)
 

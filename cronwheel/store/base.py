@@ -369,11 +369,16 @@ class Queue(Protocol):
         started: it is never started twice), or cancelled when their cancellation had
         been asked for. A run made dead says why in its ``reason``.
 
-        A run that never started (``started_at`` is None: claimed ahead, neither marked
-        started nor completed) is unclaimed instead, as a release before the start is
-        (:meth:`release_runs`): no attempt recorded, its ``attempt`` back down by one,
-        nothing charged, ``pending`` again (at-most-once too: it never began) or
-        ``cancelled`` if that was asked for; it is listed in ``unstarted``."""
+        A run whose start was not stored (``started_at`` is None: claimed ahead, neither
+        marked started nor completed) is charged nothing (:func:`lifecycle.rescue`). If
+        its job is at-most-once it never began (its start is stored before it begins): it
+        is unclaimed, as a release before the start is (:meth:`release_runs`): no attempt
+        recorded, its ``attempt`` back down by one, ``pending`` again or ``cancelled`` if
+        that was asked for, listed in ``unstarted``. Any other may have begun (its start
+        is stored beside its action, and a worker that lagged past its lease still runs
+        it): a ``lost`` attempt without a start is recorded, its ``max_attempts`` raised by
+        one, no event, and it is ``pending`` again at its ``available_at`` (listed in
+        ``retried``) or ``cancelled``: an attempt number is never claimed twice."""
 
     @abc.abstractmethod
     async def rescue_runs_of_dead_owner(
@@ -382,9 +387,9 @@ class Queue(Protocol):
         """Runs still ``running`` under a lease of one of ``owners``, which the caller has
         proved dead (e.g. ``cronwheel dev`` holding the lock its dead predecessor held),
         rescued at once as :meth:`rescue_expired` would once their leases expired: a
-        ``lost`` attempt (``WorkerGone``), then pending, dead or cancelled; a run that never
-        started is unclaimed, as there. Never call it on a lease rule alone: an owner that
-        is only slow would run its runs twice."""
+        ``lost`` attempt (``WorkerGone``), then pending, dead or cancelled; a run whose
+        start was not stored is charged nothing, as there. Never call it on a lease rule
+        alone: an owner that is only slow would run its runs twice."""
 
     @abc.abstractmethod
     async def notify(self, topic: str) -> None:

@@ -10,7 +10,8 @@ and stops. Read back from the store and from the receiver:
 - no due occurrence is left neither fired nor recorded: each second of each cron job's
   window has its run, which fired (succeeded) or was recorded skipped (misfire);
 - no run is dead-lettered without having been attempted: every attempt of a dead run was
-  executed (a handler's recorded start, a webhook's delivery with the attempt's fence);
+  executed (a handler's recorded start, a webhook's delivery with the attempt's fence),
+  but the uncharged ones (lost before their start was stored: decision 0037);
 - duplicates only with a newer fence: a handler executed twice executed a lost attempt
   first (the fence moved on); no webhook delivery repeats a fence of its run, and each
   carries the fence of one of the run's attempts;
@@ -382,7 +383,11 @@ async def check_runs(
         findings.lost_unexecuted += sum(a.attempt not in executed for a in lost)
         if run.state is RunState.DEAD:
             findings.dead += 1
-            missing = [a.attempt for a in attempts if a.attempt not in executed]
+            # A lost attempt without a start (its run claimed ahead, its start never
+            # stored) may not have begun, and was not charged: the budget grew by one.
+            missing = [
+                a.attempt for a in attempts if a.attempt not in executed and not _uncharged(a)
+            ]
             if missing or len(attempts) < run.max_attempts:
                 findings.dead_unattempted.append((run.id, missing))
         elif run.state is not RunState.SUCCEEDED:
@@ -393,6 +398,11 @@ async def check_runs(
                 findings.not_fired.append((run.id, "succeeded without a successful attempt"))
             elif last.attempt not in executed:
                 findings.not_fired.append((run.id, "its success was never executed"))
+
+
+def _uncharged(attempt: Attempt) -> bool:
+    """A lost attempt the rescue did not charge: its start was never stored."""
+    return attempt.outcome is AttemptOutcome.LOST and attempt.started_at is None
 
 
 def _executed(
