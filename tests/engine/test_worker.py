@@ -651,6 +651,7 @@ async def test_a_heartbeat_that_raced_a_completion_does_not_call_the_run_lost(
     assert not flight.lost
 
 
+@pytest.mark.both_stores  # the stores differ here: SQL on PostgreSQL, lifecycle on SQLite
 async def test_a_run_begun_before_its_start_was_stored_is_never_run_again_as_the_same_attempt(
     store: Store,
 ) -> None:
