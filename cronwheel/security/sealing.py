@@ -32,7 +32,14 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from cronwheel.errors import InvalidInput
-from cronwheel.security.redact import MASK, is_secret_header, mask_url, register_secret
+from cronwheel.security.redact import (
+    MASK,
+    forms_of,
+    is_secret_header,
+    mask_url,
+    register_secret,
+    url_secrets,
+)
 
 ENV: Final = "CRONWHEEL_SECRETS_KEY"
 PREFIX: Final = "cwsealed:1:"
@@ -191,6 +198,24 @@ def secret_names(action: Mapping[str, Any]) -> set[str]:
         return set()
     listed = {str(n).lower() for n in action.get("secret_headers") or ()}
     return {str(k).lower() for k in headers if is_secret_header(str(k)) or str(k).lower() in listed}
+
+
+def sent_secrets(action: Mapping[str, Any], stored: Mapping[str, Any] | None = None) -> set[str]:
+    """Every secret value an (opened) webhook ``action`` is sent with, in every form a
+    target may echo it back (:func:`cronwheel.security.redact.forms_of`): its secret
+    headers' values (those ``stored`` kept sealed, too), its URL's password and the
+    ``Basic`` credential made of it. What a worker redacts from anything it records or
+    logs of the answer."""
+    headers = action.get("headers")
+    names = secret_names(action)
+    if stored is not None and isinstance(stored.get("headers"), Mapping):
+        names |= {str(k).lower() for k, v in stored["headers"].items() if is_sealed(v)}
+    found: set[str] = set()
+    if isinstance(headers, Mapping):
+        for name, value in headers.items():
+            if str(name).lower() in names and isinstance(value, str):
+                found |= forms_of(value)
+    return found | url_secrets(str(action.get("url") or ""))
 
 
 def seal_notify(
@@ -414,4 +439,5 @@ __all__ = [
     "seal_action",
     "seal_notify",
     "secret_names",
+    "sent_secrets",
 ]
