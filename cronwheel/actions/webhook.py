@@ -22,7 +22,7 @@ import email.utils
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -40,13 +40,13 @@ from cronwheel.security.egress import (
     is_tls_error,
     origin_of,
 )
-from cronwheel.security.redact import mask_url, redact, url_password
+from cronwheel.security.redact import mask_url, redact
 from cronwheel.security.sealing import (
     Sealer,
     SecretsKeyMissing,
     SecretUnreadable,
     open_action,
-    secret_names,
+    sent_secrets,
 )
 
 RETRYABLE_STATUS = frozenset({408, 429})
@@ -152,13 +152,21 @@ def request_headers(
     return headers
 
 
-def outcome_of(response: httpx.Response, excerpt: bytes = b"") -> Outcome:
-    """The outcome of an answer; ``excerpt``: the first bytes of its body."""
+def outcome_of(
+    response: httpx.Response, excerpt: bytes = b"", secrets: Callable[[], Iterable[str]] = tuple
+) -> Outcome:
+    """The outcome of an answer; ``excerpt``: the first bytes of its body. ``secrets``
+    gives the secret values the request was sent with, in every form
+    (:func:`cronwheel.security.sealing.sent_secrets`): the error recorded of a failure
+    (stored, shown to read keys, logged) has none of them, nor the URL's password. The
+    whole excerpt is redacted before it is cut, so no secret is left half shown."""
     status = response.status_code
     if 200 <= status < 300:
         return Outcome(OutcomeKind.SUCCEEDED, http_status=status)
-    snippet = _text_of(response, excerpt)[:MAX_ERROR_BODY]
-    message = f"{response.request.method} {response.request.url} answered {status}: {snippet}"
+    sent = set(secrets())
+    snippet = redact(_text_of(response, excerpt), sent)[:MAX_ERROR_BODY]
+    url = mask_url(str(response.request.url))
+    message = redact(f"{response.request.method} {url} answered {status}: {snippet}", sent)
     if status in RETRYABLE_STATUS or status >= 500:
         return Outcome(OutcomeKind.FAILED, f"HTTP{status}", message, retry_after(response), status)
     return Outcome(OutcomeKind.PERMANENT, f"HTTP{status}", message, http_status=status)
@@ -182,21 +190,6 @@ async def _excerpt(response: httpx.Response) -> bytes:
         if len(read) >= MAX_RESPONSE_READ:
             break
     return bytes(read[:MAX_RESPONSE_READ])
-
-
-def _without_secrets(outcome: Outcome, action: Mapping[str, Any]) -> Outcome:
-    """The outcome with no credential in its error: the URL's password, and the secret
-    headers' values a target may echo back in the body of its error answer."""
-    if outcome.error_message is None:
-        return outcome
-    headers = action.get("headers") or {}
-    names = secret_names(action)
-    sent = [str(v) for k, v in headers.items() if str(k).lower() in names]
-    sent += [str(v).split(" ", 1)[1] for v in sent if " " in str(v)]  # "Bearer <token>"
-    password = url_password(str(action.get("url") or ""))
-    if password:
-        sent.append(password)
-    return dataclasses.replace(outcome, error_message=redact(outcome.error_message, sent))
 
 
 def retry_after(response: httpx.Response) -> float | None:
@@ -252,6 +245,7 @@ class WebhookAction:
         return key
 
     async def execute(self, action: Mapping[str, Any], ctx: RunContext, timeout: float) -> Outcome:
+        stored = action
         try:
             action = open_action(action, ctx.tenant_id, self.sealer)
         except SecretsKeyMissing as exc:
@@ -295,7 +289,9 @@ class WebhookAction:
             target.busy[shard] -= 1
             target.used_at = time.monotonic()
         self.metrics.webhook_response(response.status_code)
-        return _without_secrets(outcome_of(response, excerpt), action)
+        # The one place what a target answers is recorded: the error is redacted of every
+        # secret this request carried, in every form (a target may echo its headers).
+        return outcome_of(response, excerpt, lambda: sent_secrets(action, stored))
 
     def _client_for(self, url: str) -> tuple[_Target, int]:
         """The clients of the URL's target (its origin), and the least busy of them.

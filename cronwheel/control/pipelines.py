@@ -87,7 +87,10 @@ def _keep_masked(
                 and isinstance(old, Mapping)
                 and isinstance(old.get("action"), Mapping)
             ):
-                new_tasks[name] = {**task, "action": keep_masked(task["action"], old["action"])}
+                new_tasks[name] = {
+                    **task,
+                    "action": keep_masked(task["action"], old["action"], f"tasks.{name}.action"),
+                }
         kept["tasks"] = new_tasks
     notify = definition.get("notify")
     if isinstance(notify, list) and current.get("notify"):

@@ -299,7 +299,8 @@ class JobService:
         now = self.clock.now()
         if isinstance(changes.get("action"), dict):
             refuse_sealed(changes["action"])
-            # A secret header sent back as read (***) keeps its stored value.
+            # A secret header sent back as read (***) keeps its stored value, for the
+            # same destination only (else 422: send it again).
             changes = {**changes, "action": keep_masked(changes["action"], current.action)}
         if isinstance(changes.get("notify"), list):
             for j, target in enumerate(changes["notify"]):

@@ -40,7 +40,7 @@ from cronwheel.engine._aio import sleep_or_stop
 from cronwheel.engine._outage import Outage
 from cronwheel.security import signing
 from cronwheel.security.egress import REFUSED, EgressPolicy, EgressRefused
-from cronwheel.security.redact import mask_url, redact, url_password
+from cronwheel.security.redact import mask_url, redact, url_secrets
 from cronwheel.store.base import Outbox, StoreClock
 
 _SEALED_URL = "cwsealed1."  # cronwheel.security.sealing.URL_PREFIX, without importing it
@@ -264,9 +264,11 @@ class Notifier:
             return f"POST {shown}: {REFUSED}"
         except httpx.HTTPError as exc:
             error = f"POST {shown} failed: {type(exc).__name__}: {exc}"
-            return redact(error, [p for p in [url_password(url)] if p])[:MAX_ERROR]
+            return redact(error, url_secrets(url))[:MAX_ERROR]
         if not 200 <= response.status_code < 300:
-            snippet = response.text[:200]
+            # A target may echo the request's Authorization (Basic, from the URL's
+            # password): redacted whole, before it is cut.
+            snippet = redact(response.text, url_secrets(url))[:200]
             return f"POST {shown} answered {response.status_code}: {snippet}"[:MAX_ERROR]
         await self._call_hooks(n.event, envelope)
         return None

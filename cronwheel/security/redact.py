@@ -12,12 +12,14 @@ One place decides what a secret looks like, so that every printer agrees:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 MASK: Final = "***"
 
@@ -69,6 +71,53 @@ def url_password(url: str) -> str | None:
     except ValueError:
         return None
     return unquote(password) if password else None
+
+
+def forms_of(value: str) -> set[str]:
+    """The forms a secret value sent in a request takes when a target echoes it back:
+    the value; the credential after its scheme (``Bearer tok`` → ``tok``); for a
+    ``Basic`` credential, what it decodes to (``user:password``) and the password; each
+    of these in base64 (standard and URL-safe, padded or not) and percent-encoded."""
+    found = {value}
+    scheme, space, credential = value.strip().partition(" ")
+    if space and credential.strip():
+        found.add(credential.strip())
+        if scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(credential.strip(), validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                pair = ""
+            if ":" in pair:
+                found |= {pair, pair.partition(":")[2]}
+    for plain in list(found):
+        raw = plain.encode()
+        for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+            found |= {encoded.decode(), encoded.decode().rstrip("=")}
+        found.add(quote(plain, safe=""))
+    return {f for f in found if len(f) >= _MIN_SECRET_LENGTH}
+
+
+def url_secrets(url: str) -> set[str]:
+    """Every form of ``url``'s password a request to it carries: the password as
+    written (percent-encoded) and decoded, and the ``Authorization: Basic`` credential an
+    HTTP client builds from the URL's user and password (base64 of ``user:password``),
+    with :func:`forms_of` each."""
+    try:
+        parts = urlsplit(url)
+        raw_user, raw_password = parts.username, parts.password
+    except ValueError:
+        return set()
+    if not raw_password:
+        return set()
+    found: set[str] = set()
+    for user, password in (
+        (raw_user or "", raw_password),
+        (unquote(raw_user or ""), unquote(raw_password)),
+    ):
+        found |= forms_of(password)
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        found |= forms_of(f"Basic {basic}")
+    return found
 
 
 def register_secret(value: str | None) -> None:
@@ -159,6 +208,7 @@ class RedactingFormatter(logging.Formatter):
 __all__ = [
     "MASK",
     "RedactingFormatter",
+    "forms_of",
     "is_secret_header",
     "mask_action",
     "mask_headers",
@@ -167,4 +217,5 @@ __all__ = [
     "register_secret",
     "register_url",
     "url_password",
+    "url_secrets",
 ]

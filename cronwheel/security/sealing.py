@@ -32,7 +32,15 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from cronwheel.errors import InvalidInput
-from cronwheel.security.redact import MASK, is_secret_header, mask_url, register_secret
+from cronwheel.security.egress import origin_of
+from cronwheel.security.redact import (
+    MASK,
+    forms_of,
+    is_secret_header,
+    mask_url,
+    register_secret,
+    url_secrets,
+)
 
 ENV: Final = "CRONWHEEL_SECRETS_KEY"
 PREFIX: Final = "cwsealed:1:"
@@ -193,6 +201,24 @@ def secret_names(action: Mapping[str, Any]) -> set[str]:
     return {str(k).lower() for k in headers if is_secret_header(str(k)) or str(k).lower() in listed}
 
 
+def sent_secrets(action: Mapping[str, Any], stored: Mapping[str, Any] | None = None) -> set[str]:
+    """Every secret value an (opened) webhook ``action`` is sent with, in every form a
+    target may echo it back (:func:`cronwheel.security.redact.forms_of`): its secret
+    headers' values (those ``stored`` kept sealed, too), its URL's password and the
+    ``Basic`` credential made of it. What a worker redacts from anything it records or
+    logs of the answer."""
+    headers = action.get("headers")
+    names = secret_names(action)
+    if stored is not None and isinstance(stored.get("headers"), Mapping):
+        names |= {str(k).lower() for k, v in stored["headers"].items() if is_sealed(v)}
+    found: set[str] = set()
+    if isinstance(headers, Mapping):
+        for name, value in headers.items():
+            if str(name).lower() in names and isinstance(value, str):
+                found |= forms_of(value)
+    return found | url_secrets(str(action.get("url") or ""))
+
+
 def seal_notify(
     targets: Iterable[Mapping[str, Any]], tenant_id: str, sealer: Sealer | None
 ) -> tuple[Mapping[str, Any], ...]:
@@ -315,10 +341,18 @@ def open_action(
     return {**action, "headers": opened}
 
 
-def keep_masked(new: Mapping[str, Any], current: Mapping[str, Any]) -> Mapping[str, Any]:
+def keep_masked(
+    new: Mapping[str, Any], current: Mapping[str, Any], field: str = "action"
+) -> Mapping[str, Any]:
     """``new`` with each secret header sent as ``***`` given the value ``current`` has
     under that name, and a URL read masked (``user:***@``) given ``current``'s: a job
-    read (masked) and sent back keeps its secrets."""
+    read (masked) and sent back keeps its secrets.
+
+    A stored value is carried only to the destination it was given for: a header sent
+    as ``***`` while the URL's origin (scheme, host, port) changes is refused
+    (InvalidInput naming ``field.headers.<name>``), as a URL's password is kept only for
+    the URL as read. Else a key that may write but not read the secret could PATCH the
+    URL to a receiver of its own and be sent the secret in clear."""
     current_url = str(current.get("url") or "")
     if new.get("url") == mask_url(current_url) and new.get("url") != current_url:
         new = {**new, "url": current_url}
@@ -327,11 +361,31 @@ def keep_masked(new: Mapping[str, Any], current: Mapping[str, Any]) -> Mapping[s
     if not isinstance(headers, Mapping) or not isinstance(old, Mapping):
         return new
     by_name = {str(k).lower(): v for k, v in old.items()}
-    kept = {
-        k: by_name[k.lower()] if v == MASK and k.lower() in by_name else v
-        for k, v in headers.items()
-    }
+    carried = [k for k, v in headers.items() if v == MASK and by_name.get(k.lower(), MASK) != MASK]
+    if carried and not same_destination(new, current):
+        others = f" (so must {', '.join(carried[1:])})" if carried[1:] else ""
+        raise InvalidInput(
+            f"{field}.headers.{carried[0]}",
+            f"was sent as {MASK}, its stored value, but the destination changes"
+            f" ({_destination(current)} → {_destination(new)}): a stored secret is not"
+            f" sent to a new destination: send its value again{others}",
+        )
+    kept = {k: by_name[k.lower()] if k in carried else v for k, v in headers.items()}
     return {**new, "headers": kept}
+
+
+def _destination(action: Mapping[str, Any]) -> str:
+    """Where an action sends its request: its type, and a webhook's URL's origin."""
+    if action.get("type") != "webhook":
+        return str(action.get("type"))
+    return mask_url(origin_of(str(action.get("url") or "")))  # a URL that does not parse
+
+
+def same_destination(new: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether ``new`` sends its request where ``current`` does: the same action type
+    and, for a webhook, the same origin (scheme, host, port: ``https://a.example`` is
+    ``https://A.example:443``); a path or query may change."""
+    return _destination(new) == _destination(current)
 
 
 def reseal_action(
@@ -411,7 +465,9 @@ __all__ = [
     "refuse_sealed",
     "reseal_action",
     "reseal_notify",
+    "same_destination",
     "seal_action",
     "seal_notify",
     "secret_names",
+    "sent_secrets",
 ]

@@ -287,3 +287,34 @@ async def test_a_notifier_beside_a_saturated_worker_pauses_between_full_batches(
             await eventually(all_sent)
     batches = [sent[0], sent[2], sent[4]]
     assert all(later - earlier >= 0.3 for earlier, later in itertools.pairwise(batches))
+
+
+async def test_a_target_echoing_the_basic_credential_of_its_url_password_gets_it_redacted(
+    store: Store,
+) -> None:
+    """A target that echoes the request's Authorization (Basic, from the URL's password)
+    in its error answer: the error kept on the notification holds neither the password
+    nor its Basic form (docs/security.md#secrets-at-rest)."""
+    import base64
+
+    password = "ntfy-pw-5b7d9f1e3a"
+    basic = base64.b64encode(f"hookuser:{password}".encode()).decode()
+    with webhook_target() as target:
+        target.answers["/events"] = [(500, {})]
+        target.echoes["/events"] = ("Authorization",)
+        url = target.url.replace("http://", f"http://hookuser:{password}@") + "/events"
+        notify = ({"on": ["succeeded"], "url": url},)
+        await job_with_run(store, action={"type": "handler", "name": "ok"}, notify=notify)
+        config = NotifierConfig(interval_seconds=0.05, initial_delay=0.01, max_tries=1)
+        notifier = Notifier(store, config=config, secret=SECRET, egress=LOCAL)
+        async with running(_worker(store)), notifying(notifier):
+
+            async def dead() -> list[str]:
+                found = await store.list_notifications("default", state=NotificationState.DEAD)
+                return [str(n.last_error) for n in found]
+
+            [error] = await eventually(dead)
+        [received] = target.received
+    assert received.headers["Authorization"] == f"Basic {basic}"  # what was echoed
+    assert "answered 500: Authorization=***" in error, error
+    assert password not in error and basic not in error and basic.rstrip("=") not in error

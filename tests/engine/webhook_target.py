@@ -28,6 +28,9 @@ class Target:
     """path → responses to give in turn (the last one repeats); default 200."""
     delays: dict[str, float] = field(default_factory=dict)
     """path → seconds to wait before answering."""
+    echoes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """path → request headers whose values the answer's body echoes (``name=value``
+    each, as a debugging target does); default ``ok`` or ``nope``."""
 
     def answer(self, path: str) -> tuple[int, dict[str, str]]:
         queue = self.answers.get(path) or [(200, {})]
@@ -59,6 +62,9 @@ def webhook_target(port: int = 0) -> Iterator[Target]:
             time.sleep(target.delays.get(self.path, 0.0))
             status, headers = target.answer(self.path)
             payload = b"ok" if status < 300 else b"nope"
+            if self.path in target.echoes:
+                echoed = [f"{h}={self.headers.get(h)}" for h in target.echoes[self.path]]
+                payload = " ".join(echoed).encode()
             self.send_response(status)
             for k, v in headers.items():
                 self.send_header(k, v)

@@ -16,10 +16,12 @@ from cronwheel.security.sealing import (
     SecretsKeyMissing,
     SecretUnreadable,
     generate_key,
+    keep_masked,
     open_action,
     reseal_action,
     seal_action,
     secret_names,
+    sent_secrets,
 )
 
 OLD, NEW = generate_key(), generate_key()
@@ -123,3 +125,42 @@ async def test_connect_on_a_dev_file_seals_with_the_key_beside_it(
     async with await cronwheel.connect(f"sqlite:///{db}") as cw:
         job = await cw.create(name="b", schedule={"kind": "manual"}, action=action)
     assert sealer.open(job.action["headers"]["X-Api-Key"], "default") == "k-1"
+
+
+def test_a_header_sent_as_stars_is_kept_only_for_the_same_origin() -> None:
+    current = {
+        "type": "webhook",
+        "url": "https://partner.example/hook",
+        "headers": {"Authorization": PREFIX + "sealed", "X-Team": "ops"},
+    }
+    as_read = {**current, "headers": {"Authorization": "***", "X-Team": "ops"}}
+    for url in ("https://PARTNER.example:443/other?q=1", "https://partner.example"):
+        kept = keep_masked({**as_read, "url": url}, current)
+        assert kept["headers"]["Authorization"] == PREFIX + "sealed"
+    for url in (
+        "http://partner.example/hook",
+        "https://partner.example:8443/hook",
+        "https://evil.example/hook",
+        "https://partner.example.evil.example/",
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            keep_masked({**as_read, "url": url}, current, "tasks.t.action")
+        assert refused.value.field == "tasks.t.action.headers.Authorization"
+        assert "a stored secret is not sent to a new destination" in refused.value.reason
+    given = {**as_read, "url": "https://evil.example/", "headers": {"Authorization": "Bearer new"}}
+    assert keep_masked(given, current)["headers"] == {"Authorization": "Bearer new"}
+
+
+def test_the_secrets_a_request_carried_include_every_form_a_target_may_echo() -> None:
+    import base64
+
+    action = {
+        "type": "webhook",
+        "url": "https://hook%40user:p%40ss-word@example.com/h",
+        "headers": {"Authorization": "Bearer tok-123456", "X-Team": "ops-team"},
+    }
+    found = sent_secrets(action)
+    basic = base64.b64encode(b"hook@user:p@ss-word").decode()  # as httpx builds it
+    assert {"Bearer tok-123456", "tok-123456", "p@ss-word", "p%40ss-word", basic} <= found
+    assert base64.b64encode(b"tok-123456").decode() in found
+    assert "ops-team" not in found
