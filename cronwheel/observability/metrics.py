@@ -113,33 +113,13 @@ class Metrics:
             ["status_class"],
             registry=r,
         )
-        self.tick = Histogram(
-            "cronwheel_scheduler_tick_seconds",
-            "How long one scheduler tick took (reading due jobs, writing their runs).",
-            buckets=TICK_BUCKETS,
-            registry=r,
-        )
-        self.shards_owned = Gauge(
-            "cronwheel_scheduler_shards_owned",
-            "Shards this scheduler holds (1 of 1 when it runs unsharded).",
-            registry=r,
-        )
-        self.shards = Gauge(
-            "cronwheel_scheduler_shards",
-            "How many shards the job space is split into, as this scheduler sees it.",
-            registry=r,
-        )
-        self.lead = Gauge(
-            "cronwheel_scheduler_lead_seconds",
-            "How far ahead the last tick materialised runs (the horizon, more for a herd).",
-            registry=r,
-        )
         # Every value of a bounded label exists from the start, at 0: a rate over it
         # is defined before the first event.
         self._webhook_of = {label: self.webhooks.labels(label) for label in WEBHOOK_CLASSES}
         for label in SKIP_REASONS:
             self.skipped.labels(label)
         self._replica: tuple[dict[str, Counter], Gauge] | None = None
+        self._scheduler: _SchedulerMetrics | None = None
         self._loop_lag: Histogram | None = None
         # The worker records a batch at a time: labelled children looked up once per
         # pool and outcome, not once per run.
@@ -240,17 +220,57 @@ class Metrics:
                     )
         self._loop_lag.observe(seconds)
 
+    def scheduler_started(self, *, shard_count: int) -> None:
+        """Register the scheduler's metrics: only a process that runs a scheduler exports
+        them (an API or a worker exporting ``shards_owned 0`` of ``shards 0`` would hide a
+        cluster with no scheduler at all from ``CronwheelShardsWithoutScheduler``). It owns
+        no shard until its first tick says otherwise."""
+        with self._lock:
+            if self._scheduler is None:
+                self._scheduler = _SchedulerMetrics(self.registry)
+            self._scheduler.shards.set(shard_count)
+
     def scheduler_tick(
         self, seconds: float, *, lead_seconds: float, shards_owned: int, shard_count: int
     ) -> None:
-        self.tick.observe(seconds)
-        self.lead.set(lead_seconds)
-        self.shards_owned.set(shards_owned)
-        self.shards.set(shard_count)
+        if self._scheduler is None:
+            self.scheduler_started(shard_count=shard_count)
+        assert self._scheduler is not None
+        self._scheduler.tick.observe(seconds)
+        self._scheduler.lead.set(lead_seconds)
+        self._scheduler.shards_owned.set(shards_owned)
+        self._scheduler.shards.set(shard_count)
 
     def render(self) -> bytes:
         """The text exposition format of everything in this registry."""
         return generate_latest(self.registry)
+
+
+class _SchedulerMetrics:
+    """The metrics of a scheduler process (:meth:`Metrics.scheduler_started`)."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.tick = Histogram(
+            "cronwheel_scheduler_tick_seconds",
+            "How long one scheduler tick took (reading due jobs, writing their runs).",
+            buckets=TICK_BUCKETS,
+            registry=r,
+        )
+        self.shards_owned = Gauge(
+            "cronwheel_scheduler_shards_owned",
+            "Shards this scheduler holds (1 of 1 when it runs unsharded).",
+            registry=r,
+        )
+        self.shards = Gauge(
+            "cronwheel_scheduler_shards",
+            "How many shards the job space is split into, as this scheduler sees it.",
+            registry=r,
+        )
+        self.lead = Gauge(
+            "cronwheel_scheduler_lead_seconds",
+            "How far ahead the last tick materialised runs (the horizon, more for a herd).",
+            registry=r,
+        )
 
 
 _default: Metrics | None = None
