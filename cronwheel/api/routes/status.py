@@ -100,6 +100,10 @@ class SchedulerOut(_Out):
 class ShardsOut(_Out):
     total: int = Field(description="Shards that have ever been leased.")
     owned: int = Field(description="Of those, held under a live lease.")
+    unowned: list[int] = Field(
+        default_factory=list,
+        description="The others: shards with no live lease, whose jobs get no new runs.",
+    )
 
 
 class MaintenanceOut(_Out):
@@ -175,10 +179,7 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
         pools=_pools(pools, workers, now, window),
         workers=workers,
         schedulers=_schedulers(processes, leases, now, system),
-        shards=ShardsOut(
-            total=sum(1 for lease in leases if lease.shard >= 0),
-            owned=sum(1 for lease in leases if lease.shard >= 0 and _live(lease, now)),
-        ),
+        shards=_shards(leases, now),
         maintenance=_maintenance(leases, now, system),
         overdue_jobs=overdue,
     )
@@ -205,6 +206,29 @@ def _unreachable(exc: BaseException) -> StoreOut:
 
 def _live(lease: ShardLease, now: datetime) -> bool:
     return lease.holder is not None and lease.expires_at is not None and lease.expires_at > now
+
+
+def _shards(leases: Sequence[ShardLease], now: datetime) -> ShardsOut:
+    """Every shard ever leased, and which of them no live lease holds now, whatever the
+    registry says: a scheduler stopped (SIGTERM) hands its shards back and leaves it, a
+    killed one ages out of it, and their shards are unowned all the same (issue 29)."""
+    shards = [lease for lease in leases if lease.shard >= 0]
+    unowned = sorted(lease.shard for lease in shards if not _live(lease, now))
+    return ShardsOut(total=len(shards), owned=len(shards) - len(unowned), unowned=unowned)
+
+
+def spans(numbers: Sequence[int]) -> str:
+    """``0-3, 7, 9-15``: sorted numbers as runs of consecutive ones."""
+    parts: list[str] = []
+    start = prev = None
+    for n in [*numbers, None]:
+        if start is not None and (n is None or prev is None or n != prev + 1):
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if n is not None and start is None:
+            start = n
+        prev = n
+    return ", ".join(parts)
 
 
 def _workers(
@@ -305,9 +329,17 @@ def problems_of(report: StatusReportOut) -> list[str]:
             f"{report.overdue_jobs}{many} {jobs} should have fired over"
             f" {OVERDUE_AFTER.total_seconds():.0f} s ago: no scheduler keeps up (is one running?)"
         )
-    if report.schedulers and report.shards.owned < report.shards.total:
-        missing = report.shards.total - report.shards.owned
-        found.append(f"{missing} of {report.shards.total} shards have no live scheduler")
+    shards = report.shards
+    if shards.unowned and not shards.owned:
+        found.append(
+            f"no scheduler owns shards {spans(shards.unowned)}: no run is being created on"
+            " time (is a scheduler running?)"
+        )
+    elif shards.unowned:
+        found.append(
+            f"{len(shards.unowned)} of {shards.total} shards have no live scheduler"
+            f" ({spans(shards.unowned)}): their jobs get no new runs"
+        )
     for pool in report.pools:
         if pool.due and not pool.workers:
             found.append(f"pool {pool.pool}: {pool.due} due, and no live worker serves it")
