@@ -16,7 +16,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -82,6 +82,15 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.start_wait = Histogram(
+            "cronwheel_run_start_wait_seconds",
+            "How late an attempt started after the instant it was due, for a run that a limit"
+            " may hold back (a concurrency key, overlap: queue): its wait includes the"
+            " limit's, so it is kept out of cronwheel_run_start_lag_seconds.",
+            ["pool"],
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self.duration = Histogram(
             "cronwheel_run_duration_seconds",
             "How long an attempt's action ran, by how it ended.",
@@ -127,8 +136,12 @@ class Metrics:
         self._lag_of: dict[str, Histogram] = {}
         self._lock = threading.Lock()
 
-    def attempts_done(self, done: Iterable[tuple[str, Completion]]) -> None:
-        """Record finished attempts, as ``(pool, completion)``, from a written batch."""
+    def attempts_done(
+        self, done: Iterable[tuple[str, Completion]], *, limited: Container[int] = ()
+    ) -> None:
+        """Record finished attempts, as ``(pool, completion)``, from a written batch. The
+        lag of the runs in ``limited`` (ids of runs a limit may hold back: a concurrency
+        key, ``overlap: queue``) goes to the start wait, not the start lag (decision 0042)."""
         for pool, c in done:
             outcome = c.outcome.value
             pair = self._children.get((pool, outcome))
@@ -139,6 +152,9 @@ class Metrics:
             if c.started_at is not None:
                 duration.observe((c.finished_at - c.started_at).total_seconds())
             if c.lag_seconds is not None:
+                if c.run_id in limited:
+                    self.start_wait.labels(pool).observe(max(c.lag_seconds, 0.0))
+                    continue
                 lag = self._lag_of.get(pool)
                 if lag is None:
                     lag = self._lag_of[pool] = self.start_lag.labels(pool)
@@ -366,12 +382,23 @@ class StoreGauges(Collector):
         yield due
         oldest = GaugeMetricFamily(
             "cronwheel_oldest_due_run_age_seconds",
-            "How long the oldest due run of a pool has waited to start.",
+            "How long the oldest due run of a pool has waited to start (of the runs no"
+            " limit holds back: see cronwheel_runs_held).",
             labels=["pool"],
         )
         for pool, at in sorted(snap.oldest_due.items()):
             oldest.add_metric([pool], max((snap.read_at - at).total_seconds(), 0.0))
         yield oldest
+        held = GaugeMetricFamily(
+            "cronwheel_runs_held",
+            "Runs due and not started because a limit holds them back, by reason:"
+            " concurrency_key (their key is full), overlap_queue (their overlap: queue job"
+            " has a run running). Counted in cronwheel_runs_due, never the oldest due run.",
+            labels=["pool", "reason"],
+        )
+        for (pool, reason), n in sorted(snap.held.items()):
+            held.add_metric([pool, reason], n)
+        yield held
         running = GaugeMetricFamily(
             "cronwheel_runs_running", "Runs held by a worker (claimed).", labels=["pool"]
         )

@@ -22,7 +22,8 @@ from cronwheel.core.model import (
 )
 from cronwheel.engine.maintenance import MAINTENANCE_LEASE
 from cronwheel.store.base import Completion, Store
-from cronwheel.store.conformance.factories import make_job, make_run
+from cronwheel.store.conformance.factories import at, make_job, make_run
+from cronwheel.store.conformance.status.status import held_scenario
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant
 from tests.conftest import open_store
@@ -267,3 +268,29 @@ async def test_no_live_lease_on_any_shard_is_a_problem_whatever_the_registry_say
     await store.acquire_shards("scheduler-h-2", list(range(16)), now=clock.now(), ttl_seconds=10)
     body = (await client.get("/v1/status")).json()
     assert body["healthy"] is True and body["problems"] == []
+
+
+async def test_runs_a_limit_holds_back_are_notes_not_problems(
+    client: httpx.AsyncClient, store: Store, clock: FrozenClock
+) -> None:
+    """Issue 29: runs waiting for their full concurrency key (or their ``overlap: queue``
+    job's running run) made status say NOT HEALTHY ("the oldest due run has waited 99 s"),
+    though the wait is the limit working."""
+    await held_scenario(store)
+    clock.set(at(100))
+    await store.register_worker(
+        WorkerInfo("w1", SHARED_WORKERS, "h", ("keyed", "queued"), 4, 2, at(0), at(99))
+    )
+    body = (await client.get("/v1/status")).json()
+    assert body["problems"] == [] and body["healthy"] is True
+    assert body["notes"] == [
+        "pool keyed: 2 runs wait for their concurrency key (it is full)",
+        "pool queued: 1 run waits for the running run of their job (overlap: queue)",
+    ]
+    keyed, queued = _pools(body)["keyed"], _pools(body)["queued"]
+    assert (keyed["due"], keyed["held_by_key"], keyed["oldest_due_age_seconds"]) == (3, 2, 50)
+    assert (queued["due"], queued["held_by_overlap"], queued["oldest_due_age_seconds"]) == (
+        2,
+        1,
+        40,
+    )

@@ -68,8 +68,18 @@ class StoreOut(_Out):
 class PoolOut(_Out):
     pool: str
     due: int = Field(description="Runs due and not started.")
+    held_by_key: int = Field(
+        description="Of the due runs, those waiting for their concurrency key, which is full:"
+        " the limit working, not lateness (never the oldest due run)."
+    )
+    held_by_overlap: int = Field(
+        description="Of the due runs, those of an `overlap: queue` job waiting for its"
+        " running run (never the oldest due run)."
+    )
     running: int
-    oldest_due_at: Instant | None
+    oldest_due_at: Instant | None = Field(
+        description="The oldest due run that no limit holds back (see held_by_key)."
+    )
     oldest_due_age_seconds: float | None
     lag_p50_seconds: float | None = Field(description="Median start lag in the window.")
     lag_p99_seconds: float | None
@@ -122,6 +132,10 @@ class StatusReportOut(_Out):
     window_minutes: int
     healthy: bool
     problems: list[str]
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What is waiting by design, one line each: runs a limit holds back.",
+    )
     store: StoreOut
     pools: list[PoolOut]
     workers: list[StatusWorkerOut]
@@ -184,7 +198,8 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
         overdue_jobs=overdue,
     )
     found = problems_of(report)
-    return dump(report.model_copy(update={"healthy": not found, "problems": found}))
+    update = {"healthy": not found, "problems": found, "notes": notes_of(report)}
+    return dump(report.model_copy(update=update))
 
 
 async def _probe(store: Store) -> StoreOut:
@@ -276,6 +291,8 @@ def _pools(
             PoolOut(
                 pool=name,
                 due=p.due,
+                held_by_key=p.held_by_key,
+                held_by_overlap=p.held_by_overlap,
                 running=p.running,
                 oldest_due_at=p.oldest_due_at,
                 oldest_due_age_seconds=None if age is None else max(0.0, round(age, 3)),
@@ -346,4 +363,20 @@ def problems_of(report: StatusReportOut) -> list[str]:
         age = pool.oldest_due_age_seconds
         if age is not None and age > LATE_AFTER.total_seconds():
             found.append(f"pool {pool.pool}: the oldest due run has waited {age:.0f} s")
+    return found
+
+
+def notes_of(report: StatusReportOut) -> list[str]:
+    """Runs that wait because a limit works (decision 0042): not a problem, not late."""
+    found = []
+    for pool in report.pools:
+        if pool.held_by_key:
+            runs = "1 run waits" if pool.held_by_key == 1 else f"{pool.held_by_key} runs wait"
+            found.append(f"pool {pool.pool}: {runs} for their concurrency key (it is full)")
+        if pool.held_by_overlap:
+            n = pool.held_by_overlap
+            runs = "1 run waits" if n == 1 else f"{n} runs wait"
+            found.append(
+                f"pool {pool.pool}: {runs} for the running run of their job (overlap: queue)"
+            )
     return found
