@@ -303,7 +303,13 @@ class PoolStatus:
     due: int = 0
     """Pending runs whose ``available_at`` has come: due and not started."""
     oldest_due_at: datetime | None = None
-    """The ``available_at`` of the longest-waiting due run."""
+    """The ``available_at`` of the longest-waiting due run that no limit holds back."""
+    held_by_key: int = 0
+    """Of the due runs, those waiting for their concurrency key, which is full (as many of
+    its runs are running as its limit): the limit working, not lateness (decision 0042)."""
+    held_by_overlap: int = 0
+    """Of the due runs, those of an ``overlap: queue`` job waiting for its running run
+    (and not already counted in ``held_by_key``)."""
     running: int = 0
     dead: int = 0
     """Dead runs (the dead-letter queue), whenever they died."""
@@ -376,10 +382,14 @@ class GaugeReading:
     due: dict[tuple[str, int], int]
     """(pool, priority) → runs pending with ``available_at <= now``."""
     oldest_due: dict[str, datetime]
-    """pool → the ``available_at`` of its oldest due run."""
+    """pool → the ``available_at`` of its oldest due run that no limit holds back (a full
+    concurrency key, an ``overlap: queue`` job's running run: decision 0042)."""
     running: dict[str, int]
     """pool → runs held by a worker (``running``)."""
     dead: dict[str, int]
     """tenant → runs in the dead-letter queue."""
     workers: dict[str, int]
     """pool → workers that serve it and were seen since ``workers_seen_since``."""
+    held: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(pool, reason) → due runs a limit holds back: ``concurrency_key`` (their key is
+    full), ``overlap_queue`` (their ``overlap: queue`` job has a run running)."""

@@ -97,6 +97,7 @@ class Scheduler:
         self.owner = None if sharding is None else ShardOwner(store, self.clock, sharding, holder)
         self._schedules = ScheduleCache()
         self.metrics = metrics or _metrics.default()
+        self.metrics.scheduler_started(shard_count=1 if sharding is None else sharding.shard_count)
         self.pace = Pace()
         """The measured cost per job; tests with a frozen clock set it (nothing is
         measured when no time passes)."""

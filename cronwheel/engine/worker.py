@@ -41,6 +41,7 @@ from cronwheel.core.model import (
     ClaimedRun,
     Delivery,
     NotifyEvent,
+    Overlap,
     WorkerInfo,
     new_id,
 )
@@ -936,6 +937,7 @@ class Worker:
             except Exception as exc:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         recorded = []
+        limited = set()
         for done, flight in zip(batch, flights, strict=True):
             if flight is not None and flight.claimed.run.fence == done.fence:
                 self._forget(flight)
@@ -948,8 +950,11 @@ class Worker:
                     extra={"run_id": done.run_id, "fence": done.fence},
                 )
             elif flight is not None:
-                recorded.append((flight.claimed.run.pool, done))
-        self.metrics.attempts_done(recorded)
+                run = flight.claimed.run
+                recorded.append((run.pool, done))
+                if run.concurrency_key is not None or run.overlap is Overlap.QUEUE:
+                    limited.add(run.id)
+        self.metrics.attempts_done(recorded, limited=limited)
         self.completed += len(accepted)
         self._room.set()
 

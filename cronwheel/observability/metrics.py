@@ -16,7 +16,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -82,6 +82,15 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.start_wait = Histogram(
+            "cronwheel_run_start_wait_seconds",
+            "How late an attempt started after the instant it was due, for a run that a limit"
+            " may hold back (a concurrency key, overlap: queue): its wait includes the"
+            " limit's, so it is kept out of cronwheel_run_start_lag_seconds.",
+            ["pool"],
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self.duration = Histogram(
             "cronwheel_run_duration_seconds",
             "How long an attempt's action ran, by how it ended.",
@@ -113,33 +122,13 @@ class Metrics:
             ["status_class"],
             registry=r,
         )
-        self.tick = Histogram(
-            "cronwheel_scheduler_tick_seconds",
-            "How long one scheduler tick took (reading due jobs, writing their runs).",
-            buckets=TICK_BUCKETS,
-            registry=r,
-        )
-        self.shards_owned = Gauge(
-            "cronwheel_scheduler_shards_owned",
-            "Shards this scheduler holds (1 of 1 when it runs unsharded).",
-            registry=r,
-        )
-        self.shards = Gauge(
-            "cronwheel_scheduler_shards",
-            "How many shards the job space is split into, as this scheduler sees it.",
-            registry=r,
-        )
-        self.lead = Gauge(
-            "cronwheel_scheduler_lead_seconds",
-            "How far ahead the last tick materialised runs (the horizon, more for a herd).",
-            registry=r,
-        )
         # Every value of a bounded label exists from the start, at 0: a rate over it
         # is defined before the first event.
         self._webhook_of = {label: self.webhooks.labels(label) for label in WEBHOOK_CLASSES}
         for label in SKIP_REASONS:
             self.skipped.labels(label)
         self._replica: tuple[dict[str, Counter], Gauge] | None = None
+        self._scheduler: _SchedulerMetrics | None = None
         self._loop_lag: Histogram | None = None
         # The worker records a batch at a time: labelled children looked up once per
         # pool and outcome, not once per run.
@@ -147,8 +136,12 @@ class Metrics:
         self._lag_of: dict[str, Histogram] = {}
         self._lock = threading.Lock()
 
-    def attempts_done(self, done: Iterable[tuple[str, Completion]]) -> None:
-        """Record finished attempts, as ``(pool, completion)``, from a written batch."""
+    def attempts_done(
+        self, done: Iterable[tuple[str, Completion]], *, limited: Container[int] = ()
+    ) -> None:
+        """Record finished attempts, as ``(pool, completion)``, from a written batch. The
+        lag of the runs in ``limited`` (ids of runs a limit may hold back: a concurrency
+        key, ``overlap: queue``) goes to the start wait, not the start lag (decision 0042)."""
         for pool, c in done:
             outcome = c.outcome.value
             pair = self._children.get((pool, outcome))
@@ -159,6 +152,9 @@ class Metrics:
             if c.started_at is not None:
                 duration.observe((c.finished_at - c.started_at).total_seconds())
             if c.lag_seconds is not None:
+                if c.run_id in limited:
+                    self.start_wait.labels(pool).observe(max(c.lag_seconds, 0.0))
+                    continue
                 lag = self._lag_of.get(pool)
                 if lag is None:
                     lag = self._lag_of[pool] = self.start_lag.labels(pool)
@@ -241,17 +237,57 @@ class Metrics:
                     )
         self._loop_lag.observe(seconds)
 
+    def scheduler_started(self, *, shard_count: int) -> None:
+        """Register the scheduler's metrics: only a process that runs a scheduler exports
+        them (an API or a worker exporting ``shards_owned 0`` of ``shards 0`` would hide a
+        cluster with no scheduler at all from ``CronwheelShardsWithoutScheduler``). It owns
+        no shard until its first tick says otherwise."""
+        with self._lock:
+            if self._scheduler is None:
+                self._scheduler = _SchedulerMetrics(self.registry)
+            self._scheduler.shards.set(shard_count)
+
     def scheduler_tick(
         self, seconds: float, *, lead_seconds: float, shards_owned: int, shard_count: int
     ) -> None:
-        self.tick.observe(seconds)
-        self.lead.set(lead_seconds)
-        self.shards_owned.set(shards_owned)
-        self.shards.set(shard_count)
+        if self._scheduler is None:
+            self.scheduler_started(shard_count=shard_count)
+        assert self._scheduler is not None
+        self._scheduler.tick.observe(seconds)
+        self._scheduler.lead.set(lead_seconds)
+        self._scheduler.shards_owned.set(shards_owned)
+        self._scheduler.shards.set(shard_count)
 
     def render(self) -> bytes:
         """The text exposition format of everything in this registry."""
         return generate_latest(self.registry)
+
+
+class _SchedulerMetrics:
+    """The metrics of a scheduler process (:meth:`Metrics.scheduler_started`)."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.tick = Histogram(
+            "cronwheel_scheduler_tick_seconds",
+            "How long one scheduler tick took (reading due jobs, writing their runs).",
+            buckets=TICK_BUCKETS,
+            registry=r,
+        )
+        self.shards_owned = Gauge(
+            "cronwheel_scheduler_shards_owned",
+            "Shards this scheduler holds (1 of 1 when it runs unsharded).",
+            registry=r,
+        )
+        self.shards = Gauge(
+            "cronwheel_scheduler_shards",
+            "How many shards the job space is split into, as this scheduler sees it.",
+            registry=r,
+        )
+        self.lead = Gauge(
+            "cronwheel_scheduler_lead_seconds",
+            "How far ahead the last tick materialised runs (the horizon, more for a herd).",
+            registry=r,
+        )
 
 
 _default: Metrics | None = None
@@ -347,12 +383,23 @@ class StoreGauges(Collector):
         yield due
         oldest = GaugeMetricFamily(
             "cronwheel_oldest_due_run_age_seconds",
-            "How long the oldest due run of a pool has waited to start.",
+            "How long the oldest due run of a pool has waited to start (of the runs no"
+            " limit holds back: see cronwheel_runs_held).",
             labels=["pool"],
         )
         for pool, at in sorted(snap.oldest_due.items()):
             oldest.add_metric([pool], max((snap.read_at - at).total_seconds(), 0.0))
         yield oldest
+        held = GaugeMetricFamily(
+            "cronwheel_runs_held",
+            "Runs due and not started because a limit holds them back, by reason:"
+            " concurrency_key (their key is full), overlap_queue (their overlap: queue job"
+            " has a run running). Counted in cronwheel_runs_due, never the oldest due run.",
+            labels=["pool", "reason"],
+        )
+        for (pool, reason), n in sorted(snap.held.items()):
+            held.add_metric([pool, reason], n)
+        yield held
         running = GaugeMetricFamily(
             "cronwheel_runs_running", "Runs held by a worker (claimed).", labels=["pool"]
         )

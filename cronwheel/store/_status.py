@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwheel.store.base import MAX_HISTORY_BUCKETS, AttemptBucket, PoolStatus
+from cronwheel.store.base import MAX_HISTORY_BUCKETS, AttemptBucket, GaugeReading, PoolStatus
 
 
 def merge(*parts: Iterable[Mapping[str, Any]]) -> list[PoolStatus]:
@@ -45,3 +45,10 @@ def buckets(found: Iterable[Mapping[str, Any]]) -> list[AttemptBucket]:
         for r in found
     ]
     return sorted(out, key=lambda b: (b.pool, b.bucket))
+
+
+def held_by(result: GaugeReading, pool: str, by_key: int | None, by_overlap: int | None) -> None:
+    """Add one due row's held runs to ``result.held`` (both stores' read_gauges)."""
+    for reason, n in (("concurrency_key", by_key), ("overlap_queue", by_overlap)):
+        if n:
+            result.held[(pool, reason)] = result.held.get((pool, reason), 0) + int(n)

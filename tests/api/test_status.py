@@ -22,7 +22,8 @@ from cronwheel.core.model import (
 )
 from cronwheel.engine.maintenance import MAINTENANCE_LEASE
 from cronwheel.store.base import Completion, Store
-from cronwheel.store.conformance.factories import make_job, make_run
+from cronwheel.store.conformance.factories import at, make_job, make_run
+from cronwheel.store.conformance.status.status import held_scenario
 from tests.api.conftest import connect
 from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant
 from tests.conftest import open_store
@@ -141,7 +142,7 @@ async def test_a_system_admin_sees_every_pool_worker_and_scheduler(
     assert body["schedulers"] == [
         {"id": "scheduler-hostB-7", "shards_owned": 2, "last_seen_at": ago(1).isoformat()}
     ]
-    assert body["shards"] == {"total": 2, "owned": 2}
+    assert body["shards"] == {"total": 2, "owned": 2, "unowned": []}
     assert body["maintenance"]["active"] and body["maintenance"]["owner"] == "maintenance-42"
     assert body["healthy"] is True and body["problems"] == []
 
@@ -212,7 +213,8 @@ async def test_problems_say_what_to_look_at(
     await store.acquire_shards("scheduler-1", [0, 1], now=ago(20), ttl_seconds=10)
     await store.acquire_shards("scheduler-1", [2], now=ago(1), ttl_seconds=10)
     body = (await client.get("/v1/status")).json()
-    assert "2 of 3 shards have no live scheduler" in body["problems"]
+    partly = "2 of 3 shards have no live scheduler (0-1): their jobs get no new runs"
+    assert partly in body["problems"]
     bad = await client.get("/v1/status", params={"window": 0})
     assert bad.status_code == 422
 
@@ -232,3 +234,63 @@ async def test_a_store_that_does_not_answer_is_reported_not_raised(
     assert body["healthy"] is False
     assert body["problems"][0].startswith("the store does not answer (")
     assert body["pools"] == [] and body["workers"] == []
+
+
+NO_SCHEDULER = "no scheduler owns shards 0-15: no run is being created on time"
+NO_SCHEDULER += " (is a scheduler running?)"
+
+
+@pytest.mark.parametrize("end", ["stopped", "killed"])
+async def test_no_live_lease_on_any_shard_is_a_problem_whatever_the_registry_says(
+    client: httpx.AsyncClient, store: Store, clock: FrozenClock, end: str
+) -> None:
+    """Issue 29: after the only scheduler stopped (it hands its shards back and leaves the
+    registry) or was killed (its leases expire, then its registry row ages out), status
+    said healthy: the problem was only looked for while a scheduler was listed."""
+    holder = "scheduler-h-1"
+    await store.register_worker(WorkerInfo(holder, SCHEDULER_TENANT, "h", (), 0, 16, NOW, NOW))
+    await store.acquire_shards(holder, list(range(16)), now=NOW, ttl_seconds=10)
+    body = (await client.get("/v1/status")).json()
+    assert body["healthy"] is True, body["problems"]
+    assert (body["shards"]["total"], body["shards"]["owned"]) == (16, 16)
+    if end == "stopped":  # what ShardOwner.stop does on SIGTERM
+        await store.release_shards(holder, list(range(16)))
+        await store.remove_worker(holder)
+    for seconds in (10, 40, 75, 3600):  # the issue's +10, +40, +75 s, and much later
+        clock.set(NOW + timedelta(seconds=seconds))
+        body = (await client.get("/v1/status")).json()
+        assert body["schedulers"] == [] or seconds < 60, body["schedulers"]
+        assert body["healthy"] is False, (seconds, body)
+        assert NO_SCHEDULER in body["problems"], (seconds, body["problems"])
+        assert body["shards"] == {"total": 16, "owned": 0, "unowned": list(range(16))}
+    # A new scheduler takes them all: healthy again.
+    clock.set(NOW + timedelta(seconds=3601))
+    await store.acquire_shards("scheduler-h-2", list(range(16)), now=clock.now(), ttl_seconds=10)
+    body = (await client.get("/v1/status")).json()
+    assert body["healthy"] is True and body["problems"] == []
+
+
+async def test_runs_a_limit_holds_back_are_notes_not_problems(
+    client: httpx.AsyncClient, store: Store, clock: FrozenClock
+) -> None:
+    """Issue 29: runs waiting for their full concurrency key (or their ``overlap: queue``
+    job's running run) made status say NOT HEALTHY ("the oldest due run has waited 99 s"),
+    though the wait is the limit working."""
+    await held_scenario(store)
+    clock.set(at(100))
+    await store.register_worker(
+        WorkerInfo("w1", SHARED_WORKERS, "h", ("keyed", "queued"), 4, 2, at(0), at(99))
+    )
+    body = (await client.get("/v1/status")).json()
+    assert body["problems"] == [] and body["healthy"] is True
+    assert body["notes"] == [
+        "pool keyed: 2 runs wait for their concurrency key (it is full)",
+        "pool queued: 1 run waits for the running run of their job (overlap: queue)",
+    ]
+    keyed, queued = _pools(body)["keyed"], _pools(body)["queued"]
+    assert (keyed["due"], keyed["held_by_key"], keyed["oldest_due_age_seconds"]) == (3, 2, 50)
+    assert (queued["due"], queued["held_by_overlap"], queued["oldest_due_age_seconds"]) == (
+        2,
+        1,
+        40,
+    )

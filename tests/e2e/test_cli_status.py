@@ -39,7 +39,7 @@ def test_status_on_an_80_column_terminal(api_url: str) -> None:
     assert "problem: pool nobody: 1 due, and no live worker serves it" in screen
     assert "default/w1" in screen  # a system admin sees every worker, its id whole
     [email] = [line.split() for line in screen.splitlines() if line.startswith("email ")]
-    assert email[1:3] == ["1", "1"]  # due, running
+    assert email[1:4] == ["1", "0", "1"]  # due, held, running
     assert all(len(line) <= 80 for line in screen.splitlines()), screen
     # --watch redraws in place, as many times as asked.
     code, watched = on_terminal(api_url, "status", "--watch", "--count", "2", "--interval", "0")

@@ -259,6 +259,17 @@ def test_worker_and_scheduler_serve_their_metrics_on_metrics_port(tmp_path: Path
     # the cluster-wide gauges come from the API only, so a cluster reports them once
     assert "cronwheel_runs_due" not in worker_families
     assert "cronwheel_workers_alive" not in worker_families
+    # only schedulers export the scheduler's metrics: an API or a worker exporting 0 of 0
+    # shards would hide a cluster without a scheduler from the alert (issue 29)
+    api_families = {f.name for f in text_string_to_metric_families(anonymous.text)}
+    for name in (
+        "cronwheel_scheduler_shards_owned",
+        "cronwheel_scheduler_shards",
+        "cronwheel_scheduler_lead_seconds",
+        "cronwheel_scheduler_tick_seconds",
+    ):
+        assert name not in worker_families, name
+        assert name not in api_families, name
     assert value(scheduler_samples, "cronwheel_scheduler_shards") == 8
     assert (value(scheduler_samples, "cronwheel_scheduler_tick_seconds_count") or 0) > 0
     text = anonymous.text

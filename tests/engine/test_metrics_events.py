@@ -15,6 +15,7 @@ from cronwheel.control.service import JobService
 from cronwheel.core.clock import FrozenClock
 from cronwheel.core.model import MisfireMode, MisfirePolicy, Overlap, RunState
 from cronwheel.engine.scheduler import Scheduler
+from cronwheel.engine.shards import ShardingConfig
 from cronwheel.engine.worker import Worker
 from cronwheel.observability import metrics
 from cronwheel.observability.metrics import Metrics
@@ -87,6 +88,22 @@ async def test_a_tick_records_its_duration_lead_shards_and_misfire_skips(store: 
     skipped = sum(run.state is RunState.SKIPPED for run in runs)
     assert skipped >= 9  # ten minutes missed, the policy skips them
     assert sample(r, "cronwheel_runs_skipped_total", reason="misfire") == skipped
+
+
+async def test_only_a_scheduler_exports_the_scheduler_metrics(store: Store) -> None:
+    """An API's or a worker's 0 of 0 shards would hide a cluster with no scheduler at all
+    from CronwheelShardsWithoutScheduler (issue 29): the families exist only once a
+    scheduler is built, and then say how many shards there are."""
+    m = Metrics()
+    names = {"cronwheel_scheduler_shards_owned", "cronwheel_scheduler_shards"}
+    names |= {"cronwheel_scheduler_lead_seconds", "cronwheel_scheduler_tick_seconds"}
+    Worker(store, FAST, metrics=m)
+    assert names.isdisjoint(family.name for family in m.registry.collect())
+    Scheduler(store, sharding=ShardingConfig(16), metrics=m)
+    assert names <= {family.name for family in m.registry.collect()}
+    r = m.registry
+    assert sample(r, "cronwheel_scheduler_shards") == 16
+    assert r.get_sample_value("cronwheel_scheduler_shards_owned") == 0  # until a tick
 
 
 async def test_a_resume_counts_the_skips_it_recorded_not_the_occurrences(store: Store) -> None:

@@ -215,3 +215,47 @@ async def test_a_store_that_hangs_fails_the_read_within_the_timeout(
     gauges = StoreGauges(GaugeCache(read))
     await asyncio.wait_for(gauges.refresh(), timeout=10)
     assert gauges.up == 0
+
+
+def test_the_lag_of_a_run_a_limit_may_hold_back_is_a_wait_not_a_start_lag() -> None:
+    """Issue 29: a run that waited 69 s for its full concurrency key made
+    CronwheelRunsStartLate fire. Runs with a key or under ``overlap: queue`` record their
+    lag in cronwheel_run_start_wait_seconds instead (decision 0042)."""
+    m = Metrics()
+
+    def done(run_id: int, lag: float) -> Completion:
+        return Completion(
+            run_id=run_id,
+            fence=1,
+            worker_id="w",
+            state=RunState.SUCCEEDED,
+            outcome=AttemptOutcome.SUCCEEDED,
+            started_at=T0,
+            finished_at=T0,
+            lag_seconds=lag,
+        )
+
+    m.attempts_done([("mail", done(1, 0.001)), ("mail", done(2, 69.0))], limited={2})
+    got = samples(m.render().decode())
+    inf = (("le", "+Inf"), ("pool", "mail"))
+    assert got[("cronwheel_run_start_lag_seconds_bucket", inf)] == 1
+    assert got[("cronwheel_run_start_lag_seconds_sum", (("pool", "mail"),))] == 0.001
+    assert got[("cronwheel_run_start_wait_seconds_bucket", inf)] == 1
+    assert got[("cronwheel_run_start_wait_seconds_sum", (("pool", "mail"),))] == 69.0
+    assert got[("cronwheel_attempts_total", (("outcome", "succeeded"), ("pool", "mail")))] == 2
+
+
+async def test_runs_held_back_by_a_limit_have_a_gauge_of_their_own() -> None:
+    async def read() -> GaugeReading:
+        return reading(
+            due={("mail", 2): 3},
+            oldest_due={"mail": T0 - timedelta(seconds=5)},
+            held={("mail", "concurrency_key"): 2},
+        )
+
+    gauges = StoreGauges(GaugeCache(read))
+    await gauges.refresh()
+    [held] = [f for f in gauges.collect() if f.name == "cronwheel_runs_held"]
+    assert [(s.labels, s.value) for s in held.samples] == [
+        ({"pool": "mail", "reason": "concurrency_key"}, 2)
+    ]

@@ -68,8 +68,18 @@ class StoreOut(_Out):
 class PoolOut(_Out):
     pool: str
     due: int = Field(description="Runs due and not started.")
+    held_by_key: int = Field(
+        description="Of the due runs, those waiting for their concurrency key, which is full:"
+        " the limit working, not lateness (never the oldest due run)."
+    )
+    held_by_overlap: int = Field(
+        description="Of the due runs, those of an `overlap: queue` job waiting for its"
+        " running run (never the oldest due run)."
+    )
     running: int
-    oldest_due_at: Instant | None
+    oldest_due_at: Instant | None = Field(
+        description="The oldest due run that no limit holds back (see held_by_key)."
+    )
     oldest_due_age_seconds: float | None
     lag_p50_seconds: float | None = Field(description="Median start lag in the window.")
     lag_p99_seconds: float | None
@@ -100,6 +110,10 @@ class SchedulerOut(_Out):
 class ShardsOut(_Out):
     total: int = Field(description="Shards that have ever been leased.")
     owned: int = Field(description="Of those, held under a live lease.")
+    unowned: list[int] = Field(
+        default_factory=list,
+        description="The others: shards with no live lease, whose jobs get no new runs.",
+    )
 
 
 class MaintenanceOut(_Out):
@@ -118,6 +132,10 @@ class StatusReportOut(_Out):
     window_minutes: int
     healthy: bool
     problems: list[str]
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What is waiting by design, one line each: runs a limit holds back.",
+    )
     store: StoreOut
     pools: list[PoolOut]
     workers: list[StatusWorkerOut]
@@ -175,15 +193,13 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
         pools=_pools(pools, workers, now, window),
         workers=workers,
         schedulers=_schedulers(processes, leases, now, system),
-        shards=ShardsOut(
-            total=sum(1 for lease in leases if lease.shard >= 0),
-            owned=sum(1 for lease in leases if lease.shard >= 0 and _live(lease, now)),
-        ),
+        shards=_shards(leases, now),
         maintenance=_maintenance(leases, now, system),
         overdue_jobs=overdue,
     )
     found = problems_of(report)
-    return dump(report.model_copy(update={"healthy": not found, "problems": found}))
+    update = {"healthy": not found, "problems": found, "notes": notes_of(report)}
+    return dump(report.model_copy(update=update))
 
 
 async def _probe(store: Store) -> StoreOut:
@@ -205,6 +221,29 @@ def _unreachable(exc: BaseException) -> StoreOut:
 
 def _live(lease: ShardLease, now: datetime) -> bool:
     return lease.holder is not None and lease.expires_at is not None and lease.expires_at > now
+
+
+def _shards(leases: Sequence[ShardLease], now: datetime) -> ShardsOut:
+    """Every shard ever leased, and which of them no live lease holds now, whatever the
+    registry says: a scheduler stopped (SIGTERM) hands its shards back and leaves it, a
+    killed one ages out of it, and their shards are unowned all the same (issue 29)."""
+    shards = [lease for lease in leases if lease.shard >= 0]
+    unowned = sorted(lease.shard for lease in shards if not _live(lease, now))
+    return ShardsOut(total=len(shards), owned=len(shards) - len(unowned), unowned=unowned)
+
+
+def spans(numbers: Sequence[int]) -> str:
+    """``0-3, 7, 9-15``: sorted numbers as runs of consecutive ones."""
+    parts: list[str] = []
+    start = prev = None
+    for n in [*numbers, None]:
+        if start is not None and (n is None or prev is None or n != prev + 1):
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if n is not None and start is None:
+            start = n
+        prev = n
+    return ", ".join(parts)
 
 
 def _workers(
@@ -252,6 +291,8 @@ def _pools(
             PoolOut(
                 pool=name,
                 due=p.due,
+                held_by_key=p.held_by_key,
+                held_by_overlap=p.held_by_overlap,
                 running=p.running,
                 oldest_due_at=p.oldest_due_at,
                 oldest_due_age_seconds=None if age is None else max(0.0, round(age, 3)),
@@ -305,13 +346,37 @@ def problems_of(report: StatusReportOut) -> list[str]:
             f"{report.overdue_jobs}{many} {jobs} should have fired over"
             f" {OVERDUE_AFTER.total_seconds():.0f} s ago: no scheduler keeps up (is one running?)"
         )
-    if report.schedulers and report.shards.owned < report.shards.total:
-        missing = report.shards.total - report.shards.owned
-        found.append(f"{missing} of {report.shards.total} shards have no live scheduler")
+    shards = report.shards
+    if shards.unowned and not shards.owned:
+        found.append(
+            f"no scheduler owns shards {spans(shards.unowned)}: no run is being created on"
+            " time (is a scheduler running?)"
+        )
+    elif shards.unowned:
+        found.append(
+            f"{len(shards.unowned)} of {shards.total} shards have no live scheduler"
+            f" ({spans(shards.unowned)}): their jobs get no new runs"
+        )
     for pool in report.pools:
         if pool.due and not pool.workers:
             found.append(f"pool {pool.pool}: {pool.due} due, and no live worker serves it")
         age = pool.oldest_due_age_seconds
         if age is not None and age > LATE_AFTER.total_seconds():
             found.append(f"pool {pool.pool}: the oldest due run has waited {age:.0f} s")
+    return found
+
+
+def notes_of(report: StatusReportOut) -> list[str]:
+    """Runs that wait because a limit works (decision 0042): not a problem, not late."""
+    found = []
+    for pool in report.pools:
+        if pool.held_by_key:
+            runs = "1 run waits" if pool.held_by_key == 1 else f"{pool.held_by_key} runs wait"
+            found.append(f"pool {pool.pool}: {runs} for their concurrency key (it is full)")
+        if pool.held_by_overlap:
+            n = pool.held_by_overlap
+            runs = "1 run waits" if n == 1 else f"{n} runs wait"
+            found.append(
+                f"pool {pool.pool}: {runs} for the running run of their job (overlap: queue)"
+            )
     return found

@@ -50,6 +50,9 @@ def _human(key: str) -> Any:
 POOL_COLUMNS = (
     Column("pool", kind="text"),
     Column("due"),
+    Column(
+        "held", rank=2, value=lambda row: row.get("held_by_key", 0) + row.get("held_by_overlap", 0)
+    ),
     Column("running"),
     Column(
         "oldest_due_age_seconds",
@@ -86,6 +89,9 @@ def _raw(columns: Sequence[Column]) -> list[Column]:
     """The pipe's columns: the API's fields, whole and raw, under their own names."""
     raw = []
     for column in columns:
+        if column.key == "held":  # on a terminal, the sum of the API's two fields
+            raw += [Column("held_by_key"), Column("held_by_overlap")]
+            continue
         keep_value = column.key in ("pools", "id")
         raw.append(Column(column.key, kind=column.kind, value=column.value if keep_value else None))
     return raw
@@ -124,6 +130,7 @@ def render(report: Mapping[str, Any], width: int) -> RenderableType:
     first, second = summary(report)
     parts: list[RenderableType] = [Text(first, style="bold"), Text(second)]
     parts += [Text(f"problem: {p}", style="red") for p in report["problems"]]
+    parts += [Text(f"note: {n}") for n in report.get("notes", ())]
     for title, rows, columns in _sections(report):
         parts.append(Text(""))
         parts.append(Text(title, style="bold underline"))
@@ -164,6 +171,8 @@ def plain_lines(report: Mapping[str, Any]) -> list[str]:
     lines = _tsv([head], [Column(key) for key in head])
     if report["problems"]:
         lines += ["", *_tsv([{"problem": p} for p in report["problems"]], [Column("problem")])]
+    if report.get("notes"):
+        lines += ["", *_tsv([{"note": n} for n in report["notes"]], [Column("note")])]
     for _, rows, columns in _sections(report):
         lines += ["", *_tsv(rows, _raw(columns))]
     return lines

@@ -11,15 +11,28 @@ from cronwheel.store.base import FAILED_OUTCOMES
 _TENANT = "($1::text IS NULL OR tenant_id = $1)"
 
 # Params: $2 now. Through runs_fair (pending runs without a key by pool, tenant and due
-# time: 0016, 0019) and runs_keyed (those with one: 0019), index-only reads: every pending
-# run is in exactly one of them.
+# time: 0016, 0019) and runs_keyed (those with one: 0019): every pending run is in exactly
+# one of them. Apart: the due runs a limit holds back (decision 0042), which are not the
+# pool's oldest due run. The flags cost a probe only for keyed and queued runs: a keyed
+# run's key counted through runs_keyed_running, a queued run's job through its runs.
+HELD_BY_KEY = """CASE WHEN r.concurrency_key IS NULL THEN false ELSE (
+        SELECT count(*) >= least(coalesce(r.concurrency_limit, 1),
+                                 coalesce(min(k.concurrency_limit), r.concurrency_limit, 1))
+        FROM runs k
+        WHERE k.tenant_id = r.tenant_id AND k.concurrency_key = r.concurrency_key
+          AND k.state = 'running' AND k.concurrency_key IS NOT NULL) END"""
+HELD_BY_OVERLAP = """CASE WHEN r.overlap <> 'queue' THEN false ELSE EXISTS (
+        SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running') END"""
 _DUE_OF = f"""
-    SELECT pool, count(*) AS due, min(available_at) AS oldest_due_at
-    FROM runs WHERE state = 'pending' AND concurrency_key IS {{keyed}} AND available_at <= $2
-      AND {_TENANT}
-    GROUP BY pool"""
+    SELECT r.pool, r.available_at, {HELD_BY_KEY} AS held_key, {HELD_BY_OVERLAP} AS held_overlap
+    FROM runs r WHERE r.state = 'pending' AND r.concurrency_key IS {{keyed}}
+      AND r.available_at <= $2 AND ($1::text IS NULL OR r.tenant_id = $1)"""
 DUE = f"""
-SELECT pool, sum(due)::bigint AS due, min(oldest_due_at) AS oldest_due_at FROM (
+SELECT pool, count(*) AS due,
+       min(available_at) FILTER (WHERE NOT held_key AND NOT held_overlap) AS oldest_due_at,
+       count(*) FILTER (WHERE held_key) AS held_by_key,
+       count(*) FILTER (WHERE held_overlap AND NOT held_key) AS held_by_overlap
+FROM (
 {_DUE_OF.format(keyed="NULL")}
     UNION ALL
 {_DUE_OF.format(keyed="NOT NULL")}

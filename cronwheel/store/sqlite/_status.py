@@ -38,6 +38,38 @@ FROM window_attempts w GROUP BY w.pool
 """
 _TENANT = "(:tenant IS NULL OR tenant_id = :tenant)"
 
+HELD_BY_KEY = (
+    "CASE WHEN r.concurrency_key IS NULL THEN 0 ELSE ("
+    "SELECT count(*) >= min(coalesce(r.concurrency_limit, 1),"
+    " coalesce(min(k.concurrency_limit), r.concurrency_limit, 1))"
+    " FROM runs k INDEXED BY runs_keyed_running"
+    " WHERE k.tenant_id = r.tenant_id AND k.concurrency_key = r.concurrency_key"
+    " AND k.state = 'running') END"
+)
+"""1 for a due run whose concurrency key is full: as many of the key's runs running as the
+smallest limit among them and this run's (decision 0031); evaluated for keyed runs only."""
+HELD_BY_OVERLAP = (
+    "CASE WHEN r.overlap <> 'queue' THEN 0 ELSE EXISTS (SELECT 1 FROM runs o"
+    " WHERE o.job_id = r.job_id AND o.state = 'running') END"
+)
+"""1 for a due run of an ``overlap: queue`` job while a run of that job is running."""
+
+# Every due run, and apart those a limit holds back (decision 0042): they are not the
+# pool's oldest due run. The flags cost a probe only for keyed and queued runs.
+_DUE = f"""
+SELECT pool, count(*) AS due,
+       min(CASE WHEN held_key OR held_overlap THEN NULL ELSE available_at END) AS oldest_due_at,
+       sum(held_key) AS held_by_key,
+       sum(held_overlap AND NOT held_key) AS held_by_overlap
+FROM (
+    SELECT r.pool AS pool, r.available_at AS available_at,
+           {HELD_BY_KEY} AS held_key, {HELD_BY_OVERLAP} AS held_overlap
+    FROM runs r
+    WHERE r.state = 'pending' AND r.available_at <= :now
+      AND (:tenant IS NULL OR r.tenant_id = :tenant)
+) GROUP BY pool
+"""
+
 # Times are integer microseconds here: bucket k holds (since + k*width, since + (k+1)*width].
 _HISTORY = f"""
 SELECT r.pool AS pool, (a.finished_at - :since - 1) / :width AS bucket,
@@ -57,12 +89,9 @@ def pool_status(
     def fetch(sql: str) -> list[dict[str, Any]]:
         return [dict(r) for r in c.execute(sql, params)]
 
-    due = fetch(
-        "SELECT pool, count(*) AS due, min(available_at) AS oldest_due_at FROM runs"
-        f" WHERE state = 'pending' AND available_at <= :now AND {_TENANT} GROUP BY pool"
-    )
+    due = fetch(_DUE)
     for row in due:
-        row["oldest_due_at"] = rows.dt(row["oldest_due_at"])
+        row["oldest_due_at"] = rows.dt_or_none(row["oldest_due_at"])
     running = fetch(
         f"SELECT pool, count(*) AS running FROM runs WHERE state = 'running' AND {_TENANT}"
         " GROUP BY pool"

@@ -8,6 +8,7 @@ from cronwheel.core.model import SCHEDULER_TENANT, AttemptOutcome, Priority, Run
 from cronwheel.store.base import Completion, Store
 from cronwheel.store.conformance.catalogue.tenants_keys_workers import make_worker
 from cronwheel.store.conformance.factories import T0, at, make_job, make_run
+from cronwheel.store.conformance.status.status import held_scenario
 
 
 class GaugesContract:
@@ -79,6 +80,16 @@ class GaugesContract:
         assert g.running == {"mail": 1}
         assert g.dead == {"default": 1}
         assert g.workers == {"reports": 2, "mail": 1}
+
+    async def test_runs_held_back_by_a_limit_are_not_the_oldest_due_run(self, store: Store) -> None:
+        """``cronwheel_oldest_due_run_age_seconds`` leaves out the runs a full concurrency
+        key or an ``overlap: queue`` job's running run holds back, and
+        ``cronwheel_runs_held`` counts them (issue 29, decision 0042)."""
+        await held_scenario(store)
+        g = await store.read_gauges(now=at(100), workers_seen_since=at(0))
+        assert g.due == {("keyed", Priority.NORMAL): 3, ("queued", Priority.NORMAL): 2}
+        assert g.oldest_due == {"keyed": at(50), "queued": at(60)}
+        assert g.held == {("keyed", "concurrency_key"): 2, ("queued", "overlap_queue"): 1}
 
     async def test_gauges_of_an_empty_store_are_empty(self, store: Store) -> None:
         g = await store.read_gauges(now=T0, workers_seen_since=T0)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cronwheel.core.model import SHARED_WORKERS, AttemptOutcome, RunState, WorkerInfo
+from cronwheel.core.model import (
+    SHARED_WORKERS,
+    AttemptOutcome,
+    Overlap,
+    RunState,
+    WorkerInfo,
+)
 from cronwheel.store.base import Completion, PoolStatus, Store
 from cronwheel.store.conformance.factories import T0, at, make_job, make_run
 
@@ -66,6 +72,40 @@ async def _scenario(store: Store) -> None:
     )
 
 
+async def held_scenario(store: Store) -> Completion:
+    """Runs held back by a limit, at 100 s (issue 29): pool keyed has a key of limit 1 with
+    one run running and two due behind it (held), and a key of limit 2 with one due run
+    and room (not held); pool queued has a job under ``overlap: queue`` with one run
+    running and one due behind it (held), and an ordinary run due at 60 s. Returns the
+    completion that frees the full key."""
+    full = make_job(pool="keyed", next_fire_at=None)
+    roomy = make_job(pool="keyed", next_fire_at=None)
+    queued = make_job(pool="queued", overlap=Overlap.QUEUE, next_fire_at=None)
+    plain = make_job(pool="queued", next_fire_at=None)
+    await store.create_jobs([full, roomy, queued, plain])
+    key = {"concurrency_key": "report:acme", "concurrency_limit": 1}
+    queue = {"overlap": Overlap.QUEUE}
+    await store.materialize_runs(
+        [make_run(full, at(t), **key) for t in (0, 1, 2)]
+        + [make_run(queued, at(t), **queue) for t in (0, 1)],
+        [],
+    )
+    [running] = await store.claim_runs(
+        "w1", ["keyed"], limit=5, now=at(5), prefetch_until=at(5), lease_seconds=600
+    )
+    [_] = await store.claim_runs(
+        "w1", ["queued"], limit=5, now=at(5), prefetch_until=at(5), lease_seconds=600
+    )
+    await store.materialize_runs(
+        [
+            make_run(roomy, at(50), concurrency_key="report:beta", concurrency_limit=2),
+            make_run(plain, at(60)),
+        ],
+        [],
+    )
+    return _done(running, RunState.SUCCEEDED, AttemptOutcome.SUCCEEDED, 0.0, 100)
+
+
 class StatusContract:
     """The cheap reads of ``cronwheel status`` and ``cronwheel jobs why``.
 
@@ -97,6 +137,24 @@ class StatusContract:
             ("batch", 0, None),
             ("email", 0, None),
         ]
+
+    async def test_runs_held_back_by_a_limit_are_counted_apart_not_as_waiting(
+        self, store: Store
+    ) -> None:
+        """A run waiting for its full concurrency key, or for the running run of its
+        ``overlap: queue`` job, waits because a limit works: it is due (counted in
+        ``due``), counted apart, and not the pool's oldest due run (issue 29)."""
+        free_the_key = await held_scenario(store)
+        now = at(100)
+        found = await store.pool_status(None, now=now, since=at(0))
+        assert found == [
+            PoolStatus("keyed", due=3, held_by_key=2, oldest_due_at=at(50), running=1),
+            PoolStatus("queued", due=2, held_by_overlap=1, oldest_due_at=at(60), running=1),
+        ]
+        # The key's run finishes: the two behind it wait no more for it, they are late.
+        await store.complete_runs([free_the_key])
+        keyed = (await store.pool_status("default", now=now, since=at(0)))[0]
+        assert (keyed.due, keyed.held_by_key, keyed.oldest_due_at) == (3, 0, at(1))
 
     async def test_pool_status_of_another_tenant_shows_nothing_of_ours(self, store: Store) -> None:
         await _scenario(store)
