@@ -264,6 +264,11 @@ class WebhookAction:
         url = mask_url(str(action["url"]))
         headers = request_headers(action, ctx, body, self.key_of(ctx.tenant_id))
         target, shard = self._client_for(str(action["url"]))
+        if target.refused:
+            # Refused by its spelling (a job stored before the API refused it): a literal
+            # address in a form httpx would not normalise, a name internal by definition.
+            self.metrics.webhook_response("connection")
+            return Outcome(OutcomeKind.PERMANENT, "EgressRefused", f"{method} {url}: {REFUSED}")
         client = target.clients[shard]
         target.busy[shard] += 1
         try:
@@ -331,6 +336,7 @@ class WebhookAction:
                         for _ in range(shards)
                     ]
                 )
+            target.refused = self.egress.url_refusal(url) is not None
             self._targets[origin] = target
         return target, min(range(len(target.clients)), key=target.busy.__getitem__)
 
@@ -365,6 +371,8 @@ class _Target:
     clients: list[httpx.AsyncClient]
     busy: list[int] = dataclasses.field(default_factory=list)
     used_at: float = dataclasses.field(default_factory=time.monotonic)
+    refused: bool = False
+    """The egress policy refuses the target by its URL alone (checked once per target)."""
 
     def __post_init__(self) -> None:
         self.busy = [0] * len(self.clients)

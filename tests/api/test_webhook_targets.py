@@ -33,6 +33,15 @@ def hook(url: str, **extra: Any) -> dict[str, Any]:
         "http://metadata.google.internal/",
         "http://10.0.0.7/",
         "http://[fd12::1]/",
+        # Spellings a client resolves inward (issue 29, item 9).
+        "http://[::127.0.0.1]/",
+        "http://%31%32%37.0.0.1/",
+        "http://127。0。0。1/",
+        "http://\uff11\uff12\uff17.0.0.1/",
+        "http://[::a9fe:a9fe]/",
+        "http://[::ffff:0:a9fe:a9fe]/",
+        "http://[64:ff9b:1::a9fe:a9fe]/",
+        "http://[fec0::1]/",
     ],
 )
 async def test_an_internal_target_is_422_naming_action_url(

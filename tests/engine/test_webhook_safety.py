@@ -39,6 +39,12 @@ ONCE = RetryPolicy(max_attempts=3, initial_delay=0.05, max_delay=0.05)
         "2130706433",
         "0x7f000001",
         "[::ffff:127.0.0.1]",
+        # Spellings the API refuses since issue 29 (a job stored before): refused at
+        # delivery too.
+        "[::127.0.0.1]",
+        "%31%32%37.0.0.1",
+        "127。0。0。1",
+        "\uff11\uff12\uff17.0.0.1",
     ],
 )
 async def test_a_loopback_target_is_refused_at_connection_and_not_retried(
