@@ -73,9 +73,10 @@ request. ``Cronwheel-*`` names are all reserved too (:func:`is_reserved_header`)
 
 
 def is_reserved_header(name: str) -> bool:
-    """Whether a job's header named ``name`` would shadow one cronwheel sends."""
-    lowered = name.lower()
-    return lowered in RESERVED_HEADERS or lowered.startswith("cronwheel-")
+    """Whether a job's header named ``name`` would shadow one cronwheel sends, or sit
+    beside it for a receiver that reads ``_`` as ``-`` (``Cronwheel_Signature``)."""
+    key = name.replace("_", "-").lower()
+    return key in RESERVED_HEADERS or key.startswith("cronwheel-")
 
 
 def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:

@@ -79,6 +79,23 @@ _RESERVED_HEADERS = frozenset(
         "idempotency-key",
     }
 )
+
+
+def header_key(name: str) -> str:
+    """A header's name as a receiver may match it: case-folded, ``_`` read as ``-`` (CGI,
+    PHP, nginx's ``underscores_in_headers``, many frameworks): ``Cronwheel_Tenant_Id``
+    is ``cronwheel-tenant-id`` there."""
+    return name.replace("_", "-").casefold()
+
+
+def is_reserved_header(name: str) -> bool:
+    """Whether a job's header named ``name`` would shadow, or sit beside, one cronwheel
+    sends (``Cronwheel-*``, ``Idempotency-Key``) or one that frames the request, in any
+    case and with ``_`` for ``-``."""
+    key = header_key(name)
+    return key in _RESERVED_HEADERS or key.startswith("cronwheel-")
+
+
 PAST_TOLERANCE = timedelta(seconds=60)
 """A one-time job may be due this far in the past (clock skew, a slow client); older is
 refused as a mistake rather than silently fired late."""
@@ -161,14 +178,16 @@ class WebhookSpec(BaseModel):
             raise ValueError(f"are {size} bytes; the limit is {MAX_HEADERS_BYTES} (8 KiB)")
         seen: set[str] = set()
         for name, value in headers.items():
-            lowered = name.lower()
             if not _HEADER_NAME.match(name):
                 raise ValueError(f"{name!r}: a header name is printable ASCII, no spaces")
-            if lowered in _RESERVED_HEADERS or lowered.startswith("cronwheel-"):
+            folded = header_key(name)
+            if is_reserved_header(name):
                 raise ValueError(f"{name}: cronwheel sets this header itself; remove it")
-            if lowered in seen:
-                raise ValueError(f"{name}: given twice (header names ignore case)")
-            seen.add(lowered)
+            if folded in seen:
+                raise ValueError(
+                    f"{name}: given twice (header names ignore case, and receivers read _ as -)"
+                )
+            seen.add(folded)
             if not _HEADER_VALUE.match(value):
                 raise ValueError(f"{name}: a header value is printable ASCII, no CR or LF")
         return headers

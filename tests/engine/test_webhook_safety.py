@@ -121,6 +121,10 @@ async def test_a_stored_jobs_reserved_headers_are_not_sent(store: Store) -> None
             "IDEMPOTENCY-KEY": "mine",
             "Host": "internal.example",
             "X-Team": "ops",
+            # Beside the real ones for a receiver that reads _ as - (issue 29, item 10).
+            "Cronwheel_Tenant_Id": "acme",
+            "cronwheel_signature": "t=1,v2=00",
+            "Idempotency_Key": "mine",
         }
         job, _ = await job_with_run(
             store, action={"type": "webhook", "url": f"{target.url}/h", "headers": headers}
@@ -132,6 +136,8 @@ async def test_a_stored_jobs_reserved_headers_are_not_sent(store: Store) -> None
     assert lowered["idempotency-key"].startswith(job.id)
     assert lowered["host"] == target.url.removeprefix("http://")
     assert lowered["x-team"] == "ops"
+    assert not [k for k in lowered if k.replace("_", "-") != k and "cronwheel" in k]
+    assert "idempotency_key" not in lowered
     assert verify(tenant_key(SECRET, "default"), request.headers, request.body)
 
 
