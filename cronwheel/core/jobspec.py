@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -49,6 +50,7 @@ from cronwheel.core.model import (
     new_id,
     new_ids,
 )
+from cronwheel.core.text import check_name
 from cronwheel.errors import InvalidInput
 from cronwheel.schedule import (
     CronSchedule,
@@ -107,7 +109,9 @@ MAX_BUDGET_SECONDS = 366 * 86_400
 time arithmetic is bounded; timeouts are at most 7 days, delays at most 7 days too)."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(check_name)]
+"""A name a person reads (a job's, a handler's, a pipeline's, a tenant's, a key's): no
+control or bidi character (cronwheel.core.text)."""
 PoolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 
 
@@ -526,6 +530,8 @@ class _Batch:
         if type(name) is not str or not 0 < len(name) <= _MAX_NAME:
             return None
         if not name.isascii() and not _utf8(name):
+            return None
+        if not name.isprintable():  # perhaps a control character: the full path says
             return None
         items = _rest_items(spec)
         schedule = spec.get("schedule")
