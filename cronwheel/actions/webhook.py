@@ -200,20 +200,42 @@ def _without_secrets(outcome: Outcome, action: Mapping[str, Any]) -> Outcome:
     return dataclasses.replace(outcome, error_message=redact(outcome.error_message, sent))
 
 
+MAX_RETRY_AFTER = 7 * 86_400
+"""The longest wait a Retry-After can ask for, in seconds: as long as the longest
+``max_delay`` a retry policy may have (which caps it further)."""
+_RETRY_AFTER_DIGITS = 12
+"""Seconds spelled with more digits than this are over MAX_RETRY_AFTER anyway: they are
+not converted (a number of 5,000 digits is an error to int())."""
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """Retry-After in seconds, from either form the header may take."""
-    value = response.headers.get("Retry-After")
+    return parse_retry_after(response.headers.get("Retry-After"))
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """A Retry-After value in seconds, between 0 and :data:`MAX_RETRY_AFTER`: delay
+    seconds (ASCII digits only: ``²`` and other scripts' digits are digits to
+    ``str.isdigit``, not to HTTP) or an HTTP-date (``now``: the current Unix time). None
+    when it is neither, or a date no calendar holds: the job's own backoff decides then.
+    Never raises: what a target answers is not the worker's error."""
     if value is None:
         return None
-    if value.strip().isdigit():
-        # Kept as a float however long the digits (inf at worst): the retry policy's
-        # max_delay caps it (cronwheel.core.lifecycle), so no answer can park a run for years.
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        if len(value) > _RETRY_AFTER_DIGITS:
+            return float(MAX_RETRY_AFTER)
+        return float(min(int(value), MAX_RETRY_AFTER))
+    if not value.isascii() or len(value) > 64:  # an HTTP-date is 29 ASCII characters
         return None
-    return max(when.timestamp() - time.time(), 0.0)
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    wait = when - (time.time() if now is None else now)
+    if wait != wait:  # NaN
+        return None
+    return min(max(wait, 0.0), float(MAX_RETRY_AFTER))
 
 
 class WebhookAction:
