@@ -73,9 +73,10 @@ request. ``Cronwheel-*`` names are all reserved too (:func:`is_reserved_header`)
 
 
 def is_reserved_header(name: str) -> bool:
-    """Whether a job's header named ``name`` would shadow one cronwheel sends."""
-    lowered = name.lower()
-    return lowered in RESERVED_HEADERS or lowered.startswith("cronwheel-")
+    """Whether a job's header named ``name`` would shadow one cronwheel sends, or sit
+    beside it for a receiver that reads ``_`` as ``-`` (``Cronwheel_Signature``)."""
+    key = name.replace("_", "-").lower()
+    return key in RESERVED_HEADERS or key.startswith("cronwheel-")
 
 
 def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:
@@ -192,20 +193,42 @@ async def _excerpt(response: httpx.Response) -> bytes:
     return bytes(read[:MAX_RESPONSE_READ])
 
 
+MAX_RETRY_AFTER = 7 * 86_400
+"""The longest wait a Retry-After can ask for, in seconds: as long as the longest
+``max_delay`` a retry policy may have (which caps it further)."""
+_RETRY_AFTER_DIGITS = 12
+"""Seconds spelled with more digits than this are over MAX_RETRY_AFTER anyway: they are
+not converted (a number of 5,000 digits is an error to int())."""
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """Retry-After in seconds, from either form the header may take."""
-    value = response.headers.get("Retry-After")
+    return parse_retry_after(response.headers.get("Retry-After"))
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """A Retry-After value in seconds, between 0 and :data:`MAX_RETRY_AFTER`: delay
+    seconds (ASCII digits only: ``²`` and other scripts' digits are digits to
+    ``str.isdigit``, not to HTTP) or an HTTP-date (``now``: the current Unix time). None
+    when it is neither, or a date no calendar holds: the job's own backoff decides then.
+    Never raises: what a target answers is not the worker's error."""
     if value is None:
         return None
-    if value.strip().isdigit():
-        # Kept as a float however long the digits (inf at worst): the retry policy's
-        # max_delay caps it (cronwheel.core.lifecycle), so no answer can park a run for years.
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        if len(value) > _RETRY_AFTER_DIGITS:
+            return float(MAX_RETRY_AFTER)
+        return float(min(int(value), MAX_RETRY_AFTER))
+    if not value.isascii() or len(value) > 64:  # an HTTP-date is 29 ASCII characters
         return None
-    return max(when.timestamp() - time.time(), 0.0)
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    wait = when - (time.time() if now is None else now)
+    if wait != wait:  # NaN
+        return None
+    return min(max(wait, 0.0), float(MAX_RETRY_AFTER))
 
 
 class WebhookAction:
@@ -258,6 +281,11 @@ class WebhookAction:
         url = mask_url(str(action["url"]))
         headers = request_headers(action, ctx, body, self.key_of(ctx.tenant_id))
         target, shard = self._client_for(str(action["url"]))
+        if target.refused:
+            # Refused by its spelling (a job stored before the API refused it): a literal
+            # address in a form httpx would not normalise, a name internal by definition.
+            self.metrics.webhook_response("connection")
+            return Outcome(OutcomeKind.PERMANENT, "EgressRefused", f"{method} {url}: {REFUSED}")
         client = target.clients[shard]
         target.busy[shard] += 1
         try:
@@ -327,6 +355,7 @@ class WebhookAction:
                         for _ in range(shards)
                     ]
                 )
+            target.refused = self.egress.url_refusal(url) is not None
             self._targets[origin] = target
         return target, min(range(len(target.clients)), key=target.busy.__getitem__)
 
@@ -361,6 +390,8 @@ class _Target:
     clients: list[httpx.AsyncClient]
     busy: list[int] = dataclasses.field(default_factory=list)
     used_at: float = dataclasses.field(default_factory=time.monotonic)
+    refused: bool = False
+    """The egress policy refuses the target by its URL alone (checked once per target)."""
 
     def __post_init__(self) -> None:
         self.busy = [0] * len(self.clients)

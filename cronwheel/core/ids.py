@@ -20,6 +20,25 @@ INT64 = 2**63 - 1
 sends is checked against it."""
 
 
+RUN_ID: Final = re.compile(r"0|[1-9][0-9]*")
+"""A run id as text: ASCII digits, no sign, space, point or leading zero. ``int()`` reads
+more (``+1``, `` 1``, ``1_0``, other scripts' digits), and pydantic more still (``1.0``):
+a URL that reads as run 1 in another spelling is not run 1's address."""
+
+
+def run_id_text(value: object) -> object:
+    """A run id from a URL (a pydantic before-validator): text must be :data:`RUN_ID`'s
+    shape (ValueError otherwise: the API's 422 naming ``run_id``, as for ``abc``)."""
+    if isinstance(value, str) and RUN_ID.fullmatch(value) is None:
+        raise ValueError("a run id is a whole number in ASCII digits (no sign, space or point)")
+    return value
+
+
+def is_run_id(text: str) -> bool:
+    """Whether ``text`` spells a run id (a positive number within a store column)."""
+    return RUN_ID.fullmatch(text) is not None and 0 < int(text) <= INT64
+
+
 def is_uuid(value: str) -> bool:
     """Whether ``value`` has the shape of an id cronwheel writes."""
     return UUID.match(value) is not None

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -49,6 +50,7 @@ from cronwheel.core.model import (
     new_id,
     new_ids,
 )
+from cronwheel.core.text import check_name
 from cronwheel.errors import InvalidInput
 from cronwheel.schedule import (
     CronSchedule,
@@ -79,6 +81,23 @@ _RESERVED_HEADERS = frozenset(
         "idempotency-key",
     }
 )
+
+
+def header_key(name: str) -> str:
+    """A header's name as a receiver may match it: case-folded, ``_`` read as ``-`` (CGI,
+    PHP, nginx's ``underscores_in_headers``, many frameworks): ``Cronwheel_Tenant_Id``
+    is ``cronwheel-tenant-id`` there."""
+    return name.replace("_", "-").casefold()
+
+
+def is_reserved_header(name: str) -> bool:
+    """Whether a job's header named ``name`` would shadow, or sit beside, one cronwheel
+    sends (``Cronwheel-*``, ``Idempotency-Key``) or one that frames the request, in any
+    case and with ``_`` for ``-``."""
+    key = header_key(name)
+    return key in _RESERVED_HEADERS or key.startswith("cronwheel-")
+
+
 PAST_TOLERANCE = timedelta(seconds=60)
 """A one-time job may be due this far in the past (clock skew, a slow client); older is
 refused as a mistake rather than silently fired late."""
@@ -90,7 +109,9 @@ MAX_BUDGET_SECONDS = 366 * 86_400
 time arithmetic is bounded; timeouts are at most 7 days, delays at most 7 days too)."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(check_name)]
+"""A name a person reads (a job's, a handler's, a pipeline's, a tenant's, a key's): no
+control or bidi character (cronwheel.core.text)."""
 PoolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 
 
@@ -161,14 +182,16 @@ class WebhookSpec(BaseModel):
             raise ValueError(f"are {size} bytes; the limit is {MAX_HEADERS_BYTES} (8 KiB)")
         seen: set[str] = set()
         for name, value in headers.items():
-            lowered = name.lower()
             if not _HEADER_NAME.match(name):
                 raise ValueError(f"{name!r}: a header name is printable ASCII, no spaces")
-            if lowered in _RESERVED_HEADERS or lowered.startswith("cronwheel-"):
+            folded = header_key(name)
+            if is_reserved_header(name):
                 raise ValueError(f"{name}: cronwheel sets this header itself; remove it")
-            if lowered in seen:
-                raise ValueError(f"{name}: given twice (header names ignore case)")
-            seen.add(lowered)
+            if folded in seen:
+                raise ValueError(
+                    f"{name}: given twice (header names ignore case, and receivers read _ as -)"
+                )
+            seen.add(folded)
             if not _HEADER_VALUE.match(value):
                 raise ValueError(f"{name}: a header value is printable ASCII, no CR or LF")
         return headers
@@ -507,6 +530,8 @@ class _Batch:
         if type(name) is not str or not 0 < len(name) <= _MAX_NAME:
             return None
         if not name.isascii() and not _utf8(name):
+            return None
+        if not name.isprintable():  # perhaps a control character: the full path says
             return None
         items = _rest_items(spec)
         schedule = spec.get("schedule")

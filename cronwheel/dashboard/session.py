@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -138,8 +138,32 @@ async def signin_form(request: Request, next: str | None = None) -> Response:
     return _signin_page(request, error=None, target=_safe_next(next), status=200)
 
 
+def _from_another_site(request: Request) -> bool:
+    """Whether a browser sent this request from another site's page (login CSRF: a page
+    elsewhere posting the attacker's key signs the visitor in as the attacker, and what
+    they then enter lands in the attacker's tenant). A browser says where a request
+    comes from in ``Sec-Fetch-Site``, which no page can set: only ``same-origin`` (our
+    own sign-in form) and ``none`` (typed, a bookmark) pass. A browser that does not send
+    it is judged by ``Origin``, which must be this site's own. A client that sends
+    neither is not a browser, and has no visitor to sign in."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site.strip().lower() not in ("same-origin", "none")
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return False
+    parts = urlsplit(origin.strip())
+    host = request.headers.get("Host", "")
+    return parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower()
+
+
 @router.post("/ui/signin")
 async def signin(request: Request) -> Response:
+    if _from_another_site(request):
+        return HTMLResponse(
+            "sign-in must come from this site's sign-in page (not another site's)",
+            status_code=403,
+        )
     form = await _form(request)
     target = _safe_next(form.get("next"))
     token = form.get("token", "").strip()

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Protocol
 
+from cronwheel.core.text import escape_controls
 from cronwheel.security.redact import redact
 
 FORMATS: Final = ("text", "json")
@@ -145,7 +146,9 @@ def _access_fields(record: logging.LogRecord) -> dict[str, Any]:
 class TextFormatter(logging.Formatter):
     """``TS LEVEL LOGGER: MESSAGE``, one line per record: a message's line breaks and a
     traceback's are written as ``\\n``, so that ``grep`` and line-based collectors see
-    one record per line. Redacted."""
+    one record per line, and every other control character (ESC…), bidi control and
+    line separator as an escape too (``\\x1b``, ``\\u202e``), whatever value brought it
+    (a name stored before names were checked, a target's error text). Redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
@@ -153,7 +156,7 @@ class TextFormatter(logging.Formatter):
             text += " | " + self.formatException(record.exc_info)
         if record.stack_info:
             text += " | " + self.formatStack(record.stack_info)
-        return redact(text).replace("\r", "\\r").replace("\n", "\\n")
+        return escape_controls(redact(text))
 
 
 def formatter(fmt: str) -> logging.Formatter:

@@ -3,8 +3,11 @@
 Tenants are hostile: a webhook URL is a request the worker makes from inside the
 operator's network. By default a webhook may reach only globally routable addresses:
 loopback, link-local (cloud metadata at 169.254.169.254), private, shared (CGNAT),
-unique-local, multicast, unspecified and reserved addresses are refused, in every
-spelling (``2130706433``, ``0x7f000001``, ``[::ffff:127.0.0.1]``…). An operator opens
+unique-local, site-local, multicast, unspecified and reserved addresses are refused, in
+every spelling a client would resolve (``2130706433``, ``0x7f000001``, percent-encoded
+``%31%32%37.0.0.1``, fullwidth digits (U+FF11…), ideographic full stops ``127。0。0。1``,
+an IPv6 address carrying an IPv4 one: ``[::127.0.0.1]``, ``[::ffff:127.0.0.1]``,
+``[::ffff:0:a9fe:a9fe]``, NAT64's ``[64:ff9b::a9fe:a9fe]``…). An operator opens
 exactly what they need with an allow-list of CIDRs and host names (``--webhook-allow``,
 env ``CRONWHEEL_WEBHOOK_ALLOW``).
 
@@ -25,9 +28,10 @@ import os
 import re
 import socket
 import ssl
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from cronwheel.errors import CronwheelError
 
@@ -56,10 +60,30 @@ class EgressRefused(CronwheelError):
     (permanent) from a network failure (retried)."""
 
 
+# The full stops IDNA (UTS #46) reads as ".", after NFKC (which folds U+FF0E itself and
+# U+FF61 to U+3002): a resolver, a browser or curl given 127。0。0。1 connects to 127.0.0.1.
+_FULL_STOPS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+
+
+def normal_host(host: str) -> str:
+    """``host`` as a client resolves it: percent-decoded (until nothing is left to
+    decode), Unicode compatibility forms folded (NFKC: fullwidth digits and letters are
+    ASCII ones), IDNA's full stops (U+3002, U+FF0E, U+FF61) read as ``.``, lower case,
+    without brackets or a trailing dot."""
+    for _ in range(4):  # bounded: "%2531" is "%31" once decoded, then "1"
+        decoded = unquote(host)
+        if decoded == host:
+            break
+        host = decoded
+    host = unicodedata.normalize("NFKC", host).translate(_FULL_STOPS)
+    return host.strip().strip("[]").rstrip(".").lower()
+
+
 def literal_address(host: str) -> IPAddress | None:
     """``host`` as an IP address if it is one in any spelling a resolver accepts
-    (``[::1]``, ``::ffff:127.0.0.1``, ``2130706433``, ``0x7f.1``), else None."""
-    host = host.strip("[]").rstrip(".")
+    (``[::1]``, ``::ffff:127.0.0.1``, ``2130706433``, ``0x7f.1``, ``%31%32%37.0.0.1``,
+    ``127。0。0。1``; see :func:`normal_host`), else None."""
+    host = normal_host(host)
     try:
         return ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
@@ -72,28 +96,52 @@ def literal_address(host: str) -> IPAddress | None:
         return None
 
 
+def _low_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+
+
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one carries and may be routed to (mapped, 6to4, Teredo,
-    NAT64's well-known prefix)."""
+    """The IPv4 address an IPv6 one carries and may be routed to: mapped
+    (``::ffff:a.b.c.d``), compatible (``::a.b.c.d``, deprecated), translated
+    (``::ffff:0:a.b.c.d``), 6to4, Teredo, NAT64 (``64:ff9b::/96``, and the local-use
+    ``64:ff9b:1::/48`` with the address in its last 32 bits)."""
     if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
     if ip.teredo is not None:
         return ip.teredo[1]
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if any(ip in network for network in _CARRIES_IPV4_LOW):
+        return _low_ipv4(ip)
     return None
 
 
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_CARRIES_IPV4_LOW = tuple(
+    ipaddress.IPv6Network(n)
+    for n in (
+        "::/96",  # IPv4-compatible (RFC 4291, deprecated; :: and ::1 included)
+        "::ffff:0:0:0/96",  # IPv4-translated (SIIT, RFC 2765)
+        "64:ff9b::/96",  # NAT64's well-known prefix (RFC 6052)
+        "64:ff9b:1::/48",  # NAT64 for local use (RFC 8215)
+    )
+)
+_NEVER_GLOBAL = tuple(
+    ipaddress.IPv6Network(n)
+    for n in (
+        "64:ff9b:1::/48",  # local-use NAT64: not routed on the internet, whatever it embeds
+        "fec0::/10",  # site-local (deprecated by RFC 3879, still routed inside some sites)
+    )
+)
 
 
 def is_forbidden(ip: IPAddress) -> bool:
     """Whether ``ip`` is not a globally routable unicast address (loopback, link-local,
-    private, shared, unique-local, multicast, unspecified, reserved…), by default
-    refused for webhooks. An IPv6 address carrying an IPv4 one is judged by both."""
+    private, shared, unique-local, site-local, multicast, unspecified, reserved…), by
+    default refused for webhooks. An IPv6 address carrying an IPv4 one is judged by
+    both."""
     if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in _NEVER_GLOBAL):
+            return True
         inner = _embedded_ipv4(ip)
         if inner is not None and is_forbidden(inner):
             return True
@@ -101,7 +149,7 @@ def is_forbidden(ip: IPAddress) -> bool:
 
 
 def _normal_name(host: str) -> str:
-    return host.strip("[]").rstrip(".").lower()
+    return normal_host(host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +206,10 @@ class EgressPolicy:
     def address_allowed(self, ip: IPAddress) -> bool:
         """Whether a connection to ``ip`` is allowed."""
         candidates: list[IPAddress] = [ip]
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            candidates.append(ip.ipv4_mapped)
+        if isinstance(ip, ipaddress.IPv6Address):
+            inner = _embedded_ipv4(ip)
+            if inner is not None:
+                candidates.append(inner)
         for candidate in candidates:
             if any(candidate in network for network in self.networks):
                 return True
@@ -178,15 +228,20 @@ class EgressPolicy:
             return None
         if self.host_allowed(host):
             return None
+        name = normal_host(host)
+        if any(unicodedata.category(c) in ("Cc", "Cs") or c in "/\\@" for c in name):
+            # A resolver would stop at the NUL (127.0.0.1%00.example.com), or read it as
+            # another URL: no host name has these.
+            return f"{host!r} is not a host name"
         ip = literal_address(host)
         if ip is not None:
             if self.address_allowed(ip):
                 return None
+            read = "" if str(ip) == host.strip("[]").lower() else f" (read as {ip})"
             return (
-                f"{host} is an internal address, not allowed for webhooks"
+                f"{host} is an internal address{read}, not allowed for webhooks"
                 " (an operator can allow it with --webhook-allow; docs/security.md)"
             )
-        name = _normal_name(host)
         if name in _INTERNAL_NAMES or name.endswith(_INTERNAL_SUFFIXES):
             if self.allows_loopback and (name == "localhost" or name.endswith(".localhost")):
                 return None

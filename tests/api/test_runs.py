@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from tests.api.helpers import problem
@@ -80,3 +81,29 @@ async def test_cancel_a_pending_run(client: httpx.AsyncClient) -> None:
     assert cancelled.status_code == 200
     assert cancelled.json()["state"] == "cancelled"
     assert (await client.post(f"/v1/runs/{run['id']}/cancel")).json()["state"] == "cancelled"
+
+
+OTHER_SPELLINGS = ["{n}.0", "+{n}", "%20{n}", "{n}%20", "0{n}", "%2B{n}", "{n}_0"]
+"""Spellings int() or pydantic would read as run n (issue 29, item 10): none addresses it."""
+
+
+@pytest.mark.parametrize("spelling", OTHER_SPELLINGS)
+async def test_a_run_is_addressed_by_its_digits_only(
+    app: FastAPI, client: httpx.AsyncClient, spelling: str
+) -> None:
+    [run_id] = await kill(app, client, 1)
+    assert (await client.get(f"/v1/runs/{run_id}")).status_code == 200
+    other = spelling.format(n=run_id)
+    problem(await client.get(f"/v1/runs/{other}"), 422, "run_id")
+    problem(await client.post(f"/v1/runs/{other}/replay"), 422, "run_id")
+    problem(await client.post(f"/v1/runs/{other}/cancel"), 422, "run_id")
+    async with await worker_client(app, client) as worker:
+        done = {"worker_id": "w1", "fence": 1, "outcome": "succeeded"}
+        problem(await worker.post(f"/v1/runs/{other}/complete", json=done), 422, "run_id")
+
+
+async def test_digits_of_other_scripts_name_no_run(app: FastAPI, client: httpx.AsyncClient) -> None:
+    [run_id] = await kill(app, client, 1)
+    assert run_id < 10
+    for digit in (chr(0xFF10 + run_id), chr(0x0660 + run_id), "\u00b2"):  # fullwidth, Arabic
+        problem(await client.get(f"/v1/runs/{digit}"), 422, "run_id")

@@ -78,7 +78,14 @@ async def test_a_run_page_is_not_found_for_ids_that_name_no_run(app: FastAPI, st
         assert page.status_code == 200 and "EError" in page.text
         assert f'data-action="POST /v1/runs/{run_id}/replay"' in page.text
         assert "data-live" not in page.text  # a dead run does not change by itself
-        for wrong in ("0", "abc", str(2**63), str(run_id + 1000)):
+        spellings = (
+            f"0{run_id}",
+            f"+{run_id}",
+            f"%20{run_id}",
+            f"{run_id}.0",
+            chr(0x0660 + run_id),
+        )
+        for wrong in ("0", "abc", str(2**63), str(run_id + 1000), *spellings):
             missing = await ui.get(f"/ui/runs/{wrong}")
             assert missing.status_code == 404, wrong
             assert "Not found" in missing.text

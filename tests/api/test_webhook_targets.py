@@ -33,6 +33,15 @@ def hook(url: str, **extra: Any) -> dict[str, Any]:
         "http://metadata.google.internal/",
         "http://10.0.0.7/",
         "http://[fd12::1]/",
+        # Spellings a client resolves inward (issue 29, item 9).
+        "http://[::127.0.0.1]/",
+        "http://%31%32%37.0.0.1/",
+        "http://127。0。0。1/",
+        "http://\uff11\uff12\uff17.0.0.1/",
+        "http://[::a9fe:a9fe]/",
+        "http://[::ffff:0:a9fe:a9fe]/",
+        "http://[64:ff9b:1::a9fe:a9fe]/",
+        "http://[fec0::1]/",
     ],
 )
 async def test_an_internal_target_is_422_naming_action_url(
@@ -82,6 +91,12 @@ async def test_the_operator_allow_list_opens_a_target(store: Store) -> None:
         ({"Content-Length": "0"}, "action.headers.Content-Length"),
         ({"Transfer-Encoding": "chunked"}, "action.headers.Transfer-Encoding"),
         ({"Connection": "close"}, "action.headers.Connection"),
+        # Receivers that read _ as - would see two (issue 29, item 10).
+        ({"Cronwheel_Tenant_Id": "acme"}, "action.headers.Cronwheel_Tenant_Id"),
+        ({"Cronwheel_Signature": "t=1,v2=00"}, "action.headers.Cronwheel_Signature"),
+        ({"idempotency_key": "x"}, "action.headers.idempotency_key"),
+        ({"Content_Length": "0"}, "action.headers.Content_Length"),
+        ({"X-Team": "a", "x_team": "b"}, "action.headers.x_team"),
         ({"X-Team": "a", "x-team": "b"}, "action.headers.x-team"),
         ({"X-Evil": "a\r\nCronwheel-Tenant-Id: acme"}, "action.headers.X-Evil"),
         ({"X-Nul": "a\u0000b"}, "action.headers.X-Nul"),

@@ -74,6 +74,32 @@ async def test_5xx_and_429_are_retried_honouring_retry_after(store: Store) -> No
     assert waited >= 0.99  # Retry-After: 1 beat the 0.05 s backoff
 
 
+async def test_a_retry_after_that_cannot_be_read_leaves_the_backoff_in_charge(
+    store: Store,
+) -> None:
+    """Issue 29, item 10: ``Retry-After: ²`` (a digit to str.isdigit, not to HTTP) and
+    dates no calendar holds were recorded as ValueError / OverflowError."""
+    with webhook_target() as target:
+        target.answers["/odd"] = [
+            (503, {"Retry-After": "\u00b2"}),
+            (503, {"Retry-After": "Fri, 31 Dec 99999999999999999999 23:59:59 GMT"}),
+            (429, {"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}),  # capped by max_delay
+            (503, {"Retry-After": "9" * 5000}),
+            (200, {}),
+        ]
+        action = {"type": "webhook", "url": f"{target.url}/odd"}
+        job, _ = await job_with_run(
+            store,
+            action=action,
+            retry=RetryPolicy(max_attempts=6, initial_delay=0.05, max_delay=0.2),
+        )
+        async with running(Worker(store, FAST, webhook_secret=SECRET)):
+            await eventually(lambda: _state(store, job.id, "succeeded"))
+    run = await one_run(store, job.id)
+    attempts = await store.list_attempts("default", run.id)
+    assert [a.error_class for a in attempts] == ["HTTP503", "HTTP503", "HTTP429", "HTTP503", None]
+
+
 async def test_other_4xx_are_permanent(store: Store) -> None:
     with webhook_target() as target:
         target.answers["/gone"] = [(410, {})]

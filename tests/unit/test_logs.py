@@ -164,6 +164,17 @@ def test_text_is_one_line_per_record_even_with_a_traceback() -> None:
     assert text.endswith("ValueError: two\\nlines ***")
 
 
+def test_text_escapes_control_and_bidi_characters_in_every_value() -> None:
+    """A name stored before names were checked, a target's error text: nothing in a
+    text line starts a new line, moves the cursor or reorders what a person reads."""
+    record = _record("job %s failed: %s", "evil\r\n2026 ERROR forged\x1b[2J", "\u202eexe.txt")
+    text = TextFormatter().format(record)
+    assert text.endswith(
+        r" INFO cronwheel.worker: job evil\r\n2026 ERROR forged\x1b[2J failed: \u202eexe.txt"
+    )
+    assert not [c for c in text if c in "\r\n\x1b\u202e"]
+
+
 def test_levels_and_formats_are_checked() -> None:
     assert level_number("warning") == logging.WARNING
     with pytest.raises(ValueError, match="log level"):

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
+from pydantic import BeforeValidator
 
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import DeadReplayIn
 from cronwheel.api.openapi import problems
-from cronwheel.core.ids import INT64, checked_job_id
+from cronwheel.core.ids import INT64, checked_job_id, run_id_text
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.web.auth import Principal, Reader, Writer
 from cronwheel.web.pagination import DEFAULT_LIMIT, Cursor, Limit, before_run, page
@@ -20,7 +21,9 @@ from cronwheel.web.state import api_state
 
 router = APIRouter(tags=["runs"], route_class=GuardedRoute)
 
-RunId = Annotated[int, Path(ge=1, le=INT64, description="A run id.")]
+# Only ASCII digits name a run (cronwheel.core.ids.RUN_ID): "1.0", "+1", " 1" are 422
+# like "abc". The validator comes after Path, so the schema keeps minimum and maximum.
+RunId = Annotated[int, Path(ge=1, le=INT64, description="A run id."), BeforeValidator(run_id_text)]
 REPLAY_PAGE = 1000
 
 

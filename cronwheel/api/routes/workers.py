@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
+from pydantic import BeforeValidator
 
 from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import (
@@ -26,7 +27,7 @@ from cronwheel.api.inputs import (
     ProgressIn,
 )
 from cronwheel.api.openapi import problems
-from cronwheel.core.ids import INT64
+from cronwheel.core.ids import INT64, run_id_text
 from cronwheel.core.lifecycle import Outcome, claimed_run, completion_for
 from cronwheel.core.model import (
     SEEN_WINDOW,
@@ -55,7 +56,7 @@ from cronwheel.web.state import ApiState, api_state
 
 router = APIRouter(tags=["workers"], route_class=GuardedRoute)
 
-RunId = Annotated[int, Path(ge=1, le=INT64, description="A run id.")]
+RunId = Annotated[int, Path(ge=1, le=INT64, description="A run id."), BeforeValidator(run_id_text)]
 _rng = random.Random()
 
 

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from cronwheel.core.ids import INT64
+from cronwheel.core.ids import is_run_id
 from cronwheel.core.model import Attempt, Job, JobState, Run
 from cronwheel.core.records import DeadRun
 from cronwheel.dashboard.live import shared_reads
@@ -40,7 +40,7 @@ SINCE: dict[str, tuple[str, timedelta | None]] = {
 
 def _run_id(text: str) -> int:
     """A run id from a URL; anything else names no run (the 404 page)."""
-    if not text.isdigit() or not 0 < int(text) <= INT64:
+    if not is_run_id(text):
         raise NotFound("run", text)
     return int(text)
 
