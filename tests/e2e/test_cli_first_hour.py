@@ -1,0 +1,63 @@
+"""What a new user meets in the first hour (issue 29, item 11), as a person sees it: a
+real `cronwheel` process against a real `cronwheel api`, on an 80-column terminal and in
+a pipe.
+
+SQLite only: this is the CLI's behaviour; what the API answers on both stores is pinned
+by tests/api.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e import test_cli
+from tests.e2e.test_cli import cli
+from tests.e2e.test_cli_views import on_terminal, piped
+
+api_url = test_cli.api_url
+pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+
+
+def _pending_run(url: str, name: str) -> int:
+    made = cli(url, "jobs", "create", "--name", name, "--now", "--handler", "h")
+    assert made.returncode == 0, made.stderr
+    runs = json.loads(cli(url, "jobs", "runs", name, "--json").stdout)["items"]
+    assert [r["state"] for r in runs] == ["pending"]  # `cronwheel api` runs no worker
+    run_id: int = runs[0]["id"]
+    return run_id
+
+
+def test_a_replay_of_runs_that_are_not_dead_says_why_and_fails(api_url: str) -> None:
+    # No such run: not found, exit 3 (the README's exit codes).
+    missing = piped(api_url, "dlq", "replay", "99999")
+    assert missing.returncode == 3, (missing.stdout, missing.stderr)
+    assert missing.stderr.strip() == "error: run 99999 not replayed: not found"
+    # A run that is not dead: a conflict, exit 4, with its state.
+    run_id = _pending_run(api_url, "not-dead")
+    alive = piped(api_url, "dlq", "replay", str(run_id))
+    assert alive.returncode == 4, (alive.stdout, alive.stderr)
+    assert alive.stderr.strip() == (
+        f"error: run {run_id} not replayed: not dead (it is pending; only dead runs are replayed)"
+    )
+    assert alive.stdout == "replayed 0: []\n"  # what was replayed, as before
+    # Both: each is named; not found wins the exit code.
+    both = piped(api_url, "dlq", "replay", str(run_id), "99999")
+    assert both.returncode == 3
+    assert f"run {run_id} not replayed: not dead" in both.stderr
+    assert "run 99999 not replayed: not found" in both.stderr
+    # --json says the same to a script.
+    as_json = cli(api_url, "dlq", "replay", str(run_id), "99999", "--json")
+    assert as_json.returncode == 3
+    assert json.loads(as_json.stdout) == {
+        "replayed": [],
+        "not_replayed": [
+            {"id": run_id, "reason": "not dead (it is pending; only dead runs are replayed)"},
+            {"id": 99999, "reason": "not found"},
+        ],
+    }
+    # At a terminal: the whole reason, on 80 columns.
+    code, screen = on_terminal(api_url, "dlq", "replay", "99999")
+    assert code == 3 and "run 99999 not replayed: not found" in screen, screen
+    assert "Traceback" not in screen
