@@ -61,3 +61,19 @@ def test_a_replay_of_runs_that_are_not_dead_says_why_and_fails(api_url: str) -> 
     code, screen = on_terminal(api_url, "dlq", "replay", "99999")
     assert code == 3 and "run 99999 not replayed: not found" in screen, screen
     assert "Traceback" not in screen
+
+
+def test_without_a_token_the_cli_says_how_to_give_one(api_url: str) -> None:
+    said = (
+        "error: no API key given: pass --token KEY or set CRONWHEEL_TOKEN (the --admin-token"
+        " of `cronwheel api`, or a key from `cronwheel keys create`)"
+    )
+    bare = cli(api_url, "jobs", "list", token="")
+    assert bare.returncode == 5, bare.stderr
+    assert bare.stderr.strip() == said
+    assert "header" not in bare.stderr
+    code, screen = on_terminal(api_url, "jobs", "list", token="")
+    assert code == 5 and "CRONWHEEL_TOKEN" in screen and "--token" in screen, screen
+    # A wrong token is another mistake, said as the API says it.
+    wrong = cli(api_url, "jobs", "list", token="cw_wrong_token")
+    assert wrong.returncode == 5 and "CRONWHEEL_TOKEN" not in wrong.stderr
