@@ -77,3 +77,15 @@ def test_without_a_token_the_cli_says_how_to_give_one(api_url: str) -> None:
     # A wrong token is another mistake, said as the API says it.
     wrong = cli(api_url, "jobs", "list", token="cw_wrong_token")
     assert wrong.returncode == 5 and "CRONWHEEL_TOKEN" not in wrong.stderr
+
+
+def test_a_mistyped_command_gets_the_nearest_one(api_url: str) -> None:
+    typo = piped(api_url, "job", "list")
+    assert typo.returncode == 2, typo.stderr
+    assert typo.stderr.splitlines()[-1] == "Error: No such command 'job'. Did you mean 'jobs'?"
+    assert "Did you mean 'status'?" in piped(api_url, "stat").stderr
+    code, screen = on_terminal(api_url, "job", "list")
+    assert code == 2 and "Did you mean 'jobs'?" in screen, screen
+    # Nothing near: click's line as it was; within a group, click's own suggestion.
+    assert piped(api_url, "zzz").stderr.splitlines()[-1] == "Error: No such command 'zzz'."
+    assert "Did you mean 'list'?" in piped(api_url, "jobs", "lst").stderr
