@@ -89,3 +89,30 @@ def test_a_mistyped_command_gets_the_nearest_one(api_url: str) -> None:
     # Nothing near: click's line as it was; within a group, click's own suggestion.
     assert piped(api_url, "zzz").stderr.splitlines()[-1] == "Error: No such command 'zzz'."
     assert "Did you mean 'list'?" in piped(api_url, "jobs", "lst").stderr
+
+
+def test_a_paused_job_shows_no_next_fire(api_url: str) -> None:
+    made = cli(api_url, "jobs", "create", "--name", "on-hold", "--every", "3600", "--handler", "h")
+    assert made.returncode == 0, made.stderr
+    paused = piped(api_url, "jobs", "pause", "on-hold")
+    assert paused.returncode == 0, paused.stderr
+    header, row = paused.stdout.splitlines()
+    assert header.split("\t")[2:4] == ["state", "next_fire_at"]
+    assert row.split("\t")[2:4] == ["paused", "paused"]
+    job = json.loads(cli(api_url, "jobs", "get", "on-hold", "--json").stdout)
+    assert job["next_fire_at"]  # --json: the API's whole answer
+    listed = piped(api_url, "jobs", "list").stdout.splitlines()
+    [row] = [line for line in listed if job["id"] in line]
+    assert row.split("\t")[3] == "paused"
+    # At a terminal, wide or 80 columns (where the time gives way to "in 1 h"): no time.
+    for columns in (160, 80):
+        code, screen = on_terminal(api_url, "jobs", "list", columns=columns)
+        assert code == 0, screen
+        [line] = [line for line in screen.splitlines() if job["id"] in line]
+        assert job["next_fire_at"] not in line and " in " not in line, screen
+    code, screen = on_terminal(api_url, "jobs", "list", columns=110)
+    [line] = [line for line in screen.splitlines() if job["id"] in line]
+    assert line.split()[2:4] == ["paused", "paused"], screen
+    described = piped(api_url, "jobs", "get", "on-hold").stdout
+    assert "next fires:      none while paused" in described
+    assert job["next_fire_at"] not in described

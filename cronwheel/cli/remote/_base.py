@@ -173,6 +173,7 @@ JOB_COLUMNS = (
         "next_fire_at",
         kind="time",
         rank=2,
+        value=hints.next_fire,  # a paused job keeps its next_fire_at, but will not fire
         # 25 to 32 characters whole; "in 3 h 5 min" keeps it on an 80-column terminal.
         narrow=Column("next_fire_in", header="next fire", kind="time", value=_next_in),
     ),
