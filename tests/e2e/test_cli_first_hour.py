@@ -9,10 +9,14 @@ by tests/api.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e import test_cli
+from tests.e2e.procs import cronwheel as cronwheel_proc
+from tests.e2e.procs import free_port, wait_until
 from tests.e2e.test_cli import cli
 from tests.e2e.test_cli_views import on_terminal, piped
 
@@ -116,3 +120,49 @@ def test_a_paused_job_shows_no_next_fire(api_url: str) -> None:
     described = piped(api_url, "jobs", "get", "on-hold").stdout
     assert "next fires:      none while paused" in described
     assert job["next_fire_at"] not in described
+
+
+def test_an_api_without_an_admin_token_says_nobody_can_sign_in(
+    store_url: str, tmp_path: Path
+) -> None:
+    port, log = free_port(), tmp_path / "bare-api.log"
+    args = ("api", "--db", store_url, "--port", str(port))
+    with cronwheel_proc(*args, env={"CRONWHEEL_ADMIN_TOKEN": ""}, log=log) as proc:
+        url = f"http://127.0.0.1:{port}"
+        wait_until("cronwheel api answers", lambda: _ready(url), 60, [log])
+        assert proc.poll() is None
+        warned = [line for line in log.read_text().splitlines() if "admin token" in line]
+        assert len(warned) == 1, log.read_text()
+        assert (
+            " WARNING cronwheel.cli: cronwheel api: no admin token (--admin-token or" in (warned[0])
+        )
+        assert "nobody can sign in" in warned[0] and "bootstrap" in warned[0]
+
+
+def test_an_api_with_an_admin_token_says_nothing_of_it(api_url: str, tmp_path: Path) -> None:
+    assert _ready(api_url)
+    assert "no admin token" not in (tmp_path / "api.log").read_text()
+
+
+def test_the_server_root_leads_to_the_dashboard(api_url: str) -> None:
+    root = httpx.get(f"{api_url}/", follow_redirects=False)
+    assert root.status_code in (307, 308), root.text
+    assert root.headers["location"] == "/ui/"
+    landed = httpx.get(f"{api_url}/", follow_redirects=True)
+    assert landed.status_code == 200 and landed.url.path.startswith("/ui/")
+    assert "text/html" in landed.headers["content-type"]
+
+
+def test_the_access_log_masks_only_secret_query_values(api_url: str, tmp_path: Path) -> None:
+    auth = {"Authorization": f"Bearer {test_cli.TOKEN}"}
+    query = "name=nightly&limit=5&token=s3cr3t-in-the-url&api_key=k3y-in-the-url"
+    assert httpx.get(f"{api_url}/v1/jobs?{query}", headers=auth).status_code == 200
+    log = tmp_path / "api.log"
+    wanted = '"GET /v1/jobs?name=nightly&limit=5&token=***&api_key=*** HTTP/1.1" 200'
+    wait_until("the access line", lambda: wanted in log.read_text(), 10, [log])
+    assert "s3cr3t-in-the-url" not in log.read_text()
+    assert "k3y-in-the-url" not in log.read_text()
+
+
+def _ready(url: str) -> bool:
+    return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
