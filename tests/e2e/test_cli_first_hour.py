@@ -166,3 +166,34 @@ def test_the_access_log_masks_only_secret_query_values(api_url: str, tmp_path: P
 
 def _ready(url: str) -> bool:
     return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+
+
+def test_jobs_why_without_at_asks_about_the_latest_occurrence(api_url: str) -> None:
+    made = cli(
+        api_url, "jobs", "create", "--name", "why-me", "--cron", "* * * * *", "--handler", "h"
+    )
+    assert made.returncode == 0, made.stderr
+    asked = piped(api_url, "jobs", "why", "why-me")
+    assert asked.returncode == 0, asked.stderr
+    first = asked.stdout.splitlines()[0]
+    assert first.startswith("No time given"), asked.stdout
+    answer = json.loads(cli(api_url, "jobs", "why", "why-me", "--json").stdout)
+    assert answer["asked"] == "latest" and answer["occurrence"] is not None
+    code, screen = on_terminal(api_url, "jobs", "why", "why-me")
+    assert code == 0 and "No time given" in screen and "Error" not in screen, screen
+
+
+def test_a_backfill_too_long_names_the_first_occurrence_over_in_words(api_url: str) -> None:
+    made = cli(
+        api_url, "jobs", "create", "--name", "minutely", "--cron", "* * * * *", "--handler", "h"
+    )
+    assert made.returncode == 0, made.stderr
+    refused = piped(
+        api_url, "jobs", "backfill", "minutely", "--from", "2026-01-01T00:00:00Z",
+        "--to", "2026-01-09T00:00:00Z",
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "more than 10,000 occurrences (the 10,001st is 2026-01-07T22:40:00+00:00)" in (
+        refused.stderr
+    )
+    assert "10,001th" not in refused.stderr
