@@ -7,6 +7,7 @@ waits less)."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 
 import click
@@ -51,6 +52,25 @@ class _LazyGroup(click.Group):
             add_everywhere(command)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but an unknown command is compared with every command, not only
+        those loaded so far: ``cronwheel job list`` asks "Did you mean 'jobs'?"."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            name = args[0] if args else ""
+            if name.startswith("-") or name in COMMANDS:
+                raise
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3)
+            if not close:
+                raise
+            guesses = " or ".join(repr(c) for c in close)
+            raise click.UsageError(
+                f"No such command {name!r}. Did you mean {guesses}?", ctx
+            ) from exc
 
 
 @click.group(cls=_LazyGroup)

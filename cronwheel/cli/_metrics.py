@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cronwheel.cli._logs import hint
 from cronwheel.observability import metrics
 from cronwheel.web.sockets import CannotListen
 
@@ -44,14 +45,16 @@ tenant_labels_option = click.option(
 @contextlib.contextmanager
 def metrics_endpoint(port: int | None, host: str) -> Iterator[None]:
     """This process's metrics served on ``host:port`` while in the block (nothing if
-    ``port`` is None); the address is said on stderr."""
+    ``port`` is None); the address is said on stderr (as a log record under
+    ``--log-format json``)."""
     with contextlib.ExitStack() as stack:
         try:
             bound = stack.enter_context(metrics.serving(port, host))
         except OSError as exc:
             raise CannotListen(f"metrics: {_why(exc, host, port)}") from None
         if bound is not None:
-            click.echo(f"metrics on http://{host}:{bound}/metrics", err=True)
+            # A JSON line under --log-format json: every line on stderr parses.
+            hint(f"metrics on http://{host}:{bound}/metrics")
         yield
 
 

@@ -183,6 +183,12 @@ def api(
                 )
             if no_auth:
                 log.warning("cronwheel api: NO AUTHENTICATION on %s:%s", host, port)
+            elif admin_token is None:
+                log.warning(
+                    "cronwheel api: no admin token (--admin-token or CRONWHEEL_ADMIN_TOKEN):"
+                    " nobody can sign in to the API or the dashboard except with an API key"
+                    " created before; give one to bootstrap (docs/api.md)"
+                )
             await server.serve(sockets=[sock])
         finally:
             await store.close()

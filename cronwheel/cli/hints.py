@@ -51,11 +51,19 @@ def until(when: Any, now: datetime) -> str:
 
 
 def next_in(job: Mapping[str, Any], now: datetime) -> str:
-    """A job's next fire time relative to ``now``: nothing unless the job is active (a
-    paused job keeps its ``next_fire_at`` but will not fire at it)."""
+    """A job's next fire time relative to ``now``: ``paused`` for a paused job (it keeps
+    its ``next_fire_at`` but will not fire at it), nothing for a job that is not active."""
+    if job.get("state") == "paused":
+        return "paused"
     if job.get("state") != "active":
         return ""
     return until(job.get("next_fire_at"), now)
+
+
+def next_fire(job: Mapping[str, Any]) -> Any:
+    """A job's next fire time as a table shows it whole: ``paused`` for a paused job, as
+    the API gives it for any other."""
+    return "paused" if job.get("state") == "paused" else job.get("next_fire_at")
 
 
 def fire_line(job: Mapping[str, Any], now: datetime) -> str:

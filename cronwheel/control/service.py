@@ -33,6 +33,7 @@ from cronwheel.core.planning import max_attempts
 from cronwheel.errors import Conflict, InvalidInput, InvalidItems, NotFound, StaleVersion
 from cronwheel.observability import metrics, tracing
 from cronwheel.schedule import ManualSchedule, first_fire, next_fire, schedule_from_dict
+from cronwheel.schedule.words import ordinal
 from cronwheel.security.sealing import (
     Sealer,
     file_sealer,
@@ -464,7 +465,7 @@ class JobService:
                 raise InvalidInput(
                     "end",
                     f"the range holds more than {MAX_BACKFILL_RUNS:,} occurrences (the"
-                    f" {MAX_BACKFILL_RUNS + 1:,}th is {t.isoformat()}): backfill it in parts",
+                    f" {ordinal(MAX_BACKFILL_RUNS + 1)} is {t.isoformat()}): backfill it in parts",
                 )
             occurrences.append(t)
             t = next_fire(schedule, t)

@@ -110,6 +110,36 @@ def read_time(text: str, zone_name: str, now: datetime) -> Asked:
     return _from_wall(wall, zone, zone_name, assumed)
 
 
+def latest_asked(schedule: Schedule, now: datetime, *, created_at: datetime) -> Asked:
+    """What a question without a time asks about: the schedule's latest occurrence at or
+    before ``now`` since the job was created; without one, its next occurrence; without
+    either, ``now`` itself."""
+    zone_name = zone_of(schedule)
+    before, after = fires_around(schedule, now, created_at=created_at)
+    if before is not None and before.utc >= created_at:
+        return Asked(
+            before.at,
+            zone_name,
+            f"No time given: the latest occurrence, {before.at.isoformat()} in {zone_name}",
+            before.wall,
+        )
+    if after is not None:
+        return Asked(
+            after.at,
+            zone_name,
+            "No time given and no occurrence since the job was created: the next one,"
+            f" {after.at.isoformat()} in {zone_name}",
+            after.wall,
+        )
+    instant = now.astimezone(load_zone(zone_name))
+    return Asked(
+        instant,
+        zone_name,
+        f"No time given and no occurrence: asked about now, {instant.isoformat()} in {zone_name}",
+        None,
+    )
+
+
 def _from_wall(wall: datetime, zone: tzinfo, zone_name: str, assumed: str) -> Asked:
     instant = wall.replace(tzinfo=zone)
     back = instant.astimezone(UTC).astimezone(zone).replace(tzinfo=None)

@@ -45,6 +45,11 @@ def install(app: FastAPI) -> None:
     async def root() -> RedirectResponse:
         return RedirectResponse(UI + "/", status_code=307)
 
+    @app.get("/", include_in_schema=False)
+    async def site_root() -> RedirectResponse:
+        """The server's address in a browser leads to the dashboard."""
+        return RedirectResponse(UI + "/", status_code=307)
+
     app.include_router(session.router)
     # jobform before jobs: /ui/jobs/new must not be read as the page of a job "new".
     for module in (overview, jobform, jobs, runs, pipelines, workers, admin):

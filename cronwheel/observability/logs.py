@@ -20,9 +20,10 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Protocol
+from urllib.parse import unquote_plus
 
 from cronwheel.core.text import escape_controls
-from cronwheel.security.redact import redact
+from cronwheel.security.redact import is_secret_header, redact
 
 FORMATS: Final = ("text", "json")
 LEVELS: Final = ("debug", "info", "warning", "error", "critical")
@@ -220,16 +221,38 @@ def configure(fmt: str = "text", level: str | int = "info") -> None:
 ACCESS_LOGGER: Final = "uvicorn.access"
 
 
+_SECRET_QUERY_NAMES: Final = frozenset(
+    {"sig", "code", "session", "sid", "jwt", "hmac", "otp", "pass", "pwd", "state"}
+)
+"""Query parameters holding a credential beside those :func:`is_secret_header` names
+(token, key, secret, password, signature, auth, credential, cookie…): ``?sig=``,
+an OAuth ``?code=`` or ``?state=``."""
+
+
+def is_secret_query_name(name: str) -> bool:
+    """Whether a query parameter's value may be a credential (its name decoded first:
+    ``%74oken`` is ``token``). Broad on purpose, as for headers."""
+    decoded = unquote_plus(name).strip().lower()
+    return is_secret_header(decoded) or decoded in _SECRET_QUERY_NAMES
+
+
 def without_query_values(path: str) -> str:
-    """``path`` with every query value replaced by ``***`` (names kept): a token in a
-    query string (``?token=…``, a signed link) never reaches an access log line."""
+    """``path`` with the value of every secret-looking query parameter replaced by
+    ``***`` (:func:`is_secret_query_name`; a bare value without a name too): a token in
+    a query string (``?token=…``, a signed link) never reaches an access log line, and
+    ``?name=nightly&limit=5`` stays readable."""
     base, mark, query = path.partition("?")
     if not mark:
         return path
     shown = []
     for pair in query.split("&"):
         name, equals, _ = pair.partition("=")
-        shown.append(f"{name}=***" if equals else "***" if pair else "")
+        if not equals:
+            shown.append("***" if pair else "")
+        elif is_secret_query_name(name):
+            shown.append(f"{name}=***")
+        else:
+            shown.append(pair)
     return f"{base}?{'&'.join(shown)}"
 
 

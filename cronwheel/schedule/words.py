@@ -325,9 +325,14 @@ def _clock(hour: int, minute: int, second: int = 0) -> str:
     return f"{hour:02d}:{minute:02d}" + (f":{second:02d}" if second else "")
 
 
-def _nth(k: int) -> str:
+def ordinal(k: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``, ``22nd``, ``10,001st``: a number as a rank,
+    thousands separated."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
-    return f"{k}{suffix}"
+    return f"{k:,}{suffix}"
+
+
+_nth = ordinal
 
 
 def _plural(n: float, unit: str) -> str:

@@ -211,8 +211,9 @@ def status(window: int | None) -> Call[dict[str, Any]]:
     return Call("GET", "/v1/status", _object, params=_params(window=window))
 
 
-def why(job_id: str, at: str) -> Call[dict[str, Any]]:
-    return Call("GET", f"/v1/jobs/{job_id}/why", _object, params={"at": at})
+def why(job_id: str, at: str | None) -> Call[dict[str, Any]]:
+    params = {} if at is None else {"at": at}
+    return Call("GET", f"/v1/jobs/{job_id}/why", _object, params=params)
 
 
 def preview_schedule(schedule: dict[str, Any], count: int) -> Call[dict[str, Any]]:

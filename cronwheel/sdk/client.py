@@ -211,9 +211,9 @@ class Client:
         minutes of finished attempts that lag, throughput and failures cover."""
         return self._send(calls.status(window))
 
-    def why(self, job_id: str, at: str) -> dict[str, Any]:
-        """Why didn't the job run at ``at`` (``HH:MM`` today in its zone, or ISO 8601)?
-        ``GET /v1/jobs/{id}/why`` as JSON."""
+    def why(self, job_id: str, at: str | None = None) -> dict[str, Any]:
+        """Why didn't the job run at ``at`` (``HH:MM`` today in its zone, or ISO 8601;
+        None: its latest occurrence at or before now)? ``GET /v1/jobs/{id}/why`` as JSON."""
         return self._send(calls.why(job_id, at))
 
     def preview_schedule(self, schedule: dict[str, Any], *, count: int = 10) -> dict[str, Any]:
@@ -439,7 +439,7 @@ class AsyncClient:
         """See :meth:`Client.status`."""
         return await self._send(calls.status(window))
 
-    async def why(self, job_id: str, at: str) -> dict[str, Any]:
+    async def why(self, job_id: str, at: str | None = None) -> dict[str, Any]:
         """See :meth:`Client.why`."""
         return await self._send(calls.why(job_id, at))
 

@@ -47,6 +47,7 @@ async def test_bad_ranges_are_refused_naming_the_field(client: httpx.AsyncClient
     too_long = {"start": (DAY - timedelta(days=60)).isoformat(), "end": RANGE["end"]}
     body = problem(await client.post(url, json=too_long), 422, "end")
     assert "10,000" in body["detail"] and "in parts" in body["detail"]
+    assert "the 10,001st is " in body["detail"]  # not "10,001th"
     assert (await client.get(f"/v1/jobs/{job['id']}/runs")).json()["items"] == []
     problem(
         await client.post("/v1/jobs/01890000-0000-7000-8000-000000000000/backfill", json=RANGE), 404

@@ -153,11 +153,47 @@ async def test_bad_times_and_other_tenants_jobs(
 ) -> None:
     job = await _job(client, store, "0 9 * * *")
     problem(await client.get(f"/v1/jobs/{job.id}/why", params={"at": "9 o'clock"}), 422, "at")
-    problem(await client.get(f"/v1/jobs/{job.id}/why"), 422)
+    problem(await client.get(f"/v1/jobs/{job.id}/why", params={"at": ""}), 422, "at")
     await new_tenant(client, "acme")
     key = await new_key(client, "read", "acme")
     async with connect(app, key["token"]) as acme:
         problem(await acme.get(f"/v1/jobs/{job.id}/why", params={"at": "09:00"}), 404)
+
+
+async def test_without_a_time_the_latest_occurrence_is_asked_about(
+    client: httpx.AsyncClient, store: Store, clock: FrozenClock
+) -> None:
+    job = await _job(client, store, "0 9 * * *")
+    skipped = _run_at(job, datetime(2030, 1, 14, 9, 0), state=RunState.SKIPPED)
+    skipped.reason = REASON_MISFIRE
+    await store.materialize_runs([skipped], [])
+    clock.set(datetime(2030, 1, 15, 8, 0, tzinfo=PARIS))  # before today's 09:00
+    response = await client.get(f"/v1/jobs/{job.id}/why")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["asked"] == "latest"
+    assert body["at"] == "2030-01-14T09:00:00+01:00"
+    assert body["assumed"] == (
+        "No time given: the latest occurrence, 2030-01-14T09:00:00+01:00 in Europe/Paris"
+    )
+    assert body["verdict"] == "skipped" and body["run"]["reason"] == REASON_MISFIRE
+    # At 09:00 exactly, that occurrence is the latest.
+    clock.set(datetime(2030, 1, 15, 9, 0, tzinfo=PARIS))
+    body = (await client.get(f"/v1/jobs/{job.id}/why")).json()
+    assert body["at"] == "2030-01-15T09:00:00+01:00" and body["verdict"] == "no_run"
+
+
+async def test_without_a_time_a_new_job_is_asked_about_its_first_occurrence(
+    client: httpx.AsyncClient, store: Store, clock: FrozenClock
+) -> None:
+    job = await _job(client, store, "0 9 * * *")  # created at 01:00 in Paris
+    body = (await client.get(f"/v1/jobs/{job.id}/why")).json()
+    assert body["at"] == "2030-01-01T09:00:00+01:00" and body["verdict"] == "not_yet"
+    assert body["assumed"].startswith("No time given and no occurrence since the job was created")
+    manual = await client.post("/v1/jobs", json=spec(schedule={"kind": "manual"}))
+    body = (await client.get(f"/v1/jobs/{manual.json()['id']}/why")).json()
+    assert body["verdict"] == "no_occurrence"
+    assert body["assumed"].startswith("No time given and no occurrence: asked about now")
 
 
 async def test_a_due_run_held_back_by_max_running_says_so(

@@ -10,7 +10,7 @@ import pytest
 
 from cronwheel.errors import InvalidInput
 from cronwheel.schedule import CronExpression, schedule_from_dict
-from cronwheel.schedule.words import describe, describe_expression
+from cronwheel.schedule.words import describe, describe_expression, ordinal
 
 PARIS_DEFAULT = (
     "a wall time skipped by DST fires when the gap ends; a repeated one fires once, the first time"
@@ -190,3 +190,23 @@ def test_every_expression_of_the_corpus_has_words() -> None:
         assert describe_expression(expression)
         described += 1
     assert described > 100
+
+
+def test_ordinals() -> None:
+    shown = {k: ordinal(k) for k in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112, 10_001)}
+    assert shown == {
+        1: "1st",
+        2: "2nd",
+        3: "3rd",
+        4: "4th",
+        11: "11th",
+        12: "12th",
+        13: "13th",
+        21: "21st",
+        22: "22nd",
+        23: "23rd",
+        101: "101st",
+        111: "111th",
+        112: "112th",
+        10_001: "10,001st",
+    }

@@ -44,7 +44,7 @@ def test_relative_times_are_measured_against_the_given_instant() -> None:
     assert until(None, NOW) == "" and until("not a time", NOW) == ""
     # A paused job keeps its next_fire_at, but will not fire at it.
     assert next_in(_job(), NOW) == "in 1 min"
-    assert next_in(_job(state="paused"), NOW) == ""
+    assert next_in(_job(state="paused"), NOW) == "paused"
 
 
 def test_a_new_job_says_when_it_fires_first() -> None:

@@ -93,7 +93,27 @@ def test_a_bad_key_is_refused_naming_its_place() -> None:
 
 def test_access_lines_show_no_query_value() -> None:
     assert without_query_values("/v1/jobs") == "/v1/jobs"
-    assert without_query_values("/x?token=abc&limit=5&flag") == "/x?token=***&limit=***&***"
+    assert without_query_values("/x?token=abc&limit=5&flag") == "/x?token=***&limit=5&***"
+    # Only secret-looking names are masked; the others stay readable.
+    assert (
+        without_query_values("/v1/jobs?name=nightly&limit=20&cursor=abc&state=")
+        == "/v1/jobs?name=nightly&limit=20&cursor=abc&state=***"
+    )
+    for name in (
+        "api_key",
+        "X-Api-Key",
+        "password",
+        "client_secret",
+        "sig",
+        "Signature",
+        "auth",
+        "access_token",
+        "%74oken",
+        "session",
+        "code",
+        "passwd",
+    ):
+        assert without_query_values(f"/x?{name}=s3cr3t&q=cron") == f"/x?{name}=***&q=cron"
     record = logging.LogRecord(
         "uvicorn.access",
         logging.INFO,

@@ -20,7 +20,16 @@ from cronwheel.api.openapi import problems
 from cronwheel.api.routes.jobs import JobId
 from cronwheel.core.ids import checked_job_id
 from cronwheel.core.model import Attempt, AuditEntry, Job, Run, RunState
-from cronwheel.core.why import DST_NOTES, Asked, Fire, falls_at, fires_around, read_time, zone_of
+from cronwheel.core.why import (
+    DST_NOTES,
+    Asked,
+    Fire,
+    falls_at,
+    fires_around,
+    latest_asked,
+    read_time,
+    zone_of,
+)
 from cronwheel.schedule import schedule_from_dict
 from cronwheel.store.base import Store
 from cronwheel.web.auth import Reader
@@ -30,14 +39,17 @@ from cronwheel.web.state import api_state
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
 At = Annotated[
-    str,
+    str | None,
     Query(
         min_length=1,
         max_length=64,
         description="`HH:MM` (today in the job's zone) or an ISO 8601 date-time"
-        " (read in the job's zone without an offset).",
+        " (read in the job's zone without an offset); left out: the latest occurrence at"
+        " or before now (now if there is none).",
     ),
 ]
+LATEST = "latest"
+"""What ``asked`` says when no time was given."""
 _STATE_ACTIONS = ("created", "paused", "resumed", "cancelled", "completed", "active")
 
 
@@ -82,15 +94,19 @@ class WhyOut(_Out):
     responses=problems(404),
     summary="Why didn't it run at that time?",
 )
-async def why(job_id: JobId, at: At, request: Request, principal: Reader) -> Any:
+async def why(job_id: JobId, request: Request, principal: Reader, at: At = None) -> Any:
     """The run of the occurrence at ``at`` (its state, attempts, reason) or why there is
     none: skipped, paused, not created yet, or no occurrence there (with the schedule's
-    previous and next fire times around it, DST marked)."""
+    previous and next fire times around it, DST marked). Without ``at``: the latest
+    occurrence at or before now."""
     state = api_state(request)
     job = await state.service(principal).get(checked_job_id(job_id), tenant_id=principal.tenant_id)
     now = state.clock.now()
     schedule = schedule_from_dict(job.schedule)
-    asked = read_time(at, zone_of(schedule), now)
+    if at is None:
+        asked = latest_asked(schedule, now, created_at=job.created_at)
+    else:
+        asked = read_time(at, zone_of(schedule), now)
     before, after = fires_around(schedule, asked.instant, created_at=job.created_at)
     occurrence = next((f for f in (before, after) if falls_at(f, asked)), None)
     run: Run | None = None
@@ -113,7 +129,7 @@ async def why(job_id: JobId, at: At, request: Request, principal: Reader) -> Any
         job_id=job.id,
         job_name=job.name,
         timezone=asked.zone,
-        asked=at,
+        asked=LATEST if at is None else at,
         at=asked.instant,
         assumed=asked.assumed,
         verdict=verdict,

@@ -100,6 +100,12 @@ def client(url: str, token: str | None) -> Iterator[Client]:
         where = f" ({exc.field})" if exc.field else ""
         # The header is how the API hears --tenant: say it in the terms the user typed.
         message = f"{exc.detail}{where}".replace(TENANT_HEADER, "--tenant")
+        if exc.status == 401 and not token:
+            # The header is how the API hears --token: say how to give one.
+            message = (
+                "no API key given: pass --token KEY or set CRONWHEEL_TOKEN"
+                " (the --admin-token of `cronwheel api`, or a key from `cronwheel keys create`)"
+            )
         fail(message, EXIT_CODES.get(exc.status, 1))
     except httpx.TransportError as exc:
         fail(f"cannot reach {mask_url(url)}: {exc}", 6)
@@ -167,6 +173,7 @@ JOB_COLUMNS = (
         "next_fire_at",
         kind="time",
         rank=2,
+        value=hints.next_fire,  # a paused job keeps its next_fire_at, but will not fire
         # 25 to 32 characters whole; "in 3 h 5 min" keeps it on an 80-column terminal.
         narrow=Column("next_fire_in", header="next fire", kind="time", value=_next_in),
     ),

@@ -361,15 +361,16 @@ def why_facts(answer: dict[str, Any]) -> list[dict[str, Any]]:
 @click.option(
     "--at",
     "at",
-    required=True,
+    default=None,
     metavar="TIME",
-    help="HH:MM (today, in the job's zone) or an ISO 8601 date-time.",
+    help="HH:MM (today, in the job's zone) or an ISO 8601 date-time"
+    " [default: the latest occurrence at or before now].",
 )
-def jobs_why(url: str, token: str | None, as_json: bool, job: str, at: str) -> None:
-    """Why didn't JOB run at TIME? Shows the run of the occurrence at that time (its
-    state, attempts and reason), or the skip and why, or that no occurrence falls there
-    with the schedule's fire times around it (DST marked), and whether the job was
-    paused or did not exist yet.
+def jobs_why(url: str, token: str | None, as_json: bool, job: str, at: str | None) -> None:
+    """Why didn't JOB run at TIME (by default, at its latest occurrence)? Shows the run
+    of the occurrence at that time (its state, attempts and reason), or the skip and
+    why, or that no occurrence falls there with the schedule's fire times around it (DST
+    marked), and whether the job was paused or did not exist yet.
 
     JOB is a job's id, the start of its id, or its name."""
     with client(url, token) as cw:

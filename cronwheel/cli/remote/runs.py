@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from cronwheel.cli import names
+from cronwheel.cli._logs import fail
 from cronwheel.cli.describe import run_lines
 from cronwheel.cli.remote._base import (
     NOTIFICATION_COLUMNS,
@@ -20,6 +21,10 @@ from cronwheel.cli.remote._base import (
     show,
 )
 from cronwheel.sdk import Client
+from cronwheel.sdk.errors import NotFoundError
+
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
 
 
 # -- runs -------------------------------------------------------------------------------
@@ -88,9 +93,29 @@ def dlq_replay(
     with client(url, token) as cw:
         job = None if job_id is None else names.job_id(cw, job_id)
         replayed = cw.replay_dead(list(run_ids) or None, job_id=job)
-    click.echo(
-        json.dumps({"replayed": replayed}) if as_json else f"replayed {len(replayed)}: {replayed}"
-    )
+        # The API leaves out the runs it did not replay: say which, and why.
+        left = [(i, _why_not_replayed(cw, i)) for i in dict.fromkeys(run_ids) if i not in replayed]
+    if as_json:
+        out: dict[str, Any] = {"replayed": replayed}
+        if left:
+            out["not_replayed"] = [{"id": i, "reason": why} for i, (why, _) in left]
+        click.echo(json.dumps(out))
+    else:
+        click.echo(f"replayed {len(replayed)}: {replayed}")
+    if not left:
+        return
+    # One line: not found (3) when any id is unknown, else conflict (4): not dead.
+    code = EXIT_NOT_FOUND if any(c == EXIT_NOT_FOUND for _, (_, c) in left) else EXIT_CONFLICT
+    fail("; ".join(f"run {run_id} not replayed: {why}" for run_id, (why, _) in left), code)
+
+
+def _why_not_replayed(cw: Client, run_id: int) -> tuple[str, int]:
+    """Why the API left a run out of a replay, with the exit code it calls for."""
+    try:
+        run = cw.get_run(run_id)
+    except NotFoundError:
+        return "not found", EXIT_NOT_FOUND
+    return f"not dead (it is {run.state}; only dead runs are replayed)", EXIT_CONFLICT
 
 
 # -- notifications ------------------------------------------------------------------------
