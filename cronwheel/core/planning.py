@@ -92,11 +92,26 @@ def plan_job(
     fire_now, skipped = _misfire(job, missed, later)
     # Backfilled occurrences run one at a time, oldest first, as if there had been no
     # downtime (the queue overlap policy); fire_once and fire_last fire together, now.
-    overlap = Overlap.QUEUE if job.misfire.mode is MisfireMode.BACKFILL else job.overlap
+    # A job that backfills has runs that build on the previous one: its occurrences still
+    # in the catch-up window, and those that fall due while a backlog drains, queue behind
+    # the backlog too, or the newest would start beside the oldest (decision 0043). The
+    # planner cannot see a backlog, so every scheduled run of such a job queues; `skip`
+    # and `replace` keep their own meaning.
+    overlap = job.overlap
+    if job.misfire.mode is MisfireMode.BACKFILL and job.overlap is Overlap.ALLOW:
+        overlap = Overlap.QUEUE
+    backfilled = Overlap.QUEUE if job.misfire.mode is MisfireMode.BACKFILL else job.overlap
     runs = [_run(job, t, RunState.SKIPPED, t, REASON_MISFIRE) for t in skipped]
-    runs += [_run(job, t, RunState.PENDING, now, None, overlap) for t in fire_now]
+    runs += [_run(job, t, RunState.PENDING, now, None, backfilled) for t in fire_now]
     runs += [
-        _run(job, t, RunState.PENDING, t + jitter_offset(job.id, t, job.jitter_seconds), None)
+        _run(
+            job,
+            t,
+            RunState.PENDING,
+            t + jitter_offset(job.id, t, job.jitter_seconds),
+            None,
+            overlap,
+        )
         for t in occurrences[len(missed) :]
     ]
     state = JobState.ACTIVE if following is not None else JobState.COMPLETED

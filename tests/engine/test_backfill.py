@@ -13,7 +13,7 @@ from cronwheel.core.model import MisfireMode, Overlap, Priority, RunState
 from cronwheel.engine.scheduler import Scheduler
 from cronwheel.errors import Conflict, InvalidInput
 from cronwheel.store.base import Store
-from cronwheel.store.conformance.factories import at
+from cronwheel.store.conformance.factories import at, succeeded
 
 EVERY_MINUTE = {"kind": "cron", "cron": "* * * * *", "timezone": "UTC"}
 HANDLER = {"type": "handler", "name": "noop"}
@@ -155,3 +155,37 @@ async def test_a_backfill_skips_occurrences_whose_runs_were_archived(
         *((at(60 * m), RunState.CANCELLED) for m in (10, 11, 12)),
         (at(60 * 13), RunState.PENDING),
     ]
+
+
+async def test_after_downtime_a_backfill_job_runs_every_occurrence_one_at_a_time_in_order(
+    service: JobService, store: Store, clock: FrozenClock
+) -> None:
+    """Issue 29, item 3: as if there had been no outage. The newest occurrence, still in
+    the catch-up window, does not start beside the oldest missed one, and the occurrences
+    that fall due while the backlog drains wait their turn behind it."""
+    await service.create(
+        name="ledger",
+        schedule=EVERY_MINUTE,
+        action=HANDLER,
+        catchup_seconds=45,
+        misfire={"mode": "backfill", "limit": 100},
+    )
+    clock.advance(10 * 60)  # down until 10:31: minutes 1..9 missed, minute 10 in the window
+    scheduler = Scheduler(store, clock=clock)
+    await scheduler.run_once()
+    started: list[datetime] = []
+    while len(started) < 11:  # minutes 1..10, then minute 11, due while they ran
+        claimed = await store.claim_runs(
+            "w",
+            ["default"],
+            limit=100,
+            now=clock.now(),
+            prefetch_until=clock.now(),
+            lease_seconds=30,
+        )
+        assert len(claimed) == 1, [c.run.scheduled_for for c in claimed]
+        started.append(claimed[0].run.scheduled_for)
+        clock.advance(20)  # each run takes 20 s
+        await store.complete_runs([succeeded(c, clock.now()) for c in claimed])
+        await scheduler.run_once()
+    assert started == [at(60 * m) for m in range(1, 12)]

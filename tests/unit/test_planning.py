@@ -262,3 +262,25 @@ def test_shared_job_columns_decode_once_per_distinct_text() -> None:
     schedule = '{"kind":"cron","cron":"0 9 * * *","timezone":"UTC"}'
     assert decode.schedule(schedule) is decode.schedule(schedule)
     assert decode.schedule(schedule) == json.loads(schedule)
+
+
+def test_a_backfill_jobs_scheduled_runs_queue_unless_it_skips_or_replaces() -> None:
+    """The occurrences of a job that backfills build on the previous one: those in the
+    catch-up window queue behind the backlog (decision 0043); skip and replace keep theirs."""
+
+    def live(overlap: Overlap, mode: MisfireMode = MisfireMode.BACKFILL) -> set[Overlap]:
+        job = make_job(
+            schedule=EVERY_10S,
+            next_fire_at=at(10),
+            catchup_seconds=25.0,
+            misfire=MisfirePolicy(mode, 3),
+            overlap=overlap,
+        )
+        return {
+            r.overlap for r in plan_job(job, at(66), horizon=H).runs if r.scheduled_for >= at(41)
+        }
+
+    assert live(Overlap.ALLOW) == {Overlap.QUEUE}
+    assert live(Overlap.SKIP) == {Overlap.SKIP}
+    assert live(Overlap.REPLACE) == {Overlap.REPLACE}
+    assert live(Overlap.ALLOW, MisfireMode.FIRE_ONCE) == {Overlap.ALLOW}
