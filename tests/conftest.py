@@ -85,8 +85,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     one_store = tiers.stores_for_one_store_tiers()
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
+    tier_of: dict[pytest.Item, str] = {}
     for item in items:
-        tier = tiers.tier_of(item.path)
+        tier = tier_of[item] = tiers.tier_of(item.path)
         item.add_marker(getattr(pytest.mark, tier))
         # The cluster suite kills processes, restarts PostgreSQL and drives 2,000 runs a
         # second: it must have the machine to itself, so scripts/test runs it alone, after
@@ -103,7 +104,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept.append(item)
     # The slow tiers first: a file is one unit of work for xdist (--dist loadfile), and
     # long files started last would leave one process working alone at the end.
-    kept.sort(key=lambda item: _ORDER[tiers.tier_of(item.path)])
+    kept.sort(key=lambda item: _ORDER[tier_of[item]])
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = kept

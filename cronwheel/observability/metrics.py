@@ -134,6 +134,7 @@ class Metrics:
         # pool and outcome, not once per run.
         self._children: dict[tuple[str, str], tuple[Histogram, Counter]] = {}
         self._lag_of: dict[str, Histogram] = {}
+        self._wait_of: dict[str, Histogram] = {}
         self._lock = threading.Lock()
 
     def attempts_done(
@@ -153,7 +154,10 @@ class Metrics:
                 duration.observe((c.finished_at - c.started_at).total_seconds())
             if c.lag_seconds is not None:
                 if c.run_id in limited:
-                    self.start_wait.labels(pool).observe(max(c.lag_seconds, 0.0))
+                    wait = self._wait_of.get(pool)
+                    if wait is None:
+                        wait = self._wait_of[pool] = self.start_wait.labels(pool)
+                    wait.observe(max(c.lag_seconds, 0.0))
                     continue
                 lag = self._lag_of.get(pool)
                 if lag is None:

@@ -32,12 +32,6 @@ HAS_MIGRATIONS_TABLE = "SELECT to_regclass('schema_migrations') IS NOT NULL"
 
 SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
 
-TABLES_TO_TRUNCATE = """
-SELECT string_agg(format('%I', tablename), ', ') FROM pg_tables
-WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"""
-
-DEFAULT_TENANT = "INSERT INTO tenants (id, name, created_at) VALUES ('default', 'default', now())"
-
 ENSURE_TENANT = (
     "INSERT INTO tenants (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING"
 )
