@@ -128,6 +128,12 @@ def load_handlers(target: str) -> HandlerRegistry:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise ValueError(f"app: {target!r} is not module:attribute (e.g. myapp.jobs:worker)")
+    # The `cronwheel` script's sys.path holds its own folder, not the one it runs in: put
+    # that first, as `python -m`, uvicorn and celery do, so an `app.py` beside the user
+    # imports without PYTHONPATH (docs/guide.md, "Handlers").
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
