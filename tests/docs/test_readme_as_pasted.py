@@ -1,11 +1,12 @@
-"""The README as a new user pastes it, beyond what tests/docs/test_code_blocks.py checks.
+"""The README and docs/ as a new user pastes them, beyond what
+tests/docs/test_code_blocks.py checks.
 
 That run allows top-level ``await`` in every python block (a block may continue a
 session set up by a hidden ``setup`` marker); a block that stands alone is a program a
 user saves and runs with ``python``, so here it must compile as one. The HTTP API
-bootstrap block starts its own `cronwheel api` on a PostgreSQL server that has never
-seen cronwheel (no database yet): the database name and the port are changed to fresh
-ones, nothing else.
+bootstrap block (docs/api.md's first session) starts its own `cronwheel api` on a
+PostgreSQL server that has never seen cronwheel (no database yet): the database name and
+the port are changed to fresh ones, nothing else.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests import pg
 from tests.docs.test_code_blocks import BLOCKS, free_port
 
 README_DSN = "postgresql://postgres@127.0.0.1/cronwheel"
+API_DOC = "docs/api.md"
 
 
 def test_the_python_blocks_that_stand_alone_run_with_python() -> None:
@@ -42,7 +44,7 @@ def test_the_python_blocks_that_stand_alone_run_with_python() -> None:
 
 
 def _the_block() -> str:
-    [block] = [b for b in BLOCKS if str(b.path) == "README.md" and "cronwheel api --db" in b.text]
+    [block] = [b for b in BLOCKS if str(b.path) == API_DOC and "cronwheel api --db" in b.text]
     assert README_DSN in block.text and "http://127.0.0.1:8080" in block.text, block.text
     return block.text
 
