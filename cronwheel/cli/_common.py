@@ -1,6 +1,6 @@
 """Options and error handling shared by the commands.
 
-Exit codes (the README's): 0 ok, 1 other error (a port in use included), 2 bad input,
+Exit codes (docs/api.md's): 0 ok, 1 other error (a port in use included), 2 bad input,
 5 not allowed, 6 store unavailable (a database that does not exist, a server down, a
 user or password refused, an SQLite folder that does not exist).
 """

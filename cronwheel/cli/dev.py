@@ -79,7 +79,7 @@ def _sealer(store: Store, secrets_key: str | None) -> tuple[Sealer | None, str]:
 
 
 class _FileInUseError(click.ClickException):
-    exit_code = 4  # the README's "conflict"
+    exit_code = 4  # the "conflict" of docs/api.md's exit codes
 
 
 def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:

@@ -34,7 +34,7 @@ def _pending_run(url: str, name: str) -> int:
 
 
 def test_a_replay_of_runs_that_are_not_dead_says_why_and_fails(api_url: str) -> None:
-    # No such run: not found, exit 3 (the README's exit codes).
+    # No such run: not found, exit 3 (docs/api.md's exit codes).
     missing = piped(api_url, "dlq", "replay", "99999")
     assert missing.returncode == 3, (missing.stdout, missing.stderr)
     assert missing.stderr.strip() == "error: run 99999 not replayed: not found"

@@ -159,7 +159,7 @@ async def test_dev_killed_mid_run_is_recovered_at_once_by_the_next_dev_on_its_fi
         log = tmp_path / "b.log"
         with cronwheel_proc(*dev, "--port", str(free_port()), env=env, log=log) as second:
             await eventually(lambda: _all_succeeded(cw, [slow.id]), timeout=60)
-            # the same file, while the second runs: refused, with the README's conflict code
+            # the same file, while the second runs: refused, with the conflict code of docs/api.md
             third = await asyncio.create_subprocess_exec(
                 *(sys.executable, "-m", "cronwheel", *dev, "--port", str(free_port())),
                 cwd=REPO,
