@@ -6,9 +6,18 @@ Job specs are :class:`cronwheel.core.jobspec.JobSpec`, with one change: a payloa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from cronwheel.core import jobspec
@@ -18,6 +27,7 @@ from cronwheel.core.jobspec import (
     MIN_TIMEOUT_SECONDS,
     ConcurrencySpec,
     HandlerSpec,
+    Integer,
     MisfireSpec,
     Name,
     PipelineActionSpec,
@@ -25,6 +35,7 @@ from cronwheel.core.jobspec import (
     RetrySpec,
     WebhookSpec,
     payload_size,
+    whole_number,
 )
 from cronwheel.core.lifecycle import OutcomeKind
 from cronwheel.core.model import (
@@ -45,8 +56,14 @@ MAX_BATCH = 10_000
 INT32 = 2**31 - 1
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
-RunId = Annotated[int, Field(ge=1, le=INT64, strict=True)]
-Fence = Annotated[int, Field(ge=0, le=INT32, strict=True)]
+# A whole number in bounds: the bounds inside, so that the document shows them (pydantic
+# shows bounds applied around a validator as raw "ge"/"le").
+RunId = Annotated[int, Field(ge=1, le=INT64, strict=True), BeforeValidator(whole_number)]
+Fence = Annotated[int, Field(ge=0, le=INT32, strict=True), BeforeValidator(whole_number)]
+JobCount = Annotated[int, Field(ge=0, le=INT32, strict=True), BeforeValidator(whole_number)]
+RunCount = Annotated[int, Field(ge=1, le=INT32, strict=True), BeforeValidator(whole_number)]
+Capacity = Annotated[int, Field(ge=1, le=1000, strict=True), BeforeValidator(whole_number)]
+HttpStatus = Annotated[int, Field(ge=100, le=599, strict=True), BeforeValidator(whole_number)]
 LeaseSeconds = Annotated[float, Field(ge=1, le=3600, strict=True)]
 TenantId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 WorkerId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:@-]{1,128}$")]
@@ -95,7 +112,9 @@ class PreviewIn(BaseModel):
 
     model_config = _STRICT
     schedule: dict[str, Any]
-    count: int = Field(10, ge=1, le=100, description="How many fire times (1-100).", strict=True)
+    count: Integer = Field(
+        10, ge=1, le=100, description="How many fire times (1-100).", strict=True
+    )
 
     @field_validator("schedule")
     @classmethod
@@ -174,10 +193,34 @@ class ResumeIn(BaseModel):
     catch_up: bool = Field(False, strict=True)
 
 
+def _dead_replay_forms(schema: dict[str, Any]) -> None:
+    schema["oneOf"] = [
+        {
+            "title": "By id",
+            "required": ["run_ids"],
+            "properties": {
+                "run_ids": {"type": "array"},
+                "job_id": {"type": "null"},
+                "all": {"const": False},
+            },
+        },
+        {
+            "title": "Every dead run of a job",
+            "required": ["job_id", "all"],
+            "properties": {
+                "run_ids": {"type": "null"},
+                "job_id": {"type": "string"},
+                "all": {"const": True},
+            },
+        },
+    ]
+
+
 class DeadReplayIn(BaseModel):
     """Either ``run_ids``, or ``job_id`` with ``all: true``."""
 
-    model_config = _STRICT
+    # The two forms are the route's rule; the document says it too (decision 0045).
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_dead_replay_forms)
     run_ids: list[RunId] | None = Field(None, max_length=MAX_BATCH)
     job_id: str | None = Field(None, max_length=64)
     all: bool = Field(False, strict=True)
@@ -194,10 +237,10 @@ class ClaimIn(BaseModel):
     model_config = _STRICT
     worker_id: WorkerId
     pools: list[PoolName] = Field(min_length=1, max_length=100)
-    capacity: int = Field(1, ge=1, le=1000, strict=True)
+    capacity: Integer = Field(1, ge=1, le=1000, strict=True)
     lease_seconds: LeaseSeconds = 30.0
     host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
-    in_flight: int = Field(0, ge=0, le=100_000, strict=True)
+    in_flight: Integer = Field(0, ge=0, le=100_000, strict=True)
     """Runs the worker holds already, for the registry (``GET /v1/workers``)."""
 
 
@@ -248,7 +291,7 @@ class HeartbeatIn(BaseModel):
     lease_seconds: LeaseSeconds = 30.0
     host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     pools: list[PoolName] | None = Field(None, max_length=100)
-    capacity: int | None = Field(None, ge=1, le=1000, strict=True)
+    capacity: Capacity | None = None
 
 
 class CompleteIn(BaseModel):
@@ -259,8 +302,8 @@ class CompleteIn(BaseModel):
     error_class: Annotated[str, Field(max_length=200)] | None = None
     error_message: Text | None = None
     retry_after: float | None = Field(None, ge=0, le=7 * 86_400, strict=True)
-    http_status: int | None = Field(
-        None, ge=100, le=599, description="What a webhook target answered, if it was one."
+    http_status: HttpStatus | None = Field(
+        None, description="What a webhook target answered, if it was one."
     )
     progress: ProgressIn | None = Field(
         None, description="The attempt's last progress, if no heartbeat carried it."
@@ -274,21 +317,37 @@ class TenantIn(BaseModel):
     model_config = _STRICT
     id: TenantId
     name: Name
-    max_jobs: int | None = Field(None, ge=0, le=INT32, strict=True)
+    max_jobs: JobCount | None = None
     max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000, strict=True)
     claim_weight: float = Field(1.0, gt=0, le=MAX_CLAIM_WEIGHT, strict=True)
-    max_running: int | None = Field(None, ge=1, le=INT32, strict=True)
+    max_running: RunCount | None = None
+
+
+def _kept(*names: str) -> Callable[[dict[str, Any]], None]:
+    """A json_schema_extra: these optional fields may be left out but not sent as null
+    (their validators refuse it; the document says so)."""
+
+    def drop_null(schema: dict[str, Any]) -> None:
+        for name in names:
+            field = schema["properties"][name]
+            options = [o for o in field.pop("anyOf") if o.get("type") != "null"]
+            field.update(options[0])
+            field.pop("default", None)
+
+    return drop_null
 
 
 class TenantPatch(BaseModel):
     """The fields to change; ``null`` removes a quota."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, json_schema_extra=_kept("name", "claim_weight")
+    )
     name: Name | None = None
-    max_jobs: int | None = Field(None, ge=0, le=INT32, strict=True)
+    max_jobs: JobCount | None = None
     max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000, strict=True)
     claim_weight: float | None = Field(None, gt=0, le=MAX_CLAIM_WEIGHT, strict=True)
-    max_running: int | None = Field(None, ge=1, le=INT32, strict=True)
+    max_running: RunCount | None = None
 
     @field_validator("name")
     @classmethod

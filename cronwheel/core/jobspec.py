@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -50,7 +51,7 @@ from cronwheel.core.model import (
     new_id,
     new_ids,
 )
-from cronwheel.core.text import check_name
+from cronwheel.core.text import NAME_PATTERN, check_name
 from cronwheel.errors import InvalidInput
 from cronwheel.schedule import (
     CronSchedule,
@@ -109,15 +110,33 @@ MAX_BUDGET_SECONDS = 366 * 86_400
 time arithmetic is bounded; timeouts are at most 7 days, delays at most 7 days too)."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(check_name)]
+Name = Annotated[
+    str,
+    # The pattern is the document's; check_name enforces it, naming the character.
+    Field(min_length=1, max_length=200, json_schema_extra={"pattern": NAME_PATTERN}),
+    AfterValidator(check_name),
+]
 """A name a person reads (a job's, a handler's, a pipeline's, a tenant's, a key's): no
 control or bidi character (cronwheel.core.text)."""
 PoolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 
 
+def whole_number(value: object) -> object:
+    """JSON has one kind of number: ``3.0`` is the integer 3, as JSON Schema's
+    ``integer`` has it (and as many encoders write a whole float); a fraction, a string
+    or a boolean is still no integer (a pydantic before-validator)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(whole_number), Field(strict=True)]
+"""An integer field of a request: a JSON number with no fraction, nothing else."""
+
+
 class RetrySpec(BaseModel):
     model_config = _STRICT
-    max_attempts: int = Field(3, ge=1, le=1000, strict=True)
+    max_attempts: Integer = Field(3, ge=1, le=1000, strict=True)
     backoff: Backoff = Backoff.EXPONENTIAL_JITTER
     initial_delay: float = Field(1.0, ge=0, le=86_400, strict=True)
     max_delay: float = Field(300.0, ge=0, le=7 * 86_400, strict=True)
@@ -130,7 +149,7 @@ class RetrySpec(BaseModel):
 class MisfireSpec(BaseModel):
     model_config = _STRICT
     mode: MisfireMode = MisfireMode.FIRE_ONCE
-    limit: int = Field(100, ge=1, le=MAX_MISFIRE_LIMIT, strict=True)
+    limit: Integer = Field(100, ge=1, le=MAX_MISFIRE_LIMIT, strict=True)
 
     def policy(self) -> MisfirePolicy:
         return MisfirePolicy(self.mode, self.limit)
@@ -226,7 +245,7 @@ class ConcurrencySpec(BaseModel):
 
     model_config = _STRICT
     key: Annotated[str, Field(min_length=1, max_length=MAX_CONCURRENCY_KEY)]
-    limit: int = Field(1, ge=1, le=MAX_CONCURRENCY_LIMIT, strict=True)
+    limit: Integer = Field(1, ge=1, le=MAX_CONCURRENCY_LIMIT, strict=True)
 
     @field_validator("key")
     @classmethod

@@ -725,6 +725,11 @@ def new_ids(count: int) -> list[str]:
     return ids
 
 
+ID_PREFIX_PATTERN = r"^-*(?:[0-9A-Fa-f]-*){1,32}$"
+"""What :func:`id_prefix_range` takes, for the OpenAPI document: 1 to 32 hex digits in
+any case, dashes anywhere."""
+
+
 def id_prefix_range(prefix: str) -> tuple[str, str]:
     """The smallest and largest ids that start with ``prefix`` (hex digits, dashes
     optional, any case): a prefix lookup becomes a range scan of the id index, on both

@@ -18,6 +18,13 @@ BIDI_CONTROLS: Final = frozenset(
 """The bidi formatting characters: marks, embeddings, overrides and isolates."""
 LINE_SEPARATORS: Final = frozenset("\u2028\u2029")
 """Unicode's line and paragraph separators: line breaks to many viewers."""
+NAME_PATTERN: Final = (
+    r"^[^\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+    r"\u2028\u2029\ud800-\udfff]*$"
+)
+"""What :func:`check_name` lets through, as a regular expression for the OpenAPI
+document: no control character (category Cc: C0, DEL, C1), bidi control or line
+separator, and no lone surrogate (the API refuses one in any string)."""
 
 
 def unsafe_character(text: str) -> str | None:

@@ -26,6 +26,16 @@ from cronwheel.schedule import (
 )
 
 _CLOCK = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?$")
+AT_PATTERN = (
+    r"^(?:(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?"
+    r"|[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"(?:[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?)$"
+)
+"""The times :func:`read_time` reads (the OpenAPI document's pattern for ``at``):
+``HH:MM``, ``HH:MM:SS``, or an ISO 8601 date with an optional time and offset. A
+date that has the form but not a day in the calendar (February 30) is still refused."""
+_AT = re.compile(AT_PATTERN)
 _SPANS = (
     timedelta(minutes=2),
     timedelta(hours=2),
@@ -86,7 +96,8 @@ def read_time(text: str, zone_name: str, now: datetime) -> Asked:
     """``HH:MM`` (or ``HH:MM:SS``) today in the zone, or an ISO 8601 date-time (read in
     the zone when it has no offset). Raises InvalidInput naming ``at``."""
     zone = load_zone(zone_name)
-    text = text.strip()
+    if _AT.fullmatch(text) is None:
+        raise InvalidInput("at", f"{text[:40]!r} is neither HH:MM nor an ISO 8601 date-time")
     clock = _CLOCK.match(text)
     if clock:
         today = now.astimezone(zone).date()
@@ -96,10 +107,8 @@ def read_time(text: str, zone_name: str, now: datetime) -> Asked:
     else:
         try:
             parsed = datetime.fromisoformat(text)
-        except ValueError:
-            raise InvalidInput(
-                "at", f"{text[:40]!r} is neither HH:MM nor an ISO 8601 date-time"
-            ) from None
+        except ValueError as exc:
+            raise InvalidInput("at", f"{text!r} is no date in the calendar ({exc})") from None
         if parsed.tzinfo is not None:
             instant = parsed.astimezone(zone)
             return Asked(

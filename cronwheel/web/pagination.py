@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
@@ -28,9 +29,17 @@ Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page.")]
 MAX_CURSOR = 2048
 """A jobs cursor in name order carries the name (up to 200 characters of up to 4 bytes
 each), in base64: about 1,150 characters at most."""
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
+"""A cursor's alphabet: base64url without padding. Only a cursor the API gave out is
+accepted; another string of this form is 422 (decision 0045)."""
+_CURSOR = re.compile(CURSOR_PATTERN)
 Cursor = Annotated[
     str | None,
-    Query(max_length=MAX_CURSOR, description="The `next_cursor` of the previous page."),
+    Query(
+        max_length=MAX_CURSOR,
+        json_schema_extra={"pattern": CURSOR_PATTERN},
+        description="The `next_cursor` of the previous page, as it was given: opaque.",
+    ),
 ]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -41,6 +50,8 @@ def encode(kind: str, last: str | int) -> str:
 
 
 def _decode(kind: str, cursor: str) -> str:
+    if _CURSOR.fullmatch(cursor) is None:  # b64decode would skip what is not base64
+        raise invalid("cursor", "is not a cursor this API gave out")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):

@@ -18,6 +18,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from cronwheel.errors import (
     Conflict,
@@ -240,9 +242,28 @@ async def _on_problem(request: Request, exc: ApiProblem) -> JSONResponse:
 async def _on_http(request: Request, exc: HTTPException) -> JSONResponse:
     # Starlette's own: unknown route (404), wrong method (405), unreadable body (400).
     detail = str(exc.detail)
+    headers = exc.headers
     if exc.status_code == 404:
         detail = f"no such endpoint: {request.method} {request.url.path}"
-    return problem_response(exc.status_code, detail, headers=exc.headers)
+    if exc.status_code == 405:
+        # Starlette's Allow names the methods of the first route whose path matched, and
+        # each method of a path is a route of its own here: GET /v1/jobs/{id} would
+        # answer OPTIONS with "Allow: GET" and hide PATCH and DELETE.
+        allowed = allowed_methods(request.app.router.routes, request.scope)
+        headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+        detail = f"{request.method} is not allowed here; this path allows {', '.join(allowed)}"
+    return problem_response(exc.status_code, detail, headers=headers)
+
+
+def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
+    """Every method some route answers at the path of ``scope`` (HEAD with GET, as
+    Starlette serves it), sorted."""
+    found: set[str] = set()
+    for route in routes:
+        methods = getattr(route, "methods", None)
+        if methods and route.matches(scope)[0] is not Match.NONE:
+            found.update(methods)
+    return sorted(found)
 
 
 async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -46,6 +46,10 @@ class TenantDefaults:
     max_creates_per_second: float | None = None
 
 
+MAX_RETRY_AFTER = 86_400
+"""The longest Retry-After a 429 gives (seconds)."""
+
+
 @dataclass
 class Quotas:
     """One per app: the cache of tenants' rates in front of the store's bucket."""
@@ -85,7 +89,9 @@ class Quotas:
         took = await self.store.take_create_tokens(tenant_id, count, now=self.clock.now())
         if took.granted or took.rate is None:
             return
-        wait = max(math.ceil(took.retry_after), 1)
+        # A rate as small as a float allows (5e-324 per second) makes the wait infinite:
+        # a day is as good an answer, and ceil(inf) would be an error, not a 429.
+        wait = max(math.ceil(min(took.retry_after, MAX_RETRY_AFTER)), 1)
         raise OverLimit(
             "max_creates_per_second",
             f"the tenant may create {took.rate:g} jobs and runs per second, all API"

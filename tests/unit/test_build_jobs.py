@@ -126,7 +126,8 @@ def test_equal_values_of_other_types_are_kept_apart() -> None:
         ({"timeout_seconds": True}, "timeout_seconds"),
         ({"jitter_seconds": "1"}, "jitter_seconds"),
         ({"timeout_seconds": 1e-300}, "timeout_seconds"),
-        ({"retry": {"max_attempts": 2.0}}, "retry.max_attempts"),
+        ({"retry": {"max_attempts": 2.5}}, "retry.max_attempts"),
+        ({"retry": {"max_attempts": True}}, "retry.max_attempts"),
         ({"misfire": {"mode": "skip", "limit": "5"}}, "misfire.limit"),
     ],
 )
@@ -137,6 +138,15 @@ def test_numbers_are_parsed_strictly(changes: dict[str, Any], field: str) -> Non
     with pytest.raises(InvalidInput) as caught:
         build_jobs([good, {**good, "name": "bad", **changes}], tenant_id="t", now=NOW)
     assert caught.value.field == f"jobs.1.{field}" or caught.value.field == field
+
+
+def test_a_whole_float_is_an_integer() -> None:
+    # JSON has one kind of number, and JSON Schema's "integer" (what /openapi.json says)
+    # takes 2.0: the job gets 2, an int (decision 0045).
+    good = {"name": "ok", "schedule": SCHEDULES[0], "action": HANDLER}
+    [job] = build_jobs([{**good, "retry": {"max_attempts": 2.0}}], tenant_id="t", now=NOW)
+    assert job.retry.max_attempts == 2
+    assert type(job.retry.max_attempts) is int
 
 
 class _LooksLikeAString:

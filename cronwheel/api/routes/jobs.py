@@ -3,6 +3,7 @@ trigger jobs, enqueue runs to a manual job, and list a job's runs."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -14,6 +15,7 @@ from cronwheel.api.inputs import BackfillIn, BatchIn, EnqueueIn, JobPatch, JobSp
 from cronwheel.api.openapi import problems
 from cronwheel.core.ids import checked_job_id
 from cronwheel.core.model import (
+    ID_PREFIX_PATTERN,
     Job,
     JobOrder,
     JobState,
@@ -43,9 +45,20 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=GuardedRoute)
 
 JobId = Annotated[str, Path(max_length=64, description="A job id (a UUID).")]
 ScheduleKind = Literal["cron", "interval", "once", "delay", "immediate", "manual"]
+IF_MATCH_PATTERN = r'^(?:\*|(?:W/)?"[0-9]{1,9}"|[0-9]{1,9})$'
+"""What If-Match may say: a version (the ETag, ``"3"``, weak or not, or bare ``3``), or
+``*`` for any version."""
+_IF_MATCH = re.compile(IF_MATCH_PATTERN)
 IfMatch = Annotated[
     str | None,
-    Header(alias="If-Match", max_length=64, description='The version you edit: `3` or `"3"`.'),
+    # Optional to FastAPI, so that a missing one is 428 (expected_version), not 422; the
+    # document says required (cronwheel.api.openapi), as it is.
+    Header(
+        alias="If-Match",
+        max_length=64,
+        json_schema_extra={"pattern": IF_MATCH_PATTERN},
+        description='The version you edit: its ETag (`"3"`), `3`, or `*` for any version.',
+    ),
 ]
 
 
@@ -137,7 +150,11 @@ async def list_jobs(
     ] = None,
     id_prefix: Annotated[
         str | None,
-        Query(max_length=36, description="Ids starting with these hex digits (dashes optional)."),
+        Query(
+            max_length=36,
+            json_schema_extra={"pattern": ID_PREFIX_PATTERN},
+            description="Ids starting with these hex digits (dashes optional).",
+        ),
     ] = None,
     kind: Annotated[
         ScheduleKind | None, Query(description="Jobs whose schedule is of this kind.")
@@ -205,12 +222,10 @@ def expected_version(if_match: str | None, *, what: str = "job") -> int | None:
             f"If-Match is required: send the version you edit (the {what}'s ETag)",
             field="If-Match",
         )
-    value = if_match.strip().removeprefix("W/").strip('"')
-    if value == "*":
-        return None
-    if not value.isdigit() or len(value) > 9:
-        raise invalid("If-Match", f'expected a {what} version, e.g. "3"')
-    return int(value)
+    if _IF_MATCH.fullmatch(if_match) is None:
+        raise invalid("If-Match", f'expected a {what} version, e.g. "3" (its ETag), or *')
+    value = if_match.removeprefix("W/").strip('"')
+    return None if value == "*" else int(value)
 
 
 @router.patch(

@@ -108,7 +108,7 @@ async def cancel_pipeline_run(
 @router.post(
     "/{pipeline_run_id}/tasks/{task}/retry",
     response_model=PipelineRunOut,
-    responses=problems(404, 409),
+    responses=problems(404, 409, 429),
     summary="Retry a dead task",
 )
 async def retry_pipeline_task(

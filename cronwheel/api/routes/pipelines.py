@@ -199,7 +199,7 @@ async def pipeline_versions(
     "/{pipeline_id}/runs",
     status_code=201,
     response_model=PipelineRunOut,
-    responses=problems(404, 409),
+    responses=problems(404, 409, 429),
     summary="Start a pipeline run",
 )
 async def start_pipeline_run(

@@ -59,7 +59,7 @@ async def cancel_run(run_id: RunId, request: Request, principal: Writer) -> Any:
 @router.post(
     "/v1/runs/{run_id}/replay",
     response_model=RunOut,
-    responses=problems(404, 409),
+    responses=problems(404, 409, 429),
     summary="Replay a dead run",
 )
 async def replay_run(run_id: RunId, request: Request, principal: Writer) -> Any:
@@ -106,7 +106,7 @@ async def dead_letter(
 @router.post(
     "/v1/dead-letter/replay",
     response_model=ReplayedOut,
-    responses=problems(404),
+    responses=problems(404, 429),
     summary="Replay dead runs",
 )
 async def replay_dead(body: DeadReplayIn, request: Request, principal: Writer) -> Any:

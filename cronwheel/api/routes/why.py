@@ -21,6 +21,7 @@ from cronwheel.api.routes.jobs import JobId
 from cronwheel.core.ids import checked_job_id
 from cronwheel.core.model import Attempt, AuditEntry, Job, Run, RunState
 from cronwheel.core.why import (
+    AT_PATTERN,
     DST_NOTES,
     Asked,
     Fire,
@@ -43,6 +44,7 @@ At = Annotated[
     Query(
         min_length=1,
         max_length=64,
+        json_schema_extra={"pattern": AT_PATTERN},
         description="`HH:MM` (today in the job's zone) or an ISO 8601 date-time"
         " (read in the job's zone without an offset); left out: the latest occurrence at"
         " or before now (now if there is none).",

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cronwheel.core.jobspec import (
     ConcurrencySpec,
     HandlerSpec,
+    Integer,
     PoolName,
     RetrySpec,
     WebhookSpec,
@@ -68,7 +69,7 @@ class FailurePolicy(StrEnum):
 
 class FanOutSpec(BaseModel):
     model_config = _STRICT
-    max: int = Field(ge=1, le=MAX_FAN_OUT)
+    max: Integer = Field(ge=1, le=MAX_FAN_OUT)
 
 
 class TaskSpec(BaseModel):
