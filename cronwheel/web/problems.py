@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
@@ -259,9 +260,10 @@ def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
     """Every method some route answers at the path of ``scope`` (HEAD with GET, as
     Starlette serves it), sorted."""
     found: set[str] = set()
-    for route in routes:
-        methods = getattr(route, "methods", None)
-        if methods and route.matches(scope)[0] is not Match.NONE:
+    # Included routers nest; each context is a route with its full path.
+    for context in iter_route_contexts(routes):
+        methods = getattr(context.original_route, "methods", None)
+        if methods and context.matches(scope)[0] is not Match.NONE:
             found.update(methods)
     return sorted(found)
 
