@@ -249,6 +249,9 @@ class OverlapContract:
         job, pipeline = await _pipeline_job(store, Overlap.QUEUE, 0, 10)
         first = await _trigger(store, job, pipeline, 0)
         assert await _claim(store, 10) == []  # the trigger is done, task a not yet claimed
+        # Status counts it as held by its job (decision 0042), not as late.
+        pools = {p.pool: p for p in await store.pool_status(None, now=at(10), since=at(0))}
+        assert (pools["default"].due, pools["default"].held_by_overlap) == (1, 1)
         [a] = await _claim_tasks(store, 10)
         if ending == "cancelled":
             await store.cancel_pipeline_run("default", first.id, now=at(11), actor="t")
