@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from cronwheel.core import overlap
 from cronwheel.core.model import AttemptOutcome, ClaimedRun, Job, Overlap, RunState, new_id
+from cronwheel.core.overlap import Verdict, busy, verdict
 from cronwheel.core.pipelines.definition import parse_definition
 from cronwheel.core.pipelines.model import Pipeline, PipelineRun, PipelineRunStart
 from cronwheel.store.base import Claim, Completion, Store
@@ -312,21 +312,21 @@ class OverlapContract:
         each store, as :func:`cronwheel.core.overlap.verdict` decides."""
         job, pipeline = await _pipeline_job(store, policy, 0, 10)
         head, now, unfinished = await _SITUATIONS[situation](store, job, pipeline)
-        busy = overlap.busy(running_runs=0, unfinished_pipeline_runs=unfinished)
-        expected = overlap.verdict(policy, job_busy=busy)
+        held = busy(running_runs=0, unfinished_pipeline_runs=unfinished)
+        expected = verdict(policy, job_busy=held)
         claim = await _claim(store, now)
         [run] = [
             r
             for r in await store.list_runs("default", job_id=job.id)
             if r.scheduled_for == at(head)
         ]
-        if expected is overlap.Verdict.WAIT:
+        if expected is Verdict.WAIT:
             assert (claim, run.state) == ([], RunState.PENDING)
-        elif expected is overlap.Verdict.SKIP:
+        elif expected is Verdict.SKIP:
             assert (claim, run.state, claim.overlap_skipped) == ([], RunState.SKIPPED, 1)
         else:
             assert [c.run.id for c in claim] == [run.id]
-        if expected is overlap.Verdict.DISPLACE:
+        if expected is Verdict.DISPLACE:
             # Once it starts its own pipeline run, the one it displaces is cancelled: that
             # one's task a was pending, so it ends at once.
             [first] = [
