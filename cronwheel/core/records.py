@@ -308,8 +308,8 @@ class PoolStatus:
     """Of the due runs, those waiting for their concurrency key, which is full (as many of
     its runs are running as its limit): the limit working, not lateness (decision 0042)."""
     held_by_overlap: int = 0
-    """Of the due runs, those of an ``overlap: queue`` job waiting for its running run
-    (and not already counted in ``held_by_key``)."""
+    """Of the due runs, those of an ``overlap: queue`` job waiting for its running run, or
+    for the pipeline run it started to end (and not already counted in ``held_by_key``)."""
     running: int = 0
     dead: int = 0
     """Dead runs (the dead-letter queue), whenever they died."""

@@ -299,9 +299,13 @@ class Queue(Protocol):
 
         Runs whose job has an overlap policy other than ``allow`` are claimed only once
         due (``available_at <= now``), one per job at a time (the earliest due), and:
-        ``skip`` — a due run whose job has a running run becomes ``skipped`` (reason
-        ``overlap``) instead; ``queue`` — it waits while its job has a running run;
+        ``skip`` — a due run whose job is busy becomes ``skipped`` (reason
+        ``overlap``) instead; ``queue`` — it waits while its job is busy;
         ``replace`` — it is claimed, and its job's running runs are asked to cancel.
+        A job is busy while another of its runs is ``running`` or a pipeline run of the
+        job not started by this run is unfinished (:mod:`cronwheel.core.overlap`,
+        decision 0044); a ``replace`` run cancels those pipeline runs when it starts its
+        own (:meth:`start_pipeline_run`).
         The result's ``overlap_skipped`` counts the runs this claim skipped so.
 
         A run whose ``attempt`` has reached its ``max_attempts`` is never claimed: no
@@ -782,7 +786,9 @@ class RunControl(Protocol):
     async def start_pipeline_run(self, start: PipelineRunStart) -> PipelineRun:
         """Start a pipeline run and, in the same transaction, its root tasks' runs. For
         a ``trigger_run_id`` that already started one, that pipeline run: a retried
-        trigger starts nothing new."""
+        trigger starts nothing new. A trigger run under ``overlap: replace`` cancels,
+        in the same transaction, its job's other unfinished pipeline runs, as
+        :meth:`cancel_pipeline_run` would (decision 0044)."""
 
     @abc.abstractmethod
     async def get_pipeline_run(self, tenant_id: str, pipeline_run_id: str) -> PipelineRun | None:

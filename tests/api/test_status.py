@@ -285,7 +285,8 @@ async def test_runs_a_limit_holds_back_are_notes_not_problems(
     assert body["problems"] == [] and body["healthy"] is True
     assert body["notes"] == [
         "pool keyed: 2 runs wait for their concurrency key (it is full)",
-        "pool queued: 1 run waits for the running run of their job (overlap: queue)",
+        "pool queued: 1 run waits for their job's running run or unfinished pipeline run"
+        " (overlap: queue)",
     ]
     keyed, queued = _pools(body)["keyed"], _pools(body)["queued"]
     assert (keyed["due"], keyed["held_by_key"], keyed["oldest_due_age_seconds"]) == (3, 2, 50)

@@ -5,7 +5,9 @@ what depended on them; fan-out and fan-in; cancel, retry and versions."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -585,6 +587,59 @@ async def test_a_trigger_jobs_overlap_policy_applies_to_its_pipeline_runs(store:
         release.set()
         await eventually(lambda: finished(service, first.id))
     assert len(await service.list_runs(pipeline_id=pipeline.id)) == 1
+
+
+@pytest.mark.both_stores  # each store decides it in its own claim
+async def test_a_queue_job_runs_its_pipeline_runs_one_after_another(store: Store) -> None:
+    """Issue 29 item 4: with a real scheduler and worker, a job every second under
+    ``overlap: queue`` whose pipeline run takes longer (its task b works 1.5 s) starts
+    each pipeline run once the one before has ended, none skipped. Before decision 0044
+    the next trigger started beside task b: nothing of the job was ``running`` between
+    the trigger's success and a task's claim."""
+    from cronwheel.control.service import JobService
+    from cronwheel.engine.scheduler import Scheduler, SchedulerConfig
+
+    service, jobs = PipelineService(store), JobService(store)
+    worker = Worker(store, CONFIG)
+    worker.handler("a")(lambda ctx: None)
+    worker.handler("b")(lambda ctx: time.sleep(1.5))  # work: longer than the interval
+    two_steps = {
+        "tasks": {"a": handler("a"), "b": handler("b")},
+        "edges": [{"from": "a", "to": "b"}],
+    }
+    pipeline = await service.create("slower-than-its-schedule", two_steps)
+    job = await jobs.create(
+        name="every-second-etl",
+        schedule={"kind": "interval", "every_seconds": 1},
+        action={"type": "pipeline", "pipeline_id": pipeline.id},
+        overlap="queue",
+    )
+
+    async def four_ended() -> list[PipelineRun]:
+        found = await service.list_runs(pipeline_id=pipeline.id)
+        ended = [r for r in found if r.state != "running"]
+        return ended if len(ended) >= 4 else []
+
+    stop = asyncio.Event()
+    scheduler = Scheduler(store, config=SchedulerConfig(interval_seconds=0.1))
+    async with running(worker):
+        ticking = asyncio.create_task(scheduler.run(stop))
+        try:
+            await eventually(four_ended, timeout=60)
+            await jobs.pause(job.id)
+        finally:
+            stop.set()
+            await asyncio.wait_for(ticking, timeout=60)
+    started = sorted(await service.list_runs(pipeline_id=pipeline.id), key=lambda r: r.created_at)
+    ended = [r for r in started if r.finished_at is not None]
+    assert len(ended) >= 4 and {r.state for r in ended} == {"succeeded"}
+    for before, after in itertools.pairwise(started):
+        assert before.finished_at is not None and before.finished_at <= after.created_at, (
+            f"pipeline run {after.id} started at {after.created_at} while {before.id} ran"
+            f" until {before.finished_at}"
+        )
+    triggers = [r for r in await store.list_runs(DEFAULT_TENANT, job_id=job.id) if r.task is None]
+    assert RunState.SKIPPED not in {r.state for r in triggers}  # queued, never skipped
 
 
 async def test_a_webhook_task_gets_its_inputs_in_the_request_envelope(store: Store) -> None:

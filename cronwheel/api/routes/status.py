@@ -74,7 +74,7 @@ class PoolOut(_Out):
     )
     held_by_overlap: int = Field(
         description="Of the due runs, those of an `overlap: queue` job waiting for its"
-        " running run (never the oldest due run)."
+        " running run, or for the pipeline run it started to end (never the oldest due run)."
     )
     running: int
     oldest_due_at: Instant | None = Field(
@@ -377,6 +377,7 @@ def notes_of(report: StatusReportOut) -> list[str]:
             n = pool.held_by_overlap
             runs = "1 run waits" if n == 1 else f"{n} runs wait"
             found.append(
-                f"pool {pool.pool}: {runs} for the running run of their job (overlap: queue)"
+                f"pool {pool.pool}: {runs} for their job's running run or unfinished"
+                " pipeline run (overlap: queue)"
             )
     return found

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, TypeAlias
 import asyncpg
 from asyncpg import Record
 
+from cronwheel.core import overlap
 from cronwheel.core.lifecycle import attempt_budget, replay_reason
+from cronwheel.core.model import Overlap
 from cronwheel.core.pipelines.definition import Definition, parse_definition
 from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
@@ -161,7 +163,27 @@ async def start(conn: Connection, s: PipelineRunStart) -> str:
         )
         return found
     await advance(conn, str(inserted), now=s.now, job_version=s.job_version)
+    await _displace(conn, s, str(inserted))
     return str(inserted)
+
+
+async def _displace(conn: Connection, s: PipelineRunStart, started: str) -> None:
+    """A trigger under ``overlap: replace`` (cronwheel.core.overlap.displaces) cancels
+    its job's other unfinished pipeline runs as it starts its own, as a user's cancel
+    would (the same order of locks: their runs, then each pipeline run's row)."""
+    if s.trigger_run_id is None:
+        return
+    policy = await conn.fetchval("SELECT overlap FROM runs WHERE id = $1", s.trigger_run_id)
+    if policy is None or not overlap.displaces(Overlap(policy)):
+        return
+    others = await conn.fetch(
+        "SELECT id FROM pipeline_runs WHERE job_id = $1 AND state = 'running' AND id <> $2"
+        " ORDER BY id",
+        s.job_id,
+        started,
+    )
+    for row in others:
+        await cancel(conn, s.tenant_id, str(row["id"]), now=s.now)
 
 
 async def advance(

@@ -510,12 +510,18 @@ SELECT (SELECT count(*) FROM inserted) AS inserted,
 # -- workers -------------------------------------------------------------------------
 
 
-# Whether the job of the row aliased ``{run}`` has a running run: a probe of
-# runs_running_by_job per row (OFFSET 0 keeps it a correlated lookup; turned into a join,
-# stale statistics can make it a scan of every running run per row).
-_JOB_IS_RUNNING = """EXISTS (
+# Whether the job of the row aliased ``{run}`` is busy (cronwheel.core.overlap.busy): it
+# has a running run, or a pipeline run started by another of its runs is unfinished
+# (decision 0044). A probe of runs_running_by_job, then of pipeline_runs_running_by_job,
+# per row (OFFSET 0 keeps each a correlated lookup; turned into a join, stale statistics
+# can make it a scan of every running run per row).
+JOB_IS_BUSY = """(EXISTS (
     SELECT 1 FROM runs AS o WHERE o.job_id = {run}.job_id AND o.state = 'running' OFFSET 0
-)"""
+) OR EXISTS (
+    SELECT 1 FROM pipeline_runs AS pr
+    WHERE pr.job_id = {run}.job_id AND pr.state = 'running'
+      AND pr.trigger_run_id IS DISTINCT FROM {run}.id OFFSET 0
+))"""
 
 # Params: $1 worker, $2 pools, $3 prefetch_until, $4 limit, $5 now, $6 lease seconds,
 # $7 the reason of runs skipped by their overlap policy, $8 the tenant (NULL: any), $9 the
@@ -565,7 +571,7 @@ WITH RECURSIVE skipped AS (
         WHERE s.state = 'pending' AND s.overlap <> 'allow' AND s.overlap = 'skip'
           AND s.pool = ANY($2::text[]) AND s.available_at <= $5
           AND ($8::text IS NULL OR s.tenant_id = $8)
-          AND {_JOB_IS_RUNNING.format(run="s")}
+          AND {JOB_IS_BUSY.format(run="s")}
         FOR UPDATE SKIP LOCKED
     ) AS s
     WHERE r.id = s.id
@@ -719,7 +725,7 @@ policed AS (
         WHERE id = h.id OFFSET 0
         FOR UPDATE SKIP LOCKED
     ) AS r
-    WHERE r.state = 'pending' AND (h.overlap = 'replace' OR NOT {_JOB_IS_RUNNING.format(run="h")})
+    WHERE r.state = 'pending' AND (h.overlap = 'replace' OR NOT {JOB_IS_BUSY.format(run="h")})
 ),
 policed_fit AS (
     -- Heads with a key (several jobs may share one) take what room the key's slices

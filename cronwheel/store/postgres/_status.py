@@ -7,6 +7,7 @@ Params: ``$1`` is the tenant, or NULL for every tenant.
 from __future__ import annotations
 
 from cronwheel.store.base import FAILED_OUTCOMES
+from cronwheel.store.postgres._sql import JOB_IS_BUSY
 
 _TENANT = "($1::text IS NULL OR tenant_id = $1)"
 
@@ -21,8 +22,9 @@ HELD_BY_KEY = """CASE WHEN r.concurrency_key IS NULL THEN false ELSE (
         FROM runs k
         WHERE k.tenant_id = r.tenant_id AND k.concurrency_key = r.concurrency_key
           AND k.state = 'running' AND k.concurrency_key IS NOT NULL) END"""
-HELD_BY_OVERLAP = """CASE WHEN r.overlap <> 'queue' THEN false ELSE EXISTS (
-        SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running') END"""
+HELD_BY_OVERLAP = (
+    f"""CASE WHEN r.overlap <> 'queue' THEN false ELSE {JOB_IS_BUSY.format(run="r")} END"""
+)
 _DUE_OF = f"""
     SELECT r.pool, r.available_at, {HELD_BY_KEY} AS held_key, {HELD_BY_OVERLAP} AS held_overlap
     FROM runs r WHERE r.state = 'pending' AND r.concurrency_key IS {{keyed}}

@@ -248,16 +248,22 @@ def record_events(c: sqlite3.Connection, events: Sequence[Event]) -> None:
     c.executemany(NOTIFICATION_INSERT, out)
 
 
+# Whether the job of the run aliased ``{run}`` is busy (cronwheel.core.overlap.busy): it
+# has a running run, or a pipeline run started by another of its runs is unfinished
+# (decision 0044); through runs_running_by_job and pipeline_runs_running_by_job.
+JOB_IS_BUSY = (
+    "(EXISTS (SELECT 1 FROM runs o WHERE o.job_id = {run}.job_id AND o.state = 'running')"
+    " OR EXISTS (SELECT 1 FROM pipeline_runs pr WHERE pr.job_id = {run}.job_id"
+    " AND pr.state = 'running' AND pr.trigger_run_id IS NOT {run}.id))"
+)
+
 # A run of a job with an overlap policy is claimable once due, when no earlier due run
-# of its job waits before it, and (for queue) while none of its job's runs is running.
-
-
+# of its job waits before it, and (for queue) while its job is not busy.
 OVERLAP_CLAIMABLE = (
     "r.available_at <= ? AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.job_id = r.job_id"
     " AND e.state = 'pending' AND e.available_at <= ? AND e.scheduled_for < r.scheduled_for"
     " AND e.attempt < e.max_attempts)"
-    " AND (r.overlap <> 'queue' OR NOT EXISTS (SELECT 1 FROM runs o"
-    " WHERE o.job_id = r.job_id AND o.state = 'running'))"
+    f" AND (r.overlap <> 'queue' OR NOT {JOB_IS_BUSY.format(run='r')})"
 )
 
 

@@ -14,7 +14,9 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 
+from cronwheel.core import overlap
 from cronwheel.core.lifecycle import attempt_budget
+from cronwheel.core.model import Overlap
 from cronwheel.core.pipelines.definition import Definition, parse_definition
 from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
@@ -78,7 +80,27 @@ def start(c: sqlite3.Connection, s: PipelineRunStart) -> tuple[str, list[str]]:
             rows.us(s.now),
         ),
     )
-    return s.id, advance(c, s.id, rows.us(s.now), job_version=s.job_version)
+    pools = advance(c, s.id, rows.us(s.now), job_version=s.job_version)
+    _displace(c, s)
+    return s.id, pools
+
+
+def _displace(c: sqlite3.Connection, s: PipelineRunStart) -> None:
+    """A trigger under ``overlap: replace`` (cronwheel.core.overlap.displaces) cancels
+    its job's other unfinished pipeline runs as it starts its own, as a user's cancel
+    would: their pending tasks end, their running ones are asked to stop."""
+    if s.trigger_run_id is None:
+        return
+    policy = c.execute("SELECT overlap FROM runs WHERE id = ?", (s.trigger_run_id,)).fetchone()
+    if policy is None or not overlap.displaces(Overlap(policy[0])):
+        return
+    others = c.execute(
+        "SELECT id FROM pipeline_runs WHERE job_id = ? AND state = 'running' AND id <> ?"
+        " ORDER BY id",
+        (s.job_id, s.id),
+    ).fetchall()
+    for (other,) in others:
+        cancel(c, s.tenant_id, other, rows.us(s.now))
 
 
 def advance(

@@ -11,6 +11,7 @@ from cronwheel.core.model import JobState, Run, WorkerInfo
 from cronwheel.store import _status as status
 from cronwheel.store.base import FAILED_OUTCOMES, AttemptBucket, PoolStatus
 from cronwheel.store.sqlite import _rows as rows
+from cronwheel.store.sqlite._ops import JOB_IS_BUSY
 
 _FAILED = ", ".join(f"'{outcome}'" for outcome in FAILED_OUTCOMES)
 
@@ -48,11 +49,9 @@ HELD_BY_KEY = (
 )
 """1 for a due run whose concurrency key is full: as many of the key's runs running as the
 smallest limit among them and this run's (decision 0031); evaluated for keyed runs only."""
-HELD_BY_OVERLAP = (
-    "CASE WHEN r.overlap <> 'queue' THEN 0 ELSE EXISTS (SELECT 1 FROM runs o"
-    " WHERE o.job_id = r.job_id AND o.state = 'running') END"
-)
-"""1 for a due run of an ``overlap: queue`` job while a run of that job is running."""
+HELD_BY_OVERLAP = f"CASE WHEN r.overlap <> 'queue' THEN 0 ELSE {JOB_IS_BUSY.format(run='r')} END"
+"""1 for a due run of an ``overlap: queue`` job while that job is busy: a run of it is
+running, or a pipeline run another of its runs started is unfinished (decision 0044)."""
 
 # Every due run, and apart those a limit holds back (decision 0042): they are not the
 # pool's oldest due run. The flags cost a probe only for keyed and queued runs.

@@ -926,8 +926,8 @@ class SqliteStore(Store):
         def fn(c: sqlite3.Connection) -> Claim:
             skipped = c.execute(
                 f"UPDATE runs SET state = 'skipped', reason = ?, finished_at = ? WHERE {in_pools}"
-                " AND state = 'pending' AND overlap = 'skip' AND available_at <= ? AND EXISTS"
-                " (SELECT 1 FROM runs o WHERE o.job_id = runs.job_id AND o.state = 'running')"
+                " AND state = 'pending' AND overlap = 'skip' AND available_at <= ?"
+                f" AND {ops.JOB_IS_BUSY.format(run='runs')}"
                 " RETURNING tenant_id, id, job_id, scheduled_for, attempt",
                 (REASON_OVERLAP_SKIP, now_us, *pools, *tenant, now_us),
             ).fetchall()

@@ -301,6 +301,9 @@ CREATE INDEX pipeline_runs_tenant ON pipeline_runs (tenant_id, id);
 CREATE INDEX pipeline_runs_pipeline ON pipeline_runs (pipeline_id, id);
 -- Retention: finished pipeline runs by finish time.
 CREATE INDEX pipeline_runs_finished ON pipeline_runs (finished_at) WHERE finished_at IS NOT NULL;
+-- A job's unfinished pipeline runs: its overlap policy holds its next run behind them
+-- (0021, decision 0044).
+CREATE INDEX pipeline_runs_running_by_job ON pipeline_runs (job_id) WHERE state = 'running';
 
 CREATE TABLE pipeline_tasks (
     pipeline_run_id  uuid NOT NULL,
