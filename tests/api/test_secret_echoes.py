@@ -8,7 +8,9 @@ import base64
 import logging
 from typing import Any
 
+import httpx
 import pytest
+from fastapi import FastAPI
 
 from cronwheel.control.service import JobService
 from cronwheel.core.model import RunState
@@ -16,8 +18,9 @@ from cronwheel.engine.worker import Worker
 from cronwheel.observability.attempt_log import ATTEMPTS_LOGGER
 from cronwheel.security.sealing import Sealer
 from cronwheel.store.base import Store
-from tests.api.helpers import SECRETS_KEY
+from tests.api.helpers import SECRETS_KEY, spec
 from tests.api.test_secrets_at_rest import API_KEY, BEARER, CUSTOM, secret_action, stored_text
+from tests.api.test_workers import claim, worker_client
 from tests.engine.helpers import one_run
 from tests.engine.test_worker import FAST
 from tests.engine.webhook_target import webhook_target
@@ -98,3 +101,54 @@ async def test_a_base64_echo_of_a_secret_header_is_not_recorded(
         error, logged = await _fail_echoing(store, action, caplog)
     assert "X-Encoded=***" in error, error
     assert encoded not in error and encoded not in logged
+
+
+async def test_a_remote_workers_reported_error_is_redacted_as_an_in_process_one_is(
+    app: FastAPI, client: httpx.AsyncClient, store: Store, request: pytest.FixtureRequest
+) -> None:
+    """A remote worker reports what its target answered (POST /v1/runs/{id}/complete):
+    the secrets the run's action was handed out with, in every form, and any URL
+    password or ``password=`` setting are masked before the error is stored."""
+    url = f"https://{USER}:{PASSWORD}@example.com/hook"
+    job = spec(schedule={"kind": "immediate"}, pool="remote", action=secret_action(url))
+    job["retry"] = {"max_attempts": 1}
+    assert (await client.post("/v1/jobs", json=job)).status_code == 201
+    token = BEARER.removeprefix("Bearer ")
+    echoed = [
+        f"Authorization={BEARER}",
+        f"X-Api-Key={API_KEY}",
+        f"X-Partner={CUSTOM}",
+        f"encoded={base64.b64encode(token.encode()).decode()}",
+        f"basic=Basic {BASIC}",
+        f"url={url}",
+        "dsn=postgresql://app:dbpass-77c1@db.internal/app password=kvpass-5a2b",
+    ]
+    async with await worker_client(app, client) as worker:
+        [claimed] = await claim(worker)
+        assert claimed["action"]["headers"]["X-Partner"] == CUSTOM  # handed out opened
+        run = claimed["run"]
+        done = await worker.post(
+            f"/v1/runs/{run['id']}/complete",
+            json={
+                "worker_id": "w1",
+                "fence": run["fence"],
+                "outcome": "failed",
+                "error_class": f"Echo {API_KEY}",
+                "error_message": "POST answered 500: " + " ".join(echoed),
+            },
+        )
+    assert done.status_code == 200, done.text
+    error = done.json()["last_error"]
+    assert error == (
+        "POST answered 500: Authorization=*** X-Api-Key=*** X-Partner=*** encoded=***"
+        f" basic=*** url=https://{USER}:***@example.com/hook"
+        " dsn=postgresql://app:***@db.internal/app password=***"
+    )
+    detail = (await client.get(f"/v1/runs/{run['id']}")).json()
+    [attempt] = detail["attempts"]
+    assert attempt["error_message"] == error
+    assert attempt["error_class"] == "Echo ***"
+    secrets = (token, API_KEY, CUSTOM, PASSWORD, BASIC, BASIC.rstrip("="), "dbpass-77c1")
+    for text in (error, repr(detail), await stored_text(store, request)):
+        for secret in (*secrets, "kvpass-5a2b", base64.b64encode(token.encode()).decode()):
+            assert secret not in text, (secret, text)

@@ -41,6 +41,13 @@ from cronwheel.core.model import (
 from cronwheel.core.records import Claim, RunReport
 from cronwheel.errors import Conflict, NotFound
 from cronwheel.observability.metrics import ApiMetrics
+from cronwheel.security.redact import redact
+from cronwheel.security.sealing import (
+    SecretsKeyMissing,
+    SecretUnreadable,
+    open_action,
+    sent_secrets,
+)
 from cronwheel.store.base import Store
 from cronwheel.web.auth import Principal, WorkerKey, WorkerWatcher
 from cronwheel.web.schemas import (
@@ -168,8 +175,13 @@ async def complete(run_id: RunId, body: CompleteIn, request: Request, principal:
     run = await _held_run(state, principal, run_id, owner, body.fence)
     claimed = await _as_claimed(state, principal, run)
     now = state.clock.now()
+    secrets = _sent_secrets(state, claimed)
     outcome = Outcome(
-        body.outcome, body.error_class, body.error_message, body.retry_after, body.http_status
+        body.outcome,
+        _redacted(body.error_class, secrets),
+        _redacted(body.error_message, secrets),
+        body.retry_after,
+        body.http_status,
     )
     done = completion_for(
         claimed,
@@ -190,6 +202,26 @@ async def complete(run_id: RunId, body: CompleteIn, request: Request, principal:
     if run_id not in await state.store.complete_runs([done]):
         raise _stale(run, body.fence)  # taken over between the read and the write
     return dump(RunOut.of(await _run(state, principal, run_id)))
+
+
+def _sent_secrets(state: ApiState, claimed: ClaimedRun) -> set[str]:
+    """Every secret the run's action was handed to the worker with, in every form a
+    target may echo it back: what an in-process worker redacts from the answers it
+    records (cronwheel.actions.webhook.outcome_of)."""
+    stored = claimed.action
+    try:
+        opened = open_action(stored, claimed.run.tenant_id, state.sealer)
+    except (SecretsKeyMissing, SecretUnreadable):
+        opened = stored  # the worker was given them masked (ClaimedOut.of): none to echo
+    return sent_secrets(opened, stored)
+
+
+def _redacted(text: str | None, secrets: set[str]) -> str | None:
+    """A remote worker's error text as it may be stored and shown: it is whatever the
+    worker's target answered, so it gets the redaction an in-process worker's does (the
+    action's secrets, URL passwords, ``password=`` settings, this process's own
+    secrets); a remote worker cannot store a credential in clear."""
+    return None if text is None else redact(text, secrets)
 
 
 def _report(run_id: int, progress: ProgressIn | None, checkpoint: CheckpointIn | None) -> RunReport:
