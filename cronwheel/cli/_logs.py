@@ -13,6 +13,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from cronwheel.core.text import escape_controls
 from cronwheel.observability.logs import FORMATS, LEVELS, configure, json_lines, log_exit
 from cronwheel.security.redact import redact
 
@@ -94,14 +95,22 @@ def add_everywhere(root: click.Command, default_level: str = "warning") -> None:
             command.callback = _configuring(command.callback, ())
 
 
+def say(line: str, *, err: bool = False) -> None:
+    """One line of what a command shows a person, written with every control character,
+    bidi control and line separator escaped (:func:`cronwheel.core.text.escape_controls`):
+    what the line carries from the server (a name stored before names were checked, a
+    target's error text) can neither forge lines nor drive the terminal."""
+    click.echo(escape_controls(line), err=err)
+
+
 def hint(text: str) -> None:
     """A line for the person at the terminal, on stderr (a pipe keeps the results): as
-    it is in text, or with ``--log-format json`` an info record of ``cronwheel.cli``, so
-    that every line on stderr parses."""
+    it is in text (escaped, see :func:`say`), or with ``--log-format json`` an info
+    record of ``cronwheel.cli``, so that every line on stderr parses."""
     if json_lines():
         logging.getLogger("cronwheel.cli").info(text)
     else:
-        click.echo(text, err=True)
+        say(text, err=True)
 
 
 def fail(message: str, exit_code: int, **fields: Any) -> NoReturn:
@@ -111,7 +120,7 @@ def fail(message: str, exit_code: int, **fields: Any) -> NoReturn:
     if json_lines():
         log_exit(message, exit_code, **fields)
     else:
-        click.echo(f"error: {redact(message)}", err=True)
+        say(f"error: {redact(message)}", err=True)
     sys.exit(exit_code)
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 import re
 import sys
 
-import click
-
-from cronwheel.cli._logs import fail
+from cronwheel.cli._logs import fail, say
 from cronwheel.core.ids import is_uuid
 from cronwheel.observability.logs import json_lines
 from cronwheel.sdk import Client, JobInfo
@@ -55,7 +53,7 @@ def _ambiguous(ref: str, jobs: list[JobInfo]) -> None:
     if json_lines():
         shown = [{"id": job.id, "name": job.name, "state": job.state} for job in jobs[:SHOWN]]
         fail(message, EXIT_AMBIGUOUS, candidates=shown)
-    click.echo(f"error: {message}:", err=True)
+    say(f"error: {message}:", err=True)
     for job in jobs[:SHOWN]:
-        click.echo(f"  {job.id}  {job.name}  {job.state}", err=True)
+        say(f"  {job.id}  {job.name}  {job.state}", err=True)
     sys.exit(EXIT_AMBIGUOUS)

@@ -22,6 +22,9 @@ from typing import Any, Literal
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from cronwheel.core.text import escape_controls
 
 Kind = Literal["id", "time", "text", "short"]
 _GAP = 2  # spaces between two columns on a terminal
@@ -47,8 +50,11 @@ class Column:
         return self.header or self.key
 
     def cell(self, row: Mapping[str, Any]) -> str:
-        """The text of this column in ``row``, whole."""
-        return text(self.value(row) if self.value else row.get(self.key))
+        """The text of this column in ``row``, whole, with every control character,
+        bidi control and line separator escaped: a value from the server (a name stored
+        before names were checked, an error a target answered) neither drives the
+        terminal, nor splits a tab-separated row, nor reorders what follows it."""
+        return escape_controls(text(self.value(row) if self.value else row.get(self.key)))
 
 
 def text(value: Any) -> str:
@@ -92,7 +98,8 @@ def rich_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], wid
             min_width=_natural(column, cells, index) if whole else None,
         )
     for row in cells:
-        table.add_row(*(row[index] for index in shown))
+        # Text, not str: rich would read a value's "[bold]" or "[/]" as its markup.
+        table.add_row(*(Text(row[index]) for index in shown))
     return table
 
 

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from cronwheel.console.events import Event, Kind, next_step
 from cronwheel.core.model import AttemptOutcome, Run, RunState
+from cronwheel.core.text import escape_controls
 
 STYLE = {
     "succeeded": "green",
@@ -38,11 +39,10 @@ _OUTCOME = {
 
 
 def one_line(text: str) -> str:
-    """``text`` with its line breaks and other control characters made visible."""
-    text = text.replace("\r\n", "\n")
-    return "".join(
-        "⏎" if ch == "\n" else " " if ord(ch) < 32 or ch == "\x7f" else ch for ch in text
-    )
+    """``text`` on one line: its line breaks shown as ``⏎``, and every other control
+    character, bidi control and line separator escaped as the CLI and the text log
+    escape them (:func:`cronwheel.core.text.escape_controls`)."""
+    return escape_controls(text.replace("\r\n", "\n").replace("\n", "⏎"))
 
 
 def stamp(at: datetime, *, with_date: bool = False) -> str:

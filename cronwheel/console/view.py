@@ -125,7 +125,7 @@ async def _table(feed: EventFeed, runs: list[Run], clock: Clock) -> Table:
         word = label.split(",")[0].split(" ")[0]
         table.add_row(
             str(run.id),
-            await feed.name_of(run),
+            one_line(await feed.name_of(run)),
             stamp(run.scheduled_for),
             Text(label, style=STYLE.get(word, "")),
             f"{run.attempt}/{run.max_attempts}",

@@ -3,10 +3,14 @@ with and without the fields a newer server adds (``last_run``, ``notices``)."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+from rich.console import Console
+
 from cronwheel.cli.describe import job_lines, run_lines, schedule_words
-from cronwheel.cli.tables import Column, fit
+from cronwheel.cli.remote.status import render
+from cronwheel.cli.tables import Column, fit, rich_table, tsv_lines
 
 JOB_ID = "01a20aee-b808-7000-8a6d-746a4710197a"
 TIME = "2026-11-24T00:20:00.123456+00:00"
@@ -133,3 +137,39 @@ def test_a_run_shows_its_progress_and_checkpoint_a_long_one_cut_with_a_hint() ->
     assert checkpoint.startswith('checkpoint:      {"ids": [0, 1, 2')
     assert checkpoint.endswith("… (2399 characters; --json shows it whole)")
     assert f"checkpoint at:   {TIME}" in lines
+
+
+def test_a_cell_is_escaped_and_never_read_as_rich_markup() -> None:
+    row = {"name": "a\x1b[2J\x9b\u202eb\tc\nd [bold]e[/]"}
+    [cell] = [Column("name", kind="text").cell(row)]
+    assert cell == "a\\x1b[2J\\x9b\\u202eb\\tc\\nd [bold]e[/]"
+    assert tsv_lines([Column("name")], [[cell]]) == ["name", cell]
+    console = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
+    console.print(rich_table([row], [Column("name", kind="text")], 120))
+    screen = console.file.getvalue()  # type: ignore[attr-defined]
+    assert cell in screen, screen  # "[/]" would have been a MarkupError
+
+
+def test_the_status_screen_escapes_what_the_server_says() -> None:
+    report = {
+        "store": {"reachable": False, "error": "down\x1b[2J"},
+        "scope": "tenant",
+        "tenant_id": "t\u202e1",
+        "healthy": False,
+        "version": "1",
+        "window_minutes": 5,
+        "now": TIME,
+        "problems": ["job \x9bx waits"],
+        "notes": ["note\r"],
+        "pools": [],
+        "workers": [],
+        "schedulers": [],
+        "shards": {"owned": 0, "total": 64},
+        "maintenance": {"active": True, "owner": "w\x85", "expires_at": TIME},
+    }
+    console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system=None)
+    console.print(render(report, 200))
+    screen = console.file.getvalue()  # type: ignore[attr-defined]
+    for shown in ("down\\x1b[2J", "t\\u202e1", "job \\x9bx waits", "note\\r", "w\\x85"):
+        assert shown in screen, screen
+    assert not set(screen) & {"\x1b", "\x9b", "\u202e", "\r", "\x85"}

@@ -54,7 +54,10 @@ def test_a_run_claimed_ahead_is_not_running_before_its_worker_starts_it() -> Non
 
 
 def test_a_line_never_breaks() -> None:
-    assert one_line("boom\r\nat line 2\n\tthen\x1b[31m") == "boom⏎at line 2⏎ then [31m"
+    # Line breaks read as ⏎; every other control and bidi character is escaped as the
+    # CLI and the text log escape it (cronwheel.core.text.escape_controls).
+    shown = one_line("boom\r\nat line 2\n\tthen\x1b[31m\x9b\u202eend\r")
+    assert shown == "boom⏎at line 2⏎\\tthen\\x1b[31m\\x9b\\u202eend\\r"
     assert stamp(T0 + timedelta(milliseconds=5)) == "12:00:00.005"
     assert stamp(T0, with_date=True) == "2030-01-01 12:00:00.000"
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli._logs import say
 from cronwheel.cli.remote._base import (
     KEY_COLUMNS,
     TENANT_COLUMNS,
@@ -145,4 +146,4 @@ def keys_revoke(url: str, token: str | None, key_id: str) -> None:
     """Revoke a key at once."""
     with client(url, token) as cw:
         cw.revoke_key(key_id)
-    click.echo(f"revoked {key_id}")
+    say(f"revoked {key_id}")

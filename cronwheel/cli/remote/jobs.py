@@ -10,7 +10,7 @@ from typing import Any, TextIO
 import click
 
 from cronwheel.cli import hints, names
-from cronwheel.cli._logs import hint
+from cronwheel.cli._logs import hint, say
 from cronwheel.cli.describe import job_lines
 from cronwheel.cli.remote._base import (
     JOB_COLUMNS,
@@ -194,7 +194,7 @@ def jobs_get(url: str, token: str | None, as_json: bool, job: str) -> None:
         click.echo(json.dumps(dump(found), indent=2))
         return
     for line in job_lines(found.model_dump()):
-        click.echo(line)
+        say(line)
 
 
 def _json_value(text: str, hint: str) -> Any:
@@ -379,7 +379,7 @@ def jobs_why(url: str, token: str | None, as_json: bool, job: str, at: str | Non
         click.echo(json.dumps(answer, indent=2))
         return
     for line in answer["explanation"]:
-        click.echo(line)
+        say(line)
     click.echo("")
     print_table(why_facts(answer), WHY_FACTS)
     if answer["attempts"]:

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 import click
 
 from cronwheel.cli import hints
-from cronwheel.cli._logs import fail
+from cronwheel.cli._logs import fail, say
 from cronwheel.cli.pipeline_view import run_lines
 from cronwheel.cli.remote._base import client, dump, remote_options, show, wall_clock
 from cronwheel.cli.tables import Column, is_terminal
@@ -110,10 +110,10 @@ def _show_pipeline(found: PipelineInfo, as_json: bool) -> None:
         action = task["action"]
         target = action.get("name") or action.get("url")
         extra = f"  fan_out max {task['fan_out']['max']}" if task.get("fan_out") else ""
-        click.echo(f"  task {name}: {action['type']} {target}, pool {task['pool']}{extra}")
+        say(f"  task {name}: {action['type']} {target}, pool {task['pool']}{extra}")
     for edge in found.edges:
-        click.echo(f"  edge {edge['from']} → {edge['to']} ({edge['on']})")
-    click.echo(f"  failure_policy: {found.failure_policy}")
+        say(f"  edge {edge['from']} → {edge['to']} ({edge['on']})")
+    say(f"  failure_policy: {found.failure_policy}")
 
 
 @pipelines.command("create")
@@ -249,7 +249,7 @@ def _show_run(cw: Client, run: PipelineRunInfo, as_json: bool) -> None:
 
     width = Console().width if is_terminal() else None
     for line in run_lines(dump(run), pipeline, width):
-        click.echo(line)
+        say(line)
 
 
 def _wait(cw: Client, run: PipelineRunInfo) -> PipelineRunInfo:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from cronwheel.cli import names
-from cronwheel.cli._logs import fail
+from cronwheel.cli._logs import fail, say
 from cronwheel.cli.describe import run_lines
 from cronwheel.cli.remote._base import (
     NOTIFICATION_COLUMNS,
@@ -53,7 +53,7 @@ def runs_get(url: str, token: str | None, as_json: bool, run_id: int) -> None:
         click.echo(json.dumps(dump(run), indent=2))
         return
     for line in run_lines(run.model_dump()):
-        click.echo(line)
+        say(line)
 
 
 _run_verb("cancel", Client.cancel_run, "Cancel a run (a running one stops at its next heartbeat).")

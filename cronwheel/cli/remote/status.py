@@ -22,6 +22,7 @@ from rich.text import Text
 
 from cronwheel.cli.remote._base import client, tenant_option, token_option, url_option
 from cronwheel.cli.tables import Column, is_terminal, rich_table, tsv_lines
+from cronwheel.core.text import escape_controls
 from cronwheel.sdk import Client
 
 EXIT_STORE_DOWN = 6
@@ -128,9 +129,9 @@ def fleet_line(report: Mapping[str, Any]) -> str:
 def render(report: Mapping[str, Any], width: int) -> RenderableType:
     """The terminal screen of one report."""
     first, second = summary(report)
-    parts: list[RenderableType] = [Text(first, style="bold"), Text(second)]
-    parts += [Text(f"problem: {p}", style="red") for p in report["problems"]]
-    parts += [Text(f"note: {n}") for n in report.get("notes", ())]
+    parts: list[RenderableType] = [_text(first, "bold"), _text(second)]
+    parts += [_text(f"problem: {p}", "red") for p in report["problems"]]
+    parts += [_text(f"note: {n}") for n in report.get("notes", ())]
     for title, rows, columns in _sections(report):
         parts.append(Text(""))
         parts.append(Text(title, style="bold underline"))
@@ -138,8 +139,14 @@ def render(report: Mapping[str, Any], width: int) -> RenderableType:
             parts.append(rich_table(rows, columns, width))
         else:
             parts.append(Text(f"(no {title})"))
-    parts += [Text(""), Text(fleet_line(report))]
+    parts += [Text(""), _text(fleet_line(report))]
     return Group(*parts)
+
+
+def _text(line: str, style: str = "") -> Text:
+    """A line of the screen: what it carries from the server (a store's error, a
+    tenant's id) escaped as every line the CLI shows is (cronwheel.cli._logs.say)."""
+    return Text(escape_controls(line), style=style)
 
 
 def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[Any], tuple[Column, ...]]]:
