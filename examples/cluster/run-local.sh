@@ -5,11 +5,14 @@
 # which it creates if it does not exist. Run it in the virtualenv where cronwheel is
 # installed (the `cronwheel` command; or set CRONWHEEL=/path/to/bin/cronwheel):
 #
-#   examples/cluster/run-local.sh          # Ctrl-C stops everything gracefully
+#   examples/cluster/run-local.sh          # Ctrl-C (or SIGTERM) stops everything gracefully
 #
 # Settings: examples/cluster/env.sh, where what you exported wins. Each process logs to
-# $LOGS/<name>.log (default examples/cluster/logs). Like honcho, it stops the whole
-# cluster when one process exits.
+# $LOGS/<name>.log (default examples/cluster/logs). Unlike honcho, it supervises its
+# processes as systemd's Restart=always would: one that exits without a stop being asked
+# (`kill -9` one to watch a failover) is logged here and started again after
+# $RESTART_DELAY seconds (default 2), so the rest of the cluster keeps running
+# (docs/decisions/0046-a-supervised-local-cluster.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -18,26 +21,67 @@ export PYTHONPATH="examples/cluster${PYTHONPATH:+:$PYTHONPATH}"
 
 CRONWHEEL=${CRONWHEEL:-cronwheel}
 LOGS=${LOGS:-examples/cluster/logs}
+RESTART_DELAY=${RESTART_DELAY:-2}
 mkdir -p "$LOGS"
 
 "$CRONWHEEL" migrate --create-database
 
-pids=()
-stopping=0
-start() {
-  local name=$1
+# How a process ended, from the status `wait` gave.
+ended() {
+  if (($1 > 128)); then
+    echo "killed by SIG$(kill -l $(($1 - 128)))"
+  else
+    echo "exit status $1"
+  fi
+}
+
+# Run one process until a stop is asked (SIGTERM or SIGINT to this subshell, which passes
+# SIGTERM on): whenever it exits on its own, say so and start it again.
+supervise() {
+  local name=$1 child=0 stop=0 status sleeper
   shift
-  "$CRONWHEEL" "$@" >"$LOGS/$name.log" 2>&1 &
-  pids+=($!)
-  echo "$name: pid $! (log $LOGS/$name.log)"
+  trap 'stop=1; if [[ $child != 0 ]]; then kill -TERM "$child" 2>/dev/null || true; fi' TERM INT
+  : >"$LOGS/$name.log"
+  while [[ $stop == 0 ]]; do
+    "$CRONWHEEL" "$@" >>"$LOGS/$name.log" 2>&1 &
+    child=$!
+    echo "$name: pid $child (log $LOGS/$name.log)"
+    if [[ $stop != 0 ]]; then  # the stop came before $child was known
+      kill -TERM "$child" 2>/dev/null || true
+    fi
+    # A trapped signal interrupts `wait`: wait again until the process has really ended
+    # (then it is reaped, and `kill -0` finds nothing).
+    while :; do
+      status=0
+      wait "$child" || status=$?
+      kill -0 "$child" 2>/dev/null || break
+    done
+    if [[ $stop != 0 ]]; then
+      echo "$name: pid $child stopped ($(ended "$status"))"
+      break
+    fi
+    echo "$name: pid $child exited on its own ($(ended "$status")):" \
+      "starting it again in $RESTART_DELAY s"
+    child=0
+    sleep "$RESTART_DELAY" &
+    sleeper=$!
+    wait "$sleeper" || true  # a stop asked meanwhile ends the wait
+    kill "$sleeper" 2>/dev/null || true
+  done
+}
+
+supervisors=()
+start() {
+  supervise "$@" &
+  supervisors+=($!)
 }
 
 stop() {
   trap - INT TERM
-  stopping=1
-  echo "stopping: SIGTERM to ${pids[*]} (workers finish or release their runs)"
-  kill -TERM "${pids[@]}" 2>/dev/null || true
+  echo "stopping: SIGTERM to every process (workers finish or release their runs)"
+  kill -TERM "${supervisors[@]}" 2>/dev/null || true
   wait
+  exit 0
 }
 trap stop INT TERM
 
@@ -55,11 +99,5 @@ for i in 1 2 3; do
   start "worker$i" worker --app hello:worker --pool default=10 --lease 30 --metrics-port "${!port}"
 done
 
-# Until Ctrl-C (the trap stops everything), or until one process exits on its own.
-status=0
-wait -n || status=$?
-if [[ $stopping == 0 ]]; then  # Ctrl-C reaches the processes too: they exit with 0
-  echo "a process exited (status $status): stopping the cluster"
-  stop
-  exit "$status"
-fi
+# Until Ctrl-C or SIGTERM: the trap stops every process and exits once they have ended.
+wait
