@@ -36,11 +36,13 @@ ended() {
 }
 
 # Run one process until a stop is asked (SIGTERM or SIGINT to this subshell, which passes
-# SIGTERM on): whenever it exits on its own, say so and start it again.
+# SIGTERM on, once: Ctrl-C's SIGINT reaches the process too, but not while it is starting,
+# when a background process ignores SIGINT): whenever it exits on its own, say so and
+# start it again.
 supervise() {
   local name=$1 child=0 stop=0 status sleeper
   shift
-  trap 'stop=1; if [[ $child != 0 ]]; then kill -TERM "$child" 2>/dev/null || true; fi' TERM INT
+  trap 'if [[ $stop == 0 && $child != 0 ]]; then kill -TERM "$child" 2>/dev/null || true; fi; stop=1' TERM INT
   : >"$LOGS/$name.log"
   while [[ $stop == 0 ]]; do
     "$CRONWHEEL" "$@" >>"$LOGS/$name.log" 2>&1 &
