@@ -32,6 +32,7 @@ from cronwheel.core.jobspec import (
     Name,
     PipelineActionSpec,
     PoolName,
+    PublishSpec,
     RetrySpec,
     WebhookSpec,
     payload_size,
@@ -129,7 +130,10 @@ class JobPatch(BaseModel):
     name: Name | None = None
     schedule: dict[str, Any] | None = None
     action: (
-        Annotated[WebhookSpec | HandlerSpec | PipelineActionSpec, Field(discriminator="type")]
+        Annotated[
+            WebhookSpec | HandlerSpec | PublishSpec | PipelineActionSpec,
+            Field(discriminator="type"),
+        ]
         | None
     ) = None
     pool: PoolName | None = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from cronwheel.core.brokers import target_problem
 from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.core.jobspec import JobSpec, build_jobs, check_can_follow, encode_payload, spec_of
 from cronwheel.core.lifecycle import replay_budget
@@ -20,6 +21,8 @@ from cronwheel.core.model import (
     JSON,
     REASON_BACKFILL,
     REASON_PAUSED,
+    SEEN_WINDOW,
+    SHARED_WORKERS,
     Attempt,
     Job,
     JobState,
@@ -138,6 +141,38 @@ class JobService:
                         "action.pipeline_id", f"names no pipeline of this tenant: {pipeline_id}"
                     )
 
+    async def _check_brokers(self, jobs: list[Job]) -> None:
+        """InvalidInput naming ``action.broker`` for a publish job whose broker no live
+        worker of its pool names, and ``action.to`` for a target that broker's kind cannot
+        take. A pool with no live worker at all is not checked: its jobs wait for the
+        workers to come, as any job's do (decision 0049)."""
+        publishing = [j for j in jobs if j.action.get("type") == "publish"]
+        if not publishing:
+            return
+        live = await self.store.list_live_workers(seen_since=self.clock.now() - SEEN_WINDOW)
+        for job in publishing:
+            named: dict[str, str] = {}
+            served = False
+            for worker in live:
+                # In-process workers serve every tenant; a remote one only its own, and
+                # remote workers publish nothing themselves.
+                if job.pool in worker.pools and worker.tenant_id in (SHARED_WORKERS, job.tenant_id):
+                    served = True
+                    named.update(worker.brokers)
+            if not served:
+                continue
+            broker, to = str(job.action.get("broker")), str(job.action.get("to"))
+            if broker not in named:
+                known = ", ".join(sorted(named)) or "none"
+                raise InvalidInput(
+                    "action.broker",
+                    f"no live worker of pool {job.pool!r} names a broker {broker!r} (they name:"
+                    f" {known}); start them with --broker {broker}=URL, or fix the name",
+                )
+            problem = target_problem(named[broker], to)
+            if problem is not None:
+                raise InvalidInput("action.to", problem)
+
     @property
     def pipelines(self) -> PipelineService:
         """Pipelines on the same store (decision 0025): define them, start and follow
@@ -254,6 +289,7 @@ class JobService:
         """Store jobs :meth:`plan_new` made, all or nothing (the second half of
         :meth:`create_many`)."""
         await self._check_pipelines(jobs)
+        await self._check_brokers(jobs)
         jobs = self._sealed(jobs)
         if traceparent is None:
             traceparent = tracing.current_headers().get("traceparent")
@@ -317,6 +353,8 @@ class JobService:
             self._check_urls([fresh])
             await self._check_pipelines([fresh])
             [fresh] = self._sealed([fresh])
+        if "action" in changes or "pool" in changes:  # a pool whose workers lack the broker
+            await self._check_brokers([fresh])
         updated = replace(
             fresh,
             created_at=current.created_at,

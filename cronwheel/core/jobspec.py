@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
+from cronwheel.core.brokers import BROKER_NAME, MAX_TARGET
 from cronwheel.core.model import (
     CONCURRENCY_PLACEHOLDER,
     DEFAULT_POOL,
@@ -295,6 +296,41 @@ class HandlerSpec(BaseModel):
     name: Name
 
 
+class PublishSpec(BaseModel):
+    """A message on a broker the pool's workers name (``--broker NAME=URL``): ``to`` is
+    a subject (NATS), ``exchange/routing key`` (RabbitMQ) or a stream (Redis), checked
+    against the broker's kind when a live worker names it (docs/actions.md#publish)."""
+
+    model_config = _STRICT
+    type: Literal["publish"]
+    broker: Annotated[str, Field(max_length=64)]
+    to: Annotated[str, Field(min_length=1, max_length=MAX_TARGET)]
+    body: JSON = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # No body: the message is the run's envelope, and the action is stored without one.
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("body") is None:
+            dumped.pop("body", None)
+        return dumped
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_name(cls, name: str) -> str:
+        if not BROKER_NAME.match(name):
+            raise ValueError(
+                f"{name!r} is not a broker name: the NAME of a worker's --broker NAME=URL,"
+                " 1-64 letters, digits, '_', '.' or '-'"
+            )
+        return name
+
+    @field_validator("body")
+    @classmethod
+    def _small_body(cls, body: JSON) -> JSON:
+        return WebhookSpec._small_body(body)
+
+
 class PipelineActionSpec(BaseModel):
     """A job whose runs start a pipeline run each (decision 0025): the job brings the
     schedule, pause, overlap and misfire policies; the pipeline its tasks."""
@@ -312,7 +348,9 @@ class JobSpec(BaseModel):
     model_config = _STRICT
     name: Name
     schedule: dict[str, Any]
-    action: Annotated[WebhookSpec | HandlerSpec | PipelineActionSpec, Field(discriminator="type")]
+    action: Annotated[
+        WebhookSpec | HandlerSpec | PublishSpec | PipelineActionSpec, Field(discriminator="type")
+    ]
     pool: PoolName = DEFAULT_POOL
     payload: JSON = None
     priority: Literal["critical", "high", "normal", "low"] = "normal"
@@ -757,7 +795,7 @@ def spec_of(job: Job) -> dict[str, Any]:
     }
 
 
-_ACTION_TAGS = frozenset({"webhook", "handler"})
+_ACTION_TAGS = frozenset({"webhook", "handler", "publish"})
 
 
 def field_name(loc: Sequence[int | str]) -> str:

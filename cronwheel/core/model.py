@@ -813,6 +813,10 @@ class WorkerInfo:
     in_flight: int
     started_at: datetime
     last_seen_at: datetime
+    brokers: Mapping[str, str] = field(default_factory=dict)
+    """The brokers the worker's operator named: name → kind (``{"events": "nats"}``),
+    never their URLs. The API refuses a publish job naming a broker no live worker of
+    its pool names (decision 0049)."""
 
 
 @dataclass(frozen=True, slots=True)

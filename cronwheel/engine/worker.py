@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwheel.actions.context import RunCancelled, RunContext
 from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, call_handler
+from cronwheel.core.brokers import BROKER_NAME, kind_of_url
 from cronwheel.core.clock import Clock, SystemClock, sync_to
 from cronwheel.core.lifecycle import (
     Outcome,
@@ -60,6 +61,7 @@ from cronwheel.store.base import Leases, Pipelines, Queue, Registry, RunControl,
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
+    from cronwheel.actions.publish import PublishAction
     from cronwheel.actions.webhook import WebhookAction
     from cronwheel.security.sealing import Sealer
 
@@ -101,8 +103,18 @@ class WorkerConfig:
     """Internal webhook targets allowed beyond the public internet: CIDRs and host names
     (``("10.1.0.0/16", "billing.svc")``; :data:`~cronwheel.security.egress.LOOPBACK` for
     this machine), added to env ``CRONWHEEL_WEBHOOK_ALLOW``. See docs/security.md."""
+    brokers: Mapping[str, str] = field(default_factory=dict)
+    """Broker name → URL (``{"events": "nats://127.0.0.1:4222"}``): where this worker's
+    publish runs go (docs/actions.md#publish). The names, never the URLs, are announced."""
 
     def __post_init__(self) -> None:
+        for name, url in self.brokers.items():
+            if not BROKER_NAME.match(name):
+                raise ValueError(f"brokers: {name!r} is not a broker name")
+            try:
+                kind_of_url(url)
+            except ValueError as exc:
+                raise ValueError(f"brokers: {name}: {exc}") from None
         try:
             EgressPolicy.parse(self.webhook_allow)
         except ValueError as exc:
@@ -204,6 +216,11 @@ class Worker:
         None: CRONWHEEL_SECRETS_KEY's, if set. Made with the first webhook run (a worker
         of handlers never imports the cryptography package)."""
         self._webhooks: WebhookAction | None = None
+        self._publisher: PublishAction | None = None
+        if self.config.brokers:
+            from cronwheel.actions.publish import check_installed
+
+            check_installed(self.config.brokers)  # a missing library: say so at the start
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
         self._rates: dict[str, float] = {}
@@ -310,6 +327,16 @@ class Worker:
             )
         return self._webhooks
 
+    @property
+    def publisher(self) -> PublishAction:
+        """The broker clients, made with the first publish run (each connects when it
+        first publishes); they sign as webhooks do, with the same secret."""
+        if self._publisher is None:
+            from cronwheel.actions.publish import PublishAction
+
+            self._publisher = PublishAction(self.config.brokers, self._webhook_secret)
+        return self._publisher
+
     # -- the loops ---------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain: finish or release in-flight runs."""
@@ -347,6 +374,8 @@ class Worker:
             await self._flush_all()
             if self._webhooks is not None:
                 await self._webhooks.close()
+            if self._publisher is not None:
+                await self._publisher.close()
             with contextlib.suppress(Exception):  # a crash leaves a stale record: it ages out
                 await self.store.remove_worker(self.id)
             self._threads.shutdown(wait=False, cancel_futures=True)
@@ -629,6 +658,7 @@ class Worker:
             tenant_id=SHARED_WORKERS,
             host=socket.gethostname(),
             pools=tuple(self.config.pools),
+            brokers={name: kind_of_url(url).name for name, url in self.config.brokers.items()},
             capacity=sum(self.config.pools.values()),
             in_flight=len(self._inflight),
             started_at=self._started_at or now,
@@ -831,6 +861,8 @@ class Worker:
         action = claimed.action
         if action.get("type") == "webhook":
             return await self.webhooks.execute(action, ctx, claimed.timeout_seconds)
+        if action.get("type") == "publish":
+            return await self.publisher.execute(action, ctx, claimed.timeout_seconds)
         if action.get("type") == "pipeline":
             return await self._start_pipeline(claimed)
         name = str(action.get("name"))
@@ -867,8 +899,8 @@ class Worker:
 
     def _stop_run(self, flight: _InFlight) -> None:
         flight.ctx.cancelled.set()
-        if flight.task is not None and flight.claimed.action.get("type") == "webhook":
-            flight.task.cancel()  # aborts the HTTP request
+        if flight.task is not None and flight.claimed.action.get("type") in _ABORTABLE:
+            flight.task.cancel()  # aborts the HTTP request or the publish
 
     # -- starts ------------------------------------------------------------------------
     def _mark(self, flight: _InFlight, started: datetime) -> asyncio.Future[bool]:
@@ -1019,6 +1051,10 @@ class Worker:
         for f in flights:
             self._forget(f)
         self._room.set()
+
+
+_ABORTABLE = frozenset({"webhook", "publish"})
+"""Actions whose task a cancel stops at once (no handler code of the user's to unwind)."""
 
 
 def lane_of(action: Mapping[str, Any]) -> Lane:

@@ -117,7 +117,7 @@ def invalid(field: str, reason: str) -> ApiProblem:
 
 
 # -- field names -----------------------------------------------------------------------
-_UNION_TAGS = frozenset({"webhook", "handler"})
+_UNION_TAGS = frozenset({"webhook", "handler", "publish"})
 _SCHEDULE_KEY = re.compile(r"^([a-z_]+): (.+)$", re.DOTALL)
 _HEADER_KEY = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+): (.+)$", re.DOTALL)
 

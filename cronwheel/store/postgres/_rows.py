@@ -433,7 +433,7 @@ def response(row: Record) -> StoredResponse:
 
 
 def worker_params(worker: WorkerInfo) -> tuple[Any, ...]:
-    """``REGISTER_WORKER``'s $1-$8; pools as a list, the JSON array jsonb keeps."""
+    """``REGISTER_WORKER``'s $1-$9; pools as a list, the JSON array jsonb keeps."""
     return (
         worker.id,
         worker.tenant_id,
@@ -443,6 +443,7 @@ def worker_params(worker: WorkerInfo) -> tuple[Any, ...]:
         worker.in_flight,
         worker.started_at,
         worker.last_seen_at,
+        dict(worker.brokers),
     )
 
 
@@ -456,4 +457,5 @@ def worker(row: Record) -> WorkerInfo:
         in_flight=row["in_flight"],
         started_at=row["started_at"],
         last_seen_at=row["last_seen_at"],
+        brokers=dict(row["brokers"]),
     )

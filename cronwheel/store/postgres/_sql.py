@@ -134,12 +134,13 @@ DELETE_RESPONSES = "DELETE FROM idempotency_keys WHERE created_at < $1"
 # $7 started_at, $8 last_seen_at. started_at is left out of the update: a heartbeat
 # refreshes the record, and the first registration is when the worker started.
 REGISTER_WORKER = """
-INSERT INTO workers (id, tenant_id, host, pools, capacity, in_flight, started_at, last_seen_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO workers (id, tenant_id, host, pools, capacity, in_flight, started_at, last_seen_at,
+    brokers)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (id) DO UPDATE
 SET tenant_id = excluded.tenant_id, host = excluded.host, pools = excluded.pools,
     capacity = excluded.capacity, in_flight = excluded.in_flight,
-    last_seen_at = excluded.last_seen_at"""
+    last_seen_at = excluded.last_seen_at, brokers = excluded.brokers"""
 
 LIST_WORKERS = "SELECT * FROM workers WHERE tenant_id = $1 AND last_seen_at >= $2 ORDER BY id"
 

@@ -309,4 +309,5 @@ def worker(row: sqlite3.Row) -> WorkerInfo:
         in_flight=row["in_flight"],
         started_at=dt(row["started_at"]),
         last_seen_at=dt(row["last_seen_at"]),
+        brokers=json.loads(row["brokers"]),
     )

@@ -388,6 +388,17 @@ class TenantsKeysWorkersContract:
         assert isinstance(listed[0].pools, tuple)
         assert all(_is_utc(w.started_at) and _is_utc(w.last_seen_at) for w in listed)
 
+    async def test_a_worker_announces_its_brokers_kinds_and_a_heartbeat_updates_them(
+        self, store: Store
+    ) -> None:
+        """Issue 30 item 2: the API reads which brokers a pool's live workers name."""
+        worker = make_worker(brokers={"events": "nats", "jobs": "rabbitmq"})
+        await store.register_worker(worker)
+        assert (await store.list_live_workers(seen_since=T0))[0].brokers == worker.brokers
+        await store.register_worker(replace(worker, brokers={"s": "redis"}, last_seen_at=at(11)))
+        [listed] = await store.list_workers(DEFAULT_TENANT, seen_since=T0)
+        assert listed.brokers == {"s": "redis"}
+
     async def test_workers_are_listed_by_id_for_their_tenant_and_recent_only(
         self, store: Store
     ) -> None:

@@ -183,7 +183,8 @@ CREATE TABLE workers (
     capacity      integer NOT NULL,
     in_flight     integer NOT NULL DEFAULT 0,
     started_at    timestamptz NOT NULL,
-    last_seen_at  timestamptz NOT NULL
+    last_seen_at  timestamptz NOT NULL,
+    brokers       jsonb NOT NULL DEFAULT '{}'
 );
 
 CREATE INDEX workers_last_seen ON workers (last_seen_at);

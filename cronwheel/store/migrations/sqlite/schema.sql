@@ -181,7 +181,8 @@ CREATE TABLE workers (
     capacity      INTEGER NOT NULL,
     in_flight     INTEGER NOT NULL DEFAULT 0,
     started_at    INTEGER NOT NULL,
-    last_seen_at  INTEGER NOT NULL
+    last_seen_at  INTEGER NOT NULL,
+    brokers       TEXT NOT NULL DEFAULT '{}'
 );
 
 CREATE INDEX workers_last_seen ON workers (last_seen_at);
