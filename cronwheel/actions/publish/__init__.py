@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import importlib.util
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,8 @@ from cronwheel.actions.webhook import content_type, request_body
 from cronwheel.core.brokers import KINDS, kind_of_url, target_problem
 from cronwheel.core.lifecycle import Outcome, OutcomeKind
 from cronwheel.security import signing
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Broker",
@@ -137,6 +140,7 @@ class PublishAction:
             kind_of = OutcomeKind.PERMANENT if exc.permanent else OutcomeKind.FAILED
             return Outcome(kind_of, exc.error_class, f"{KINDS[kind].name} broker {name!r}: {exc}")
         except Exception as exc:  # a client library's surprise: retried, told by class only
+            log.debug("publish to broker %r failed unexpectedly", name, exc_info=True)
             # (its text may quote the broker's URL, password included).
             return Outcome(
                 OutcomeKind.FAILED,

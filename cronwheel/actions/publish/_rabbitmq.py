@@ -28,25 +28,36 @@ class RabbitBroker:
 
     async def _open_channel(self, timeout: float) -> Any:
         async with self._lock:
-            if self._connection is None or self._connection.is_closed:
-                self._connection = self._channel = None
-                try:
-                    self._connection = await asyncio.wait_for(
-                        aio_pika.connect(self._url, timeout=timeout), timeout
-                    )
-                except amqp.ProbableAuthenticationError:
-                    raise BrokerFailure(
-                        "BrokerUnavailable", "RabbitMQ refused the credentials"
-                    ) from None
-                except (TimeoutError, OSError, amqp.AMQPError):
-                    raise BrokerFailure("BrokerUnavailable", _UNREACHABLE) from None
-            if self._channel is None or self._channel.is_closed:
-                # A channel the broker closed (an exchange that does not exist) is
-                # replaced; the connection stays.
-                self._channel = await self._connection.channel(
-                    publisher_confirms=True, on_return_raises=True
-                )
-            return self._channel
+            # A connection the broker dropped may still say it is open (aio-pika learns
+            # of it when a channel is asked for): then it is opened afresh, once.
+            for fresh in (False, True):
+                if fresh or self._connection is None or self._connection.is_closed:
+                    await self.close()
+                    self._connection = await self._connect(timeout)
+                if self._channel is None or self._channel.is_closed:
+                    try:
+                        self._channel = await asyncio.wait_for(
+                            self._connection.channel(
+                                publisher_confirms=True, on_return_raises=True
+                            ),
+                            timeout,
+                        )
+                    except (RuntimeError, TimeoutError, OSError, amqp.AMQPError):
+                        self._channel = None
+                        if fresh:
+                            await self.close()
+                            raise BrokerFailure("BrokerUnavailable", _UNREACHABLE) from None
+                        continue
+                return self._channel
+            raise AssertionError("unreachable")
+
+    async def _connect(self, timeout: float) -> Any:
+        try:
+            return await asyncio.wait_for(aio_pika.connect(self._url, timeout=timeout), timeout)
+        except amqp.ProbableAuthenticationError:
+            raise BrokerFailure("BrokerUnavailable", "RabbitMQ refused the credentials") from None
+        except (TimeoutError, OSError, amqp.AMQPError):
+            raise BrokerFailure("BrokerUnavailable", _UNREACHABLE) from None
 
     async def publish(self, message: Message, timeout: float) -> dict[str, JSON]:
         exchange_name, _, routing_key = message.to.partition("/")
@@ -77,7 +88,7 @@ class RabbitBroker:
         except TimeoutError:
             await self.close()  # a confirm may still come on this channel: start afresh
             raise BrokerFailure("Timeout", "RabbitMQ did not confirm in time") from None
-        except (OSError, amqp.AMQPError, amqp.ChannelInvalidStateError):
+        except (OSError, RuntimeError, amqp.AMQPError, amqp.ChannelInvalidStateError):
             await self.close()
             raise BrokerFailure("BrokerUnavailable", _UNREACHABLE) from None
         return {"exchange": exchange_name, "routing_key": routing_key, "confirmed": True}
