@@ -26,7 +26,9 @@ from cronwheel.cli.api import is_loopback
 from cronwheel.cli.demo import create_demo_jobs, demo_handlers, echo_server
 from cronwheel.cli.services import (
     app_option,
+    broker_option,
     concurrency_option,
+    describe_brokers,
     duration_option,
     pool_option,
     pools_of,
@@ -129,6 +131,7 @@ def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
 @webhook_connections_option
 @webhook_per_target_option
 @secrets_key_option
+@broker_option
 def dev(
     db_url: str,
     app: str | None,
@@ -145,6 +148,7 @@ def dev(
     webhook_connections: int,
     webhook_per_target: int,
     secrets_key: str | None,
+    brokers: dict[str, str],
 ) -> None:
     """Everything in one process on one store file: API, scheduler, worker, maintenance."""
     if not is_loopback(host) and admin_token is None:
@@ -163,6 +167,7 @@ def dev(
         webhook_allow=(*local, *webhook_allow),
         webhook_connections=webhook_connections,
         webhook_connections_per_target=webhook_per_target,
+        brokers=brokers,
     )
     egress = EgressPolicy.from_env(*config.webhook_allow)
     webhook_secret()
@@ -196,6 +201,8 @@ def dev(
             )
         else:
             output.line(f"secret webhook headers are stored encrypted; key: {key_source}")
+        if brokers:
+            output.line(f"publish jobs may name the brokers {describe_brokers(brokers)}")
         if owner is not None:
             # The lock was free: the dev before us is dead, and so are its workers.
             rescued = await maintenance.rescue_dead_owners(owner.previous)

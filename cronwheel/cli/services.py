@@ -22,11 +22,12 @@ from cronwheel.cli._common import (
 )
 from cronwheel.cli._logs import log_options
 from cronwheel.cli._metrics import metrics_endpoint, metrics_port_options
+from cronwheel.core.brokers import kind_of_url, parse_broker
 from cronwheel.engine.maintenance import Maintenance
 from cronwheel.engine.notifier import Notifier
 from cronwheel.engine.runtime import exit_past_lingering_threads, load_handlers, serve, tune_process
 from cronwheel.engine.worker import Worker, WorkerConfig
-from cronwheel.security.redact import mask_url, register_secret
+from cronwheel.security.redact import mask_url, register_secret, url_password
 from cronwheel.store import open_store
 from cronwheel.store.base import Store
 
@@ -179,6 +180,50 @@ webhook_per_target_option = click.option(
     show_default=True,
     help="Of those, the most one target (scheme, host, port) may hold.",
 )
+
+
+def _brokers(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """``--broker NAME=URL`` entries as name → URL, each checked before anything starts:
+    its form, its scheme, its client library. A URL's password is registered as a secret
+    (never logged) and no error quotes a URL."""
+    found: dict[str, str] = {}
+    for value in values:
+        try:
+            name, url, _kind = parse_broker(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        if name in found:
+            raise click.BadParameter(f"{name}: named twice; give each broker one URL")
+        register_secret(url_password(url))
+        found[name] = url
+    from cronwheel.actions.publish.base import check_installed
+
+    try:
+        check_installed(found)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return found
+
+
+broker_option = click.option(
+    "--broker",
+    "brokers",
+    multiple=True,
+    callback=_brokers,
+    metavar="NAME=URL",
+    help=(
+        "A broker publish jobs may name (repeatable): NAME=nats://…, amqp://… or redis://…,"
+        " with its extra installed (cronwheel[nats], [rabbitmq], [redis]). See"
+        " docs/actions.md#publish."
+    ),
+)
+
+
+def describe_brokers(brokers: dict[str, str]) -> str:
+    """``events (nats), jobs (rabbitmq)``: what a process says of its brokers (no URL)."""
+    return ", ".join(f"{name} ({kind_of_url(url).name})" for name, url in brokers.items())
+
+
 duration_option = click.option(
     "--duration", type=float, default=None, help="Stop after this many seconds."
 )
@@ -206,6 +251,7 @@ duration_option = click.option(
 @webhook_connections_option
 @webhook_per_target_option
 @secrets_key_option
+@broker_option
 def worker(
     db_url: str,
     app: str | None,
@@ -220,8 +266,9 @@ def worker(
     webhook_connections: int,
     webhook_per_target: int,
     secrets_key: str | None,
+    brokers: dict[str, str],
 ) -> None:
-    """Execute runs of some pools: your handlers (--app) and any webhook jobs."""
+    """Execute runs of some pools: your handlers (--app), webhook and publish jobs."""
     registry = registry_of(app)
     config = WorkerConfig(
         pools=pools_of(pools, registry, concurrency, webhook_connections),
@@ -231,6 +278,7 @@ def worker(
         heartbeat_seconds=min(5.0, lease_seconds / 3),
         grace_seconds=grace_seconds,
         webhook_allow=webhook_allow,
+        brokers=brokers,
     )
 
     webhook_secret()
@@ -245,6 +293,8 @@ def worker(
             shown = mask_url(db_url)
             log.info("worker %s serving %s on %s", w.id, dict(config.pools), shown)
             log.info("webhooks may reach public addresses and %s", w.egress.describe())
+            if brokers:
+                log.info("publish jobs may name the brokers %s", describe_brokers(brokers))
             if keys is None:
                 log.info(
                     "no secrets key (CRONWHEEL_SECRETS_KEY): a webhook with an encrypted"

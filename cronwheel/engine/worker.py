@@ -218,7 +218,7 @@ class Worker:
         self._webhooks: WebhookAction | None = None
         self._publisher: PublishAction | None = None
         if self.config.brokers:
-            from cronwheel.actions.publish import check_installed
+            from cronwheel.actions.publish.base import check_installed
 
             check_installed(self.config.brokers)  # a missing library: say so at the start
         self.rng = rng or random.Random()

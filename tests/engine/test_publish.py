@@ -211,3 +211,23 @@ async def test_a_broker_password_is_never_in_the_outcome_the_registry_or_the_log
     assert [dict(x.brokers) for x in live if x.id == w.id] in ([], [{"events": kind}])
     shown = [attempt.error_message or "", run.last_error or "", caplog.text, repr(live)]
     assert not any(password in text for text in shown)
+
+
+async def test_a_worker_announces_its_brokers_names_and_kinds_never_their_urls(
+    store: Store,
+) -> None:
+    password = "announce-pw-123"
+    w = worker(
+        store,
+        events=f"nats://u:{password}@127.0.0.1:4222",
+        jobs=f"amqp://guest:{password}@127.0.0.1:5672/",
+    )
+
+    async def announced() -> list[Any]:
+        live = await store.list_live_workers(seen_since=datetime.now(UTC) - timedelta(minutes=1))
+        return [x for x in live if x.id == w.id]
+
+    async with running(w):
+        [me] = await eventually(announced)
+    assert dict(me.brokers) == {"events": "nats", "jobs": "rabbitmq"}
+    assert password not in repr(me)

@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from cronwheel.actions.context import RunContext
-from cronwheel.actions.publish.base import Broker, BrokerFailure, Message
+from cronwheel.actions.publish.base import (
+    Broker,
+    BrokerFailure,
+    Message,
+    MissingBrokerLibrary,
+    check_installed,
+)
 from cronwheel.actions.webhook import content_type, request_body
 from cronwheel.core.brokers import KINDS, kind_of_url, target_problem
 from cronwheel.core.lifecycle import Outcome, OutcomeKind
@@ -42,22 +47,6 @@ __all__ = [
     "message_headers",
     "open_broker",
 ]
-
-
-class MissingBrokerLibrary(ValueError):
-    """A broker URL whose kind's client library is not installed."""
-
-
-def check_installed(brokers: Mapping[str, str]) -> None:
-    """Raise :class:`MissingBrokerLibrary` naming the extra to install for the first
-    broker whose client library is missing (and ValueError for a URL of no kind)."""
-    for name, url in brokers.items():
-        kind = kind_of_url(url)
-        if importlib.util.find_spec(kind.library) is None:
-            raise MissingBrokerLibrary(
-                f"{name}: a {kind.name} broker needs its client library, which is not"
-                f" installed: pip install 'cronwheel[{kind.extra}]'"
-            )
 
 
 def open_broker(url: str) -> Broker:

@@ -10,10 +10,30 @@ idempotent producer on (docs/actions.md#adding-a-broker).
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from cronwheel.core.brokers import kind_of_url
 from cronwheel.core.model import JSON
+
+
+class MissingBrokerLibrary(ValueError):
+    """A broker URL whose kind's client library is not installed."""
+
+
+def check_installed(brokers: Mapping[str, str]) -> None:
+    """Raise :class:`MissingBrokerLibrary` naming the extra to install for the first
+    broker whose client library is missing (and ValueError for a URL of no kind). Cheap:
+    it imports nothing (a worker checks its brokers before it starts)."""
+    for name, url in brokers.items():
+        kind = kind_of_url(url)
+        if importlib.util.find_spec(kind.library) is None:
+            raise MissingBrokerLibrary(
+                f"{name}: a {kind.name} broker needs its client library, which is not"
+                f" installed: pip install 'cronwheel[{kind.extra}]'"
+            )
 
 
 @dataclass(frozen=True, slots=True)
