@@ -244,6 +244,11 @@ def action_words(action: Mapping[str, Any]) -> list[str]:
         return lines
     if action.get("type") == "handler":
         return [f"handler {action.get('name')}"]
+    if action.get("type") == "publish":
+        lines = [f"publish to {action.get('to')} on broker {action.get('broker')}"]
+        if action.get("body") is not None:
+            lines.append(f"  body: {_json(action['body'])}")
+        return lines
     return [_json(dict(action))]
 
 

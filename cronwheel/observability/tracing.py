@@ -178,7 +178,13 @@ async def attempt(
     request that created the job; ``ctx.trace`` carries its context to the action."""
     run = claimed.run
     kind = claimed.action.get("type")
-    target = "webhook" if kind == "webhook" else str(claimed.action.get("name"))
+    target = (
+        "webhook"
+        if kind == "webhook"
+        else f"publish {claimed.action.get('broker')}"
+        if kind == "publish"
+        else str(claimed.action.get("name"))
+    )
     attributes: dict[str, Any] = {
         "cronwheel.run.id": run.id,
         "cronwheel.job.id": run.job_id,
@@ -189,7 +195,7 @@ async def attempt(
         "cronwheel.fence": run.fence,
         "cronwheel.scheduled_for": run.scheduled_for.isoformat(),
         "cronwheel.start_lag_seconds": (started - run.available_at).total_seconds(),
-        "cronwheel.action": "webhook" if kind == "webhook" else "handler",
+        "cronwheel.action": kind if kind in ("webhook", "publish") else "handler",
         "cronwheel.engine.worker.id": worker_id,
     }
     with found.start_as_current_span(

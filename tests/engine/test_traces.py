@@ -425,3 +425,24 @@ async def test_the_sdk_sends_the_callers_span_to_the_api(
     request = only(list(spans.get_finished_spans()), "cronwheel.api create jobs")
     assert request.parent is not None
     assert request.parent.span_id == user.get_span_context().span_id
+
+
+async def test_a_publish_carries_the_attempt_span_to_the_consumer(
+    store: Store, spans: InMemorySpanExporter
+) -> None:
+    """Issue 30 item 2: the span is named for the broker, and the message's headers carry
+    its context as a webhook's request does."""
+    from tests.engine.brokers import URLS, destination
+
+    async with destination("redis") as dest:
+        action = {"type": "publish", "broker": "events", "to": dest.to}
+        job_id = await create(store, action, None)
+        config = WorkerConfig(pools={"default": 2}, brokers={"events": URLS["redis"]})
+        worker = Worker(store, config, webhook_secret=b"s" * 32)
+        await execute(store, worker, job_id)
+        await worker.publisher.close()
+        [message] = await dest.received()
+    attempt = only(list(spans.get_finished_spans()), "cronwheel.attempt")
+    assert attempt.name == "cronwheel.attempt publish events"
+    assert (attempt.attributes or {})["cronwheel.action"] == "publish"
+    assert message.headers["traceparent"] == traceparent_of(attempt)

@@ -80,3 +80,13 @@ def test_parse_broker_gives_the_kind() -> None:
 )
 def test_what_to_names_is_checked_by_the_brokers_kind(kind: str, to: str, ok: bool) -> None:
     assert (target_problem(kind, to) is None) == ok
+
+
+def test_the_cli_job_view_says_where_a_publish_goes() -> None:
+    from cronwheel.cli.describe import action_words
+
+    action = {"type": "publish", "broker": "events", "to": "orders.created", "body": {"a": 1}}
+    assert action_words(action) == [
+        "publish to orders.created on broker events",
+        '  body: {"a": 1}',
+    ]

@@ -122,6 +122,8 @@ class PublishAction:
             return Outcome(OutcomeKind.PERMANENT, "InvalidTarget", f"to: {problem}")
         body = request_body(action, ctx)
         headers = message_headers(ctx, body, self.key_of(ctx.tenant_id), content_type(action))
+        if ctx.trace:  # the attempt's span, which the consumer's own trace continues
+            headers = {**ctx.trace, **headers}
         message = Message(to, body, headers, ctx.idempotency_key)
         try:
             receipt = await self.client(name).publish(message, timeout)
