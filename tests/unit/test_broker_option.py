@@ -90,3 +90,26 @@ def test_the_cli_job_view_says_where_a_publish_goes() -> None:
         "publish to orders.created on broker events",
         '  body: {"a": 1}',
     ]
+
+
+def test_a_worker_config_refuses_a_broker_url_of_no_kind_or_a_bad_name() -> None:
+    from cronwheel.engine.worker import WorkerConfig
+
+    with pytest.raises(ValueError, match="brokers: events: a broker URL starts with"):
+        WorkerConfig(brokers={"events": f"kafka://u:{PASSWORD}@h:9092"})
+    with pytest.raises(ValueError, match="is not a broker name"):
+        WorkerConfig(brokers={"no spaces": "nats://h:4222"})
+
+
+def test_a_worker_refuses_to_start_without_its_brokers_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cronwheel.actions.publish import MissingBrokerLibrary
+    from cronwheel.engine.worker import Worker, WorkerConfig
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nats" else real(name, *a)
+    )
+    with pytest.raises(MissingBrokerLibrary, match=r"pip install 'cronwheel\[nats\]'"):
+        Worker(None, WorkerConfig(brokers={"events": "nats://127.0.0.1:4222"}))
