@@ -34,10 +34,12 @@ from cronwheel.actions.context import RunContext
 from cronwheel.actions.publish import PublishAction
 from cronwheel.engine.worker import Worker, WorkerConfig
 
+# Redis database 0, not bench/run's 15: bench/run flushes that one before each peer, and
+# every key here is the run's own (a unique stream and its markers, deleted after).
 URLS = {
     "nats": os.environ.get("CWBENCH_NATS_URL", "nats://127.0.0.1:4222"),
     "rabbitmq": os.environ.get("CWBENCH_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"),
-    "redis": os.environ.get("CWBENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    "redis": os.environ.get("CWBENCH_PUBLISH_REDIS_URL", "redis://127.0.0.1:6379/0"),
 }
 PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
