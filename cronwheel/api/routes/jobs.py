@@ -96,7 +96,12 @@ async def _create(
         ) from None
     await state.quotas.admit(tenant, len(jobs))
     with tracing.creating_jobs(request.headers, tenant, len(jobs)) as traceparent:
-        jobs = await service.create_planned(jobs, traceparent=traceparent)
+        try:
+            jobs = await service.create_planned(jobs, traceparent=traceparent)
+        except InvalidItems as exc:  # a publish job's broker, checked against the registry
+            raise unprocessable(
+                [FieldError(*refine(f, why), index=i if batch else None) for i, f, why in exc.items]
+            ) from None
     return [await job_body(state, j) for j in jobs]
 
 
