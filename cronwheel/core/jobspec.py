@@ -304,7 +304,8 @@ class PublishSpec(BaseModel):
     model_config = _STRICT
     type: Literal["publish"]
     broker: Annotated[str, Field(max_length=64)]
-    to: Annotated[str, Field(min_length=1, max_length=MAX_TARGET)]
+    # Shown in logs, errors and terminals as a name is: no control or bidi character.
+    to: Annotated[str, Field(min_length=1, max_length=MAX_TARGET), AfterValidator(check_name)]
     body: JSON = None
 
     @model_serializer(mode="wrap")

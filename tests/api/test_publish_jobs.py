@@ -90,3 +90,12 @@ async def test_a_bad_broker_name_or_missing_to_is_422_naming_the_field(
     assert "--broker NAME=URL" in body["detail"]
     no_to = spec(action={"type": "publish", "broker": "events"})
     problem(await client.post("/v1/jobs", json=no_to), 422, "action.to")
+
+
+async def test_a_to_with_a_control_character_is_422_naming_action_to(
+    client: httpx.AsyncClient,
+) -> None:
+    """A Redis stream key may be any string; a `to` is shown in logs and terminals."""
+    answer = await client.post("/v1/jobs", json=spec(action=publish("log", "audit\x1b[2J")))
+    body = problem(answer, 422, "action.to")
+    assert "U+001B" in body["detail"]
