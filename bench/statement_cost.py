@@ -41,24 +41,58 @@ COMPLETE = 1_000
 DB = f"cwbench_stmt_{os.getpid()}"
 
 
+def _backends() -> list[int]:
+    """The pids of the server processes connected to this bench's database (their
+    command line names it: ``postgres: user db host(port) state``)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{name}/cmdline", "rb") as f:
+                if f" {DB} ".encode() in f.read():
+                    found.append(int(name))
+    return found
+
+
+def _server_ns(pids: list[int]) -> int:
+    """CPU time the processes ``pids`` have run, in ns (/proc/PID/schedstat)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+def _zero() -> dict[str, float]:
+    return {"claim": 0.0, "complete": 0.0}
+
+
 @dataclass
 class Timings:
-    """Wall and this process's CPU time, summed per step (``claim``, ``complete``)."""
+    """Wall time, this process's CPU time and the server backends' CPU time, summed per
+    step (``claim``, ``complete``). The backends are this database's server processes
+    (the server is on this machine): read around each step, so the server's CPU is the
+    statements' own, not the round trip's wait."""
 
-    wall: dict[str, float] = field(default_factory=lambda: {"claim": 0.0, "complete": 0.0})
-    cpu: dict[str, float] = field(default_factory=lambda: {"claim": 0.0, "complete": 0.0})
+    wall: dict[str, float] = field(default_factory=_zero)
+    cpu: dict[str, float] = field(default_factory=_zero)
+    server: dict[str, float] = field(default_factory=_zero)
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
+        pids = _backends()
+        server = _server_ns(pids)
         wall, cpu = time.perf_counter(), time.process_time()
         yield
         self.wall[name] += time.perf_counter() - wall
         self.cpu[name] += time.process_time() - cpu
+        self.server[name] += (_server_ns(pids) - server) / 1e9
 
     def per_run(self, n: int) -> dict[str, float]:
         us = {f"{k}_wall_us": v / n * 1e6 for k, v in self.wall.items()}
         us |= {f"{k}_client_cpu_us": v / n * 1e6 for k, v in self.cpu.items()}
+        us |= {f"{k}_server_cpu_us": v / n * 1e6 for k, v in self.server.items()}
         us["total_wall_us"] = us["claim_wall_us"] + us["complete_wall_us"]
+        us["total_server_cpu_us"] = us["claim_server_cpu_us"] + us["complete_server_cpu_us"]
         return us
 
 
@@ -83,11 +117,14 @@ async def _drop() -> None:
         await admin.close()
 
 
-async def cronwheel_round(n: int) -> dict[str, float]:
+async def cronwheel_round(n: int, *, lean: bool = True) -> dict[str, float]:
+    """The store's own calls; ``lean``: as the store chooses (the lean claim, for this one
+    tenant's runs), else the full claim statement on the same data (decision 0047)."""
     await _fresh()
     cw = await cronwheel.connect(_dsn(DB))
     try:
         store = cw.store
+        store._lean_claims = lean  # type: ignore[attr-defined]
         job = await cw.create(
             name="q", schedule={"kind": "manual"}, action={"type": "handler", "name": "noop"}
         )
@@ -128,6 +165,8 @@ async def cronwheel_round(n: int) -> dict[str, float]:
                     await store.complete_runs(completions[i : i + COMPLETE])
             done += len(completions)
         assert done == n, f"claimed {done} of {n}"
+        used = store.claims_by_statement  # type: ignore[attr-defined]
+        assert bool(used["lean"]) == lean, f"claims by statement: {dict(used)}"
     finally:
         await cw.close()
         await _drop()
@@ -208,20 +247,46 @@ async def main() -> None:
     p.add_argument("--runs", type=int, default=20_000)
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
+    p.add_argument(
+        "--only",
+        choices=[name for name, _ in MEASURES],
+        action="append",
+        help="measure only these (repeatable; default: all, alternating)",
+    )
+    a = p.parse_args()
     print(
-        f"µs per run, {a.runs:,} runs, claims of {CLAIM:,}, completions of {COMPLETE:,}\n"
-        f"{'':<10} {'claim wall':>10} {'(client cpu)':>12} {'complete wall':>13} "
-        f"{'(client cpu)':>12} {'total wall':>10}"
+        f"µs per run, {a.runs:,} runs, claims of {CLAIM:,}, completions of {COMPLETE:,}; "
+        "wall (client CPU, server CPU)\n"
+        f"{'':<14} {'claim':>18} {'completion':>18} {'total wall':>10} {'server cpu':>10}"
     )
     for _ in range(a.rounds):
-        for name, measure in (("cronwheel", cronwheel_round), ("lean", lean_round)):
+        for name, measure in MEASURES:
+            if a.only and name not in a.only:
+                continue
             r = await measure(a.runs)
             print(
-                f"{name:<10} {r['claim_wall_us']:>10.1f} {r['claim_client_cpu_us']:>12.1f} "
-                f"{r['complete_wall_us']:>13.1f} {r['complete_client_cpu_us']:>12.1f} "
-                f"{r['total_wall_us']:>10.1f}",
+                f"{name:<14} {_cell(r, 'claim'):>18} {_cell(r, 'complete'):>18} "
+                f"{r['total_wall_us']:>10.1f} {r['total_server_cpu_us']:>10.1f}",
                 flush=True,
             )
+
+
+def _cell(r: dict[str, float], step: str) -> str:
+    return (
+        f"{r[f'{step}_wall_us']:.1f} ({r[f'{step}_client_cpu_us']:.1f}, "
+        f"{r[f'{step}_server_cpu_us']:.1f})"
+    )
+
+
+async def _full_claim_round(n: int) -> dict[str, float]:
+    return await cronwheel_round(n, lean=False)
+
+
+MEASURES = (
+    ("cronwheel", cronwheel_round),
+    ("cronwheel-full", _full_claim_round),
+    ("lean-table", lean_round),
+)
 
 
 if __name__ == "__main__":

@@ -19,3 +19,11 @@ async def pg_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+async def full_claim_store(pg_store: Any) -> Any:
+    """A PostgreSQL store that claims with the full statement only, never the lean one:
+    the contracts of claims run through both (decision 0047)."""
+    pg_store._lean_claims = False
+    return pg_store

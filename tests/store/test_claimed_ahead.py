@@ -5,8 +5,21 @@ as a release before the start does, instead of charging it a lost attempt."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from cronwheel.store.conformance.queue.claimed_ahead import ClaimedAheadContract
 
 
 class TestClaimedAhead(ClaimedAheadContract):
     """The shared contract, on each backend (the ``store`` fixture)."""
+
+
+class TestClaimedAheadFullStatement(ClaimedAheadContract):
+    """The same contract through PostgreSQL's full claim statement alone: the ``store``
+    above claims one tenant's plain pools with the lean one (decision 0047)."""
+
+    @pytest.fixture
+    def store(self, full_claim_store: Any) -> Any:
+        return full_claim_store

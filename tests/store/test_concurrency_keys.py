@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from cronwheel.store.base import Store
 from cronwheel.store.conformance.factories import at, make_job, make_run
@@ -112,3 +115,12 @@ async def test_postgres_a_claim_behind_a_full_keys_backlog_works_by_the_batch(
             async with store._connection() as conn:
                 await conn.execute("ANALYZE")
         assert await _work(store, *claim) < 50 * batch  # a walk of the backlog: > 20,000
+
+
+class TestConcurrencyKeysFullStatement(ConcurrencyKeysContract):
+    """The same contract through PostgreSQL's full claim statement alone: the ``store``
+    above claims one tenant's plain pools with the lean one (decision 0047)."""
+
+    @pytest.fixture
+    def store(self, full_claim_store: Any) -> Any:
+        return full_claim_store

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from cronwheel.store.conformance.queue.fair_claims import FairClaimsContract
 from cronwheel.store.sqlite import SqliteStore, _fair
@@ -36,3 +39,12 @@ async def test_sqlite_reads_each_tenant_slice_in_index_order(tmp_path: Path) -> 
         assert not [step for step in steps if "TEMP B-TREE FOR ORDER BY" in step], steps
         scans = [step for step in steps if step.startswith(("SEARCH r", "SCAN r"))]
         assert len(scans) == n and all("INDEX runs_fair" in step for step in scans), steps
+
+
+class TestFairClaimsFullStatement(FairClaimsContract):
+    """The same contract through PostgreSQL's full claim statement alone: the ``store``
+    above claims one tenant's plain pools with the lean one (decision 0047)."""
+
+    @pytest.fixture
+    def store(self, full_claim_store: Any) -> Any:
+        return full_claim_store

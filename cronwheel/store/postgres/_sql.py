@@ -13,6 +13,7 @@ from typing import Any
 
 from cronwheel.core.lifecycle import UNSTARTED_LOST_NOTE
 from cronwheel.core.model import MAX_NOTIFY_ERROR
+from cronwheel.store.postgres._lean import GUARD, JOB_COLUMNS
 
 FINISHED_STATES = "('succeeded', 'dead', 'cancelled', 'skipped')"
 
@@ -563,6 +564,7 @@ JOB_IS_BUSY = """(EXISTS (
 # ``skip`` runs are skipped instead, ``replace`` heads displace the running run. They
 # take their turn with their tenant's other runs. The few rows locked and not taken are
 # free again at commit.
+_CLAIM_GUARD = GUARD.format(pools="$2", tenant="$8", now="$5")
 _RUN_PICK = "id, job_id, overlap, priority, available_at, tenant_id, concurrency_key"
 CLAIM_RUNS = f"""
 WITH RECURSIVE skipped AS (
@@ -577,7 +579,7 @@ WITH RECURSIVE skipped AS (
     ) AS s
     WHERE r.id = s.id
     RETURNING r.id, r.tenant_id, r.job_id, r.scheduled_for, r.attempt, r.reason
-),{_outbox("skipped", "'skipped'", "s.reason", "$5::timestamptz")}
+),{_outbox("skipped", "'skipped'", "s.reason", "$5::timestamptz")}{_CLAIM_GUARD},
 waiting AS (
     SELECT p.pool, t.tenant_id FROM unnest($2::text[]) AS p(pool)
     CROSS JOIN LATERAL (
@@ -829,16 +831,11 @@ claimed AS (
 -- The count of skipped runs rides on every row, and on a row of NULL run columns when
 -- nothing was claimed: the worker's metrics get it without a statement of their own.
 -- The rows come in turn order: the worker starts them in that order.
-SELECT x.*, k.overlap_skipped
+-- ``lean``: whether the lean claim would have done (_lean.GUARD), for the next claim.
+SELECT x.*, k.overlap_skipped, (SELECT lean FROM guard) AS lean
 FROM (SELECT count(*) AS overlap_skipped FROM skipped) AS k
 LEFT JOIN (
-    -- The job's own action and policies: a pipeline task's own (its task_spec) stand in
-    -- for them in lifecycle.claimed_run, the one place that decides it. The payload is
-    -- chosen here so that a run with its own is not sent its job's.
-    SELECT c.*, j.name AS job_name, j.action::text AS job_action,
-           CASE WHEN c.payload IS NULL THEN j.payload END AS job_payload,
-           j.retry::text AS job_retry, j.timeout_seconds AS job_timeout_seconds,
-           j.delivery AS job_delivery, j.traceparent AS job_traceparent, p.turn AS turn
+    SELECT c.*, {JOB_COLUMNS}, p.turn AS turn
     FROM claimed AS c
     JOIN picked AS p ON p.id = c.id
     -- OFFSET 0 keeps this a primary-key probe per claimed run; flattened into a join, it

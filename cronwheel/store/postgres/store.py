@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import math
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -90,7 +91,7 @@ from cronwheel.store.base import (
     max_jobs_refusal,
 )
 from cronwheel.store.postgres import _audit as audit
-from cronwheel.store.postgres import _gauges, _history, _shards, _status, _testing, _vacuum
+from cronwheel.store.postgres import _gauges, _history, _lean, _shards, _status, _testing, _vacuum
 from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
 from cronwheel.store.postgres import _pipelines as pipelines
 from cronwheel.store.postgres import _rows as rows
@@ -113,6 +114,9 @@ if TYPE_CHECKING:
 
 # A bulk create's jobs go in parts of this size, pipelined, each one statement.
 _JOBS_PER_STATEMENT: Final = 1000
+
+# How many (pools, tenant) claim hints a store keeps before it forgets them all.
+_CLAIM_SHAPES: Final = 1024
 
 # How many times save_response inserts before giving up (see there): twice in practice.
 _SAVE_RESPONSE_TRIES: Final = 3
@@ -208,6 +212,13 @@ class PostgresStore(Store):
     def __init__(self, pool: asyncpg.Pool[asyncpg.Record], dsn: str) -> None:
         self._pool = pool
         self._dsn = dsn
+        # Per (pools, tenant) claimed: whether the last full claim found the lean one would
+        # do. A hint only (the lean statement checks for itself): a wrong one costs a
+        # statement that claims nothing, or a full claim where a lean one would do.
+        self._claim_shapes: dict[tuple[tuple[str, ...], str | None], bool] = {}
+        self._lean_claims = True  # False: every claim is the full statement (tests, bench)
+        self.claims_by_statement: Counter[str] = Counter()
+        """How many claims each statement (``lean``, ``full``) made: tests and bench."""
         self._listener = Listener(self._connect_listener)
 
     @classmethod
@@ -943,11 +954,35 @@ class PostgresStore(Store):
         started: bool = True,
     ) -> Claim:
         """One statement: apply overlap policies, share the batch fairly among tenants,
-        lock with SKIP LOCKED, lease, and join each run's job."""
+        lock with SKIP LOCKED, lease, and join each run's job.
+
+        Pools whose runs use none of that (one tenant, uncapped, no concurrency key, no
+        overlap policy) are claimed by the lean statement, which checks so itself and
+        claims nothing when it finds otherwise; the full one then runs (decision 0047)."""
         if not pools or limit <= 0:
             return Claim()
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
-        args = (
+        aging = max(priority_aging_seconds, 1e-6)  # a period, never zero: it divides
+        shape = (tuple(unique_pools), tenant_id)
+        if self._lean_claims and self._claim_shapes.get(shape, True):
+            found = await self._fetch(
+                _lean.CLAIM_RUNS_LEAN,
+                worker_id,
+                unique_pools,
+                prefetch_until,
+                limit,
+                now,
+                lease_seconds,
+                tenant_id,
+                aging,
+                started,
+            )
+            if found[0]["lean"]:
+                self.claims_by_statement["lean"] += 1
+                return Claim(rows.claimed(r) for r in found if r["id"] is not None)
+        found = await self._fetch(
+            sql.CLAIM_RUNS,
+            worker_id,
             unique_pools,
             prefetch_until,
             limit,
@@ -955,15 +990,18 @@ class PostgresStore(Store):
             lease_seconds,
             REASON_OVERLAP_SKIP,
             tenant_id,
-            max(priority_aging_seconds, 1e-6),  # a period, never zero: it divides
+            aging,
             started,
         )
-        found = await self._fetch(sql.CLAIM_RUNS, worker_id, *args)
-        # Always at least one row, carrying the skip count; with nothing claimed, its run
-        # columns are NULL.
-        skipped = found[0]["overlap_skipped"] if found else 0
+        self.claims_by_statement["full"] += 1
+        # Always at least one row, carrying the skip count and whether the lean claim
+        # would have done; with nothing claimed, its run columns are NULL.
+        if len(self._claim_shapes) >= _CLAIM_SHAPES:
+            self._claim_shapes.clear()  # a bound on a dict of hints, each cheap to relearn
+        self._claim_shapes[shape] = found[0]["lean"]
         return Claim(
-            (rows.claimed(r) for r in found if r["id"] is not None), overlap_skipped=skipped
+            (rows.claimed(r) for r in found if r["id"] is not None),
+            overlap_skipped=found[0]["overlap_skipped"],
         )
 
     async def heartbeat(

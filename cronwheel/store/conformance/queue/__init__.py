@@ -13,6 +13,7 @@ from cronwheel.store.conformance.queue.leases import LeasesContract
 from cronwheel.store.conformance.queue.materialize import MaterializeContract
 from cronwheel.store.conformance.queue.outcomes import OutcomesContract
 from cronwheel.store.conformance.queue.overlap import OverlapContract
+from cronwheel.store.conformance.queue.policies_on import PoliciesOnContract
 from cronwheel.store.conformance.queue.progress_checkpoints import ProgressCheckpointsContract
 from cronwheel.store.conformance.queue.transitions import TransitionsContract
 
@@ -29,6 +30,7 @@ class QueueSuite(
     MaterializeContract,
     OutcomesContract,
     OverlapContract,
+    PoliciesOnContract,
     ProgressCheckpointsContract,
     TransitionsContract,
 ):
@@ -47,6 +49,7 @@ __all__ = [
     "MaterializeContract",
     "OutcomesContract",
     "OverlapContract",
+    "PoliciesOnContract",
     "ProgressCheckpointsContract",
     "QueueSuite",
     "TransitionsContract",
