@@ -17,6 +17,12 @@ it is the floor a redesign could approach, not a like-for-like system.
 
     python bench/statement_cost.py                 # 20,000 runs, 3 rounds each
     python bench/statement_cost.py --runs 100000 --rounds 1
+    python bench/statement_cost.py --claim 250 --only cronwheel --only cronwheel-full
+
+``cronwheel`` claims as the store chooses (here the lean claim: one tenant's runs, no
+policy), ``cronwheel-full`` with the full claim statement on the same data (decision
+0047). The server's CPU is read from /proc for this database's backends (the server must
+run on this machine).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from cronwheel.core.model import AttemptOutcome, RunState
 from cronwheel.store.base import Completion
 
 PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-CLAIM = 2_500
+CLAIM = 2_500  # --claim: a saturated W1 worker's claims are of 250 to 2,500
 COMPLETE = 1_000
 DB = f"cwbench_stmt_{os.getpid()}"
 
@@ -241,19 +247,21 @@ async def lean_round(n: int) -> dict[str, float]:
 
 
 async def main() -> None:
+    global CLAIM  # --claim sets it: the rounds read it, as they read COMPLETE
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--runs", type=int, default=20_000)
     p.add_argument("--rounds", type=int, default=3)
-    a = p.parse_args()
     p.add_argument(
         "--only",
         choices=[name for name, _ in MEASURES],
         action="append",
         help="measure only these (repeatable; default: all, alternating)",
     )
+    p.add_argument("--claim", type=int, default=CLAIM, help="runs a claim (%(default)s)")
     a = p.parse_args()
+    CLAIM = a.claim
     print(
         f"µs per run, {a.runs:,} runs, claims of {CLAIM:,}, completions of {COMPLETE:,}; "
         "wall (client CPU, server CPU)\n"

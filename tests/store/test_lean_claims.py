@@ -57,9 +57,11 @@ def _claimed(found: Sequence[Any]) -> list[ClaimedRun]:
     return [rows.claimed(r) for r in found if r["id"] is not None]
 
 
-async def _scenario(store: PostgresStore, seed: int) -> tuple[random.Random, str, list[str]]:
+async def _scenario(store: PostgresStore, seed: int) -> tuple[random.Random, str, list[str], bool]:
     """One tenant's runs in a few pools: mixed priorities, due times old enough to age,
-    some not yet due, some out of attempts, some already running."""
+    some not yet due, some out of attempts, some already running; and in some, another
+    tenant's runs beside them (claimed for the one tenant only, as a remote worker
+    does: True)."""
     rnd = random.Random(seed)
     tenant = rnd.choice(["default", "t"])
     if tenant != "default":
@@ -74,22 +76,34 @@ async def _scenario(store: PostgresStore, seed: int) -> tuple[random.Random, str
     instants = rnd.sample(range(-400_000, 30_000), 120)
     runs = [make_run(rnd.choice(jobs), at(ms / 1000)) for ms in instants]
     await store.materialize_runs(runs, [])
+    crowded = rnd.random() < 0.5
+    if crowded:
+        await store.create_tenant(Tenant("x", "x", T0))
+        theirs = make_job(tenant_id="x", pool=pools[0])
+        await store.create_jobs([theirs])
+        await store.materialize_runs([make_run(theirs, at(-i)) for i in range(500, 530)], [])
     async with store._connection() as conn:
         await conn.execute(
             "UPDATE runs SET attempt = max_attempts WHERE id IN "
             "(SELECT id FROM runs ORDER BY random() LIMIT 10)"
         )
     await store.claim_runs(
-        "other", pools, limit=5, now=at(0), prefetch_until=at(0), lease_seconds=30
+        "other",
+        pools,
+        limit=5,
+        now=at(0),
+        prefetch_until=at(0),
+        lease_seconds=30,
+        tenant_id=tenant if crowded else None,
     )
-    return rnd, tenant, pools
+    return rnd, tenant, pools, crowded
 
 
 @pytest.mark.parametrize("seed", range(12))
 async def test_the_lean_claim_is_the_full_claim_on_one_tenants_pools(
     pg_store: PostgresStore, seed: int
 ) -> None:
-    rnd, tenant, pools = await _scenario(pg_store, seed)
+    rnd, tenant, pools, crowded = await _scenario(pg_store, seed)
     for _ in range(4):
         asked = rnd.sample([*pools, "empty"], rnd.randint(1, len(pools) + 1))
         claim = Both(
@@ -97,7 +111,7 @@ async def test_the_lean_claim_is_the_full_claim_on_one_tenants_pools(
             limit=rnd.randint(1, 40),
             now=at(0),
             prefetch_until=at(rnd.choice([0, 5, 20, 40])),
-            tenant_id=rnd.choice([None, tenant]),
+            tenant_id=tenant if crowded else rnd.choice([None, tenant]),
             aging=rnd.choice([30.0, 60.0, 1000.0]),
             started=rnd.choice([True, False]),
         )
@@ -112,6 +126,7 @@ async def test_the_lean_claim_is_the_full_claim_on_one_tenants_pools(
             now=at(0),
             prefetch_until=at(5),
             lease_seconds=30,
+            tenant_id=claim.lean[6],
         )
     assert pg_store.claims_by_statement == {"lean": 5}  # the scenario's own claim, too
 

@@ -185,19 +185,16 @@ _CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) EN
 # by the statement that changes the state (docs/workflows.md#notifications). Only the
 # batch's distinct jobs with events are looked up, one primary-key probe each (OFFSET 0
 # keeps it one), and only those with targets (notify IS NOT NULL) go further: a batch
-# whose jobs have none writes nothing, and W1's batch of a thousand runs of one job costs
-# one probe. ``error`` and ``at`` are SQL over the source's rows (aliased ``s``) or the
-# caller's params. An event id is the run's, the event's and the attempt's: the same for
-# every target and every delivery, so a receiver deduplicates on it.
+# whose jobs have none writes nothing and reads its runs once, for their job ids (the
+# events of its runs are made only for the jobs found: decision 0047), and W1's batch
+# of a thousand runs of one job costs one probe. ``error`` and ``at`` are SQL over the
+# source's rows (aliased ``s``) or the caller's params. An event id is the run's, the
+# event's and the attempt's: the same for every target and every delivery, so a
+# receiver deduplicates on it.
 _OUTBOX = """
-events AS (
-    SELECT s.id, s.tenant_id, s.job_id, s.scheduled_for, s.attempt, {event} AS event,
-           left({error}, {max_error}) AS error, {at} AS at
-    FROM {source} AS s
-),
 noisy AS (
     SELECT j.id, j.name, j.notify
-    FROM (SELECT DISTINCT job_id FROM events WHERE event IS NOT NULL) AS b
+    FROM (SELECT DISTINCT s.job_id FROM {source} AS s WHERE {event} IS NOT NULL) AS b
     CROSS JOIN LATERAL (
         SELECT id, name, notify FROM jobs WHERE id = b.job_id AND notify IS NOT NULL OFFSET 0
     ) AS j
@@ -205,14 +202,17 @@ noisy AS (
 outbox AS (
     INSERT INTO notifications (tenant_id, event_id, event, job_id, job_name, run_id,
                                scheduled_for, attempt, error, occurred_at, target, url, next_at)
-    SELECT e.tenant_id, 'run-' || e.id || '-' || e.event || '-' || e.attempt, e.event,
-           e.job_id, n.name, e.id, e.scheduled_for, e.attempt, e.error, e.at, t.i - 1,
+    SELECT s.tenant_id, 'run-' || s.id || '-' || e.event || '-' || s.attempt, e.event,
+           s.job_id, n.name, s.id, s.scheduled_for, s.attempt, e.error, e.at, t.i - 1,
            t.target->>'url', e.at
-    FROM events AS e
-    JOIN noisy AS n ON n.id = e.job_id
+    FROM {source} AS s
+    JOIN noisy AS n ON n.id = s.job_id
+    CROSS JOIN LATERAL (
+        SELECT {event} AS event, left({error}, {max_error}) AS error, {at} AS at
+    ) AS e
     CROSS JOIN LATERAL jsonb_array_elements(n.notify) WITH ORDINALITY AS t(target, i)
     WHERE e.event IS NOT NULL AND t.target->'on' ? e.event
-    ORDER BY e.id, t.i
+    ORDER BY s.id, t.i
 ),"""
 
 # Which event a state a run was moved to is: by a completion or a rescue (a retry is a
