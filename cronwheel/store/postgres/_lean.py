@@ -20,15 +20,25 @@ it. A tenant's cap is read from the same snapshot as ``CLAIM_RUNS`` reads it.
 
 from __future__ import annotations
 
+# Whether a run under an overlap policy is pending in {pools} (of tenant {tenant}, when not
+# NULL) and due by {now}: one probe of runs_overlap.
+DUE_POLICY = """EXISTS (
+               SELECT 1 FROM runs
+               WHERE state = 'pending' AND overlap <> 'allow' AND pool = ANY({pools}::text[])
+                 AND available_at <= {now} AND ({tenant}::text IS NULL OR tenant_id = {tenant})
+           )"""
+
 # Whether the runs of {pools} (of tenant {tenant} only, when not NULL) leave the claim
 # nothing to do but take the one tenant's runs in priority order: no run with a
 # concurrency key pending (due or not: CLAIM_RUNS counts their tenant in the shares and
 # locks their key), at most one tenant with runs pending, that tenant uncapped, and no
 # run under an overlap policy due by {now}. Two probes of runs_fair a pool (its first and
 # its last tenant), one of runs_keyed, one of runs_overlap and one of tenants: the same
-# handful of index probes at any depth of queue. CLAIM_RUNS computes it too, over its own
-# snapshot, so that the next claim of the same pools knows which statement to send.
-GUARD = """
+# handful of index probes at any depth of queue. CLAIM_RUNS answers the same question
+# from its own CTEs (its ``lean`` column), so that the next claim of the same pools knows
+# which statement to send.
+GUARD = (
+    """
 tenancy AS (
     SELECT (
         SELECT tenant_id FROM runs
@@ -52,16 +62,15 @@ guard AS (
                  AND pool = ANY({pools}::text[])
                  AND ({tenant}::text IS NULL OR tenant_id = {tenant})
            )
-           AND NOT EXISTS (
-               SELECT 1 FROM runs
-               WHERE state = 'pending' AND overlap <> 'allow' AND pool = ANY({pools}::text[])
-                 AND available_at <= {now} AND ({tenant}::text IS NULL OR tenant_id = {tenant})
-           )
+           AND NOT """
+    + DUE_POLICY
+    + """
            AND NOT EXISTS (
                SELECT 1 FROM tenants WHERE id = t.lo AND max_running IS NOT NULL
            ) AS lean
     FROM (SELECT min(lo) AS lo, max(hi) AS hi FROM tenancy) AS t
 )"""
+)
 
 # The columns a claimed run is returned with: the run's, and its job's own, prefixed
 # ``job_`` (see _rows.claimed). A pipeline task's own policies stand in for its job's in

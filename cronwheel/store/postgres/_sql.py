@@ -13,7 +13,7 @@ from typing import Any
 
 from cronwheel.core.lifecycle import UNSTARTED_LOST_NOTE
 from cronwheel.core.model import MAX_NOTIFY_ERROR
-from cronwheel.store.postgres._lean import GUARD, JOB_COLUMNS
+from cronwheel.store.postgres._lean import DUE_POLICY, JOB_COLUMNS
 
 FINISHED_STATES = "('succeeded', 'dead', 'cancelled', 'skipped')"
 
@@ -564,7 +564,13 @@ JOB_IS_BUSY = """(EXISTS (
 # ``skip`` runs are skipped instead, ``replace`` heads displace the running run. They
 # take their turn with their tenant's other runs. The few rows locked and not taken are
 # free again at commit.
-_CLAIM_GUARD = GUARD.format(pools="$2", tenant="$8", now="$5")
+# ``lean``: what _lean.GUARD would answer over this snapshot, from this statement's own
+# CTEs (one probe more, not five: every probe is planned at every claim). With no key
+# waiting, ``weights`` holds the tenants with runs pending, with their caps.
+_LEAN = f"""(SELECT count(*) FROM weights) <= 1
+       AND NOT EXISTS (SELECT 1 FROM waiting_keys)
+       AND NOT EXISTS (SELECT 1 FROM weights WHERE max_running IS NOT NULL)
+       AND NOT {DUE_POLICY.format(pools="$2", tenant="$8", now="$5")}"""
 _RUN_PICK = "id, job_id, overlap, priority, available_at, tenant_id, concurrency_key"
 CLAIM_RUNS = f"""
 WITH RECURSIVE skipped AS (
@@ -579,7 +585,7 @@ WITH RECURSIVE skipped AS (
     ) AS s
     WHERE r.id = s.id
     RETURNING r.id, r.tenant_id, r.job_id, r.scheduled_for, r.attempt, r.reason
-),{_outbox("skipped", "'skipped'", "s.reason", "$5::timestamptz")}{_CLAIM_GUARD},
+),{_outbox("skipped", "'skipped'", "s.reason", "$5::timestamptz")}
 waiting AS (
     SELECT p.pool, t.tenant_id FROM unnest($2::text[]) AS p(pool)
     CROSS JOIN LATERAL (
@@ -832,7 +838,7 @@ claimed AS (
 -- nothing was claimed: the worker's metrics get it without a statement of their own.
 -- The rows come in turn order: the worker starts them in that order.
 -- ``lean``: whether the lean claim would have done (_lean.GUARD), for the next claim.
-SELECT x.*, k.overlap_skipped, (SELECT lean FROM guard) AS lean
+SELECT x.*, k.overlap_skipped, {_LEAN} AS lean
 FROM (SELECT count(*) AS overlap_skipped FROM skipped) AS k
 LEFT JOIN (
     SELECT c.*, {JOB_COLUMNS}, p.turn AS turn
