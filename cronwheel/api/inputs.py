@@ -25,6 +25,7 @@ from cronwheel.core.ids import INT64
 from cronwheel.core.jobspec import (
     MAX_PAYLOAD_BYTES,
     MIN_TIMEOUT_SECONDS,
+    CommandSpec,
     ConcurrencySpec,
     HandlerSpec,
     Integer,
@@ -131,7 +132,7 @@ class JobPatch(BaseModel):
     schedule: dict[str, Any] | None = None
     action: (
         Annotated[
-            WebhookSpec | HandlerSpec | PublishSpec | PipelineActionSpec,
+            WebhookSpec | HandlerSpec | PublishSpec | PipelineActionSpec | CommandSpec,
             Field(discriminator="type"),
         ]
         | None

@@ -151,6 +151,50 @@ def _webhook_allow(
     return value
 
 
+def _allow_command(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The allow-command patterns, each checked."""
+    from cronwheel.security.commands import pattern_problem
+
+    for pattern in value:
+        why = pattern_problem(pattern)
+        if why is not None:
+            raise click.BadParameter(f"{pattern!r}: {why}", ctx=ctx, param=param)
+    return value
+
+
+allow_command_option = click.option(
+    "--allow-command",
+    "allow_commands",
+    multiple=True,
+    callback=_allow_command,
+    metavar="PATTERN",
+    help=(
+        "Let command jobs run this executable (repeatable; none: this worker runs no"
+        " command). A name or glob without '/' (pg_dump, backup-*) matches argv[0] given"
+        " as a name, found on the worker's PATH; one with '/' (/opt/jobs/*) argv[0]"
+        " given as an absolute path; '*' anything. Tenants run what you allow (a shell"
+        " or an interpreter runs anything): docs/actions.md#command-actions."
+    ),
+)
+command_grace_option = click.option(
+    "--command-grace",
+    "command_grace_seconds",
+    type=click.FloatRange(0, 3600),
+    default=10.0,
+    show_default=True,
+    help="How long a command being stopped (timeout, cancel) has between SIGTERM and SIGKILL.",
+)
+
+
+def commands_line(patterns: tuple[str, ...]) -> str:
+    """What a worker says at start of the commands it may run."""
+    if not patterns:
+        return "command jobs: none allowed (--allow-command PATTERN allows some)"
+    return f"command jobs may run: {', '.join(patterns)}"
+
+
 webhook_allow_option = click.option(
     "--webhook-allow",
     "webhook_allow",

@@ -10,12 +10,14 @@ are there and not missed when they are not.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from cronwheel.cli.tables import text
+from cronwheel.core.text import escape_controls
 from cronwheel.schedule import next_fire, schedule_from_dict
 from cronwheel.security.redact import MASK, is_secret_header, mask_url
 
@@ -144,6 +146,33 @@ def attempt_lines(attempt: Mapping[str, Any]) -> list[str]:
             str(p) for p in (attempt.get("error_class"), attempt.get("error_message")) if p
         )
         lines.append(f"    error     {error}")
+    return lines + _output_lines(attempt.get("output"))
+
+
+OUTPUT_LINES = 10
+"""The last lines of each of a command's streams ``runs get`` prints; ``--json`` shows
+all that was kept (the last 64 KiB)."""
+
+
+def _output_lines(output: Any) -> list[str]:
+    """A command's exit, and the last lines of its stdout and stderr."""
+    if not isinstance(output, Mapping):
+        return []
+    if output.get("signal"):
+        lines = [f"    exit      killed by {output['signal']}"]
+    else:
+        lines = [f"    exit      code {output.get('exit_code')}"]
+    for stream in ("stdout", "stderr"):
+        kept = str(output.get(stream) or "").rstrip("\n").splitlines()
+        if not kept:
+            continue
+        shown = kept[-OUTPUT_LINES:]
+        more = (
+            f" (its last {len(shown)} lines; --json shows more)" if len(kept) > len(shown) else ""
+        )
+        lines.append(f"    {stream}{more}")
+        # A tenant's output: nothing in it reaches the terminal as a control sequence.
+        lines += [f"      {escape_controls(line)}" for line in shown]
     return lines
 
 
@@ -248,6 +277,18 @@ def action_words(action: Mapping[str, Any]) -> list[str]:
         lines = [f"publish to {action.get('to')} on broker {action.get('broker')}"]
         if action.get("body") is not None:
             lines.append(f"  body: {_json(action['body'])}")
+        return lines
+    if action.get("type") == "command":
+        argv = [str(a) for a in action.get("argv") or ()]
+        lines = [f"command {shlex.join(argv)}"]
+        if action.get("cwd"):
+            lines.append(f"  in {action['cwd']}")
+        env = action.get("env") or {}
+        listed = {str(n) for n in action.get("secret_env") or ()}
+        lines += [
+            f"  {name}={MASK if name in listed else _masked(name, value)}"
+            for name, value in env.items()
+        ]
         return lines
     return [_json(dict(action))]
 

@@ -13,6 +13,9 @@ import click
 
 from cronwheel.api.server import ApiService
 from cronwheel.cli._common import (
+    allow_command_option,
+    command_grace_option,
+    commands_line,
     db_option,
     run_async,
     secret,
@@ -130,6 +133,8 @@ def _recovered(rescued: MaintenanceResult, pid: int | None) -> str:
 @webhook_allow_option
 @webhook_connections_option
 @webhook_per_target_option
+@allow_command_option
+@command_grace_option
 @secrets_key_option
 @broker_option
 def dev(
@@ -147,6 +152,8 @@ def dev(
     webhook_allow: tuple[str, ...],
     webhook_connections: int,
     webhook_per_target: int,
+    allow_commands: tuple[str, ...],
+    command_grace_seconds: float,
     secrets_key: str | None,
     brokers: dict[str, str],
 ) -> None:
@@ -168,6 +175,8 @@ def dev(
         webhook_connections=webhook_connections,
         webhook_connections_per_target=webhook_per_target,
         brokers=brokers,
+        allow_commands=allow_commands,
+        command_grace_seconds=command_grace_seconds,
     )
     egress = EgressPolicy.from_env(*config.webhook_allow)
     webhook_secret()
@@ -231,6 +240,8 @@ def dev(
         output.line(f"dashboard at http://{host}:{bound}/ui/")
         if egress.allows_loopback:
             output.line("webhooks may reach this machine (loopback): fine for dev, not a cluster")
+        if allow_commands:
+            output.line(commands_line(allow_commands))
         with echo_server() as echo_url:
             if demo:
                 created = await create_demo_jobs(

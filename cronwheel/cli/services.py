@@ -14,6 +14,9 @@ import click
 
 from cronwheel.actions.handler import HandlerRegistry
 from cronwheel.cli._common import (
+    allow_command_option,
+    command_grace_option,
+    commands_line,
     db_option,
     run_async,
     secrets_key_option,
@@ -250,6 +253,8 @@ duration_option = click.option(
 @webhook_allow_option
 @webhook_connections_option
 @webhook_per_target_option
+@allow_command_option
+@command_grace_option
 @secrets_key_option
 @broker_option
 def worker(
@@ -265,10 +270,13 @@ def worker(
     webhook_allow: tuple[str, ...],
     webhook_connections: int,
     webhook_per_target: int,
+    allow_commands: tuple[str, ...],
+    command_grace_seconds: float,
     secrets_key: str | None,
     brokers: dict[str, str],
 ) -> None:
-    """Execute runs of some pools: your handlers (--app), webhook and publish jobs."""
+    """Execute runs of some pools: your handlers (--app), webhook and publish jobs, and the
+    command jobs whose executable --allow-command allows."""
     registry = registry_of(app)
     config = WorkerConfig(
         pools=pools_of(pools, registry, concurrency, webhook_connections),
@@ -279,6 +287,8 @@ def worker(
         grace_seconds=grace_seconds,
         webhook_allow=webhook_allow,
         brokers=brokers,
+        allow_commands=allow_commands,
+        command_grace_seconds=command_grace_seconds,
     )
 
     webhook_secret()
@@ -295,6 +305,7 @@ def worker(
             log.info("webhooks may reach public addresses and %s", w.egress.describe())
             if brokers:
                 log.info("publish jobs may name the brokers %s", describe_brokers(brokers))
+            log.info("%s", commands_line(config.allow_commands))
             if keys is None:
                 log.info(
                     "no secrets key (CRONWHEEL_SECRETS_KEY): a webhook with an encrypted"

@@ -6,6 +6,7 @@ or a pipe gets exactly one line per event, which ``grep`` and ``tail -f`` can fo
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 from cronwheel.console.events import Event, Kind, next_step
@@ -92,10 +93,32 @@ def describe(event: Event, *, own_worker: str | None = None) -> tuple[str, str]:
     if attempt.error_class or attempt.error_message:
         parts = [p for p in (attempt.error_class, attempt.error_message) if p]
         error = ": " + ": ".join(parts)
+    error += _last_output(attempt.output) if not error else ""
     then = _then(attempt.outcome, next_step(attempt, run), run)
     style = outcome if then not in ("dead", "cancelled") else then
     arrow = _arrow(then, run, attempt.attempt)
     return f"{head} {number} {outcome}{elsewhere}{took}{error}{arrow}", style
+
+
+SHOWN_OUTPUT = 120
+"""Characters of a command's last line of output a console line shows."""
+
+
+def _last_output(output: str | None) -> str:
+    """A command's last line of output (stdout's, else stderr's): what a succeeded
+    attempt's line says of it (a failed one's error ends with its stderr already)."""
+    if output is None:
+        return ""
+    try:
+        found = json.loads(output)
+        streams = [str(found.get(k) or "") for k in ("stdout", "stderr")]
+    except (ValueError, TypeError, AttributeError):
+        return ""
+    for stream in streams:
+        lines = stream.rstrip("\n").splitlines()
+        if lines and lines[-1].strip():
+            return f" — {escape_controls(lines[-1].strip()[:SHOWN_OUTPUT])}"
+    return ""
 
 
 def _then(outcome: AttemptOutcome, step: str | None, run: Run | None) -> str | None:

@@ -10,8 +10,10 @@ pipeline's job (a worker starts it, keyed by that run); the stores move it on.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from cronwheel.control.commands import check_commands
 from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.core.jobspec import WebhookSpec
 from cronwheel.core.model import DEFAULT_TENANT, Job, new_id
@@ -154,6 +156,15 @@ class PipelineService:
             return parsed.fingerprint()
         return parse_definition(plain).fingerprint()
 
+    async def _check_commands(self, parsed: Definition, now: datetime) -> None:
+        """InvalidInput naming ``tasks.<name>.action.argv`` for a command task that no
+        live worker of its pool would run (cronwheel.control.commands)."""
+        uses = [
+            (f"tasks.{name}.action", task.pool, task.action.model_dump())
+            for name, task in parsed.spec.tasks.items()
+        ]
+        await check_commands(self.store, now, uses)
+
     def _parse(self, definition: Mapping[str, Any]) -> Definition:
         """The validated definition, or InvalidInput naming the field (``tasks.c``,
         ``edges.2.to``, ``edges`` for a cycle, ``tasks.x.action.url`` for a webhook
@@ -179,6 +190,7 @@ class PipelineService:
         _refuse_sealed(definition)
         parsed = self._parse(definition)
         now = self.clock.now()
+        await self._check_commands(parsed, now)
         pipeline = Pipeline(
             id=new_id(),
             tenant_id=tenant_id,
@@ -233,6 +245,7 @@ class PipelineService:
         latest = await self.get(pipeline_id, tenant_id=tenant_id)
         definition, kept = _keep_masked(definition, latest.definition)
         parsed = self._parse(definition)
+        await self._check_commands(parsed, self.clock.now())
         if expected_version is None:
             expected_version = latest.latest_version
         return await self.store.update_pipeline(

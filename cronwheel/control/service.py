@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from cronwheel.control.commands import check_commands
 from cronwheel.core.brokers import target_problem
 from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.core.jobspec import JobSpec, build_jobs, check_can_follow, encode_payload, spec_of
@@ -129,6 +130,18 @@ class JobService:
                 why = self.egress.url_refusal(str(target.get("url")))
                 if why is not None:
                     raise InvalidInput(f"notify.{j}.url", why)
+
+    async def _check_commands(self, jobs: list[Job]) -> None:
+        """InvalidInput naming ``action.argv`` for a command job whose pool's live
+        workers would none run it (cronwheel.control.commands)."""
+        uses = {
+            (j.pool, str(j.action.get("argv"))): j
+            for j in jobs
+            if j.action.get("type") == "command"
+        }
+        await check_commands(
+            self.store, self.clock.now(), (("action", j.pool, j.action) for j in uses.values())
+        )
 
     async def _check_pipelines(self, jobs: list[Job]) -> None:
         """InvalidInput naming ``action.pipeline_id`` for a job that would start a
@@ -276,6 +289,7 @@ class JobService:
         :meth:`create_many`)."""
         await self._check_pipelines(jobs)
         await self._check_brokers(jobs)
+        await self._check_commands(jobs)
         jobs = self._sealed(jobs)
         if traceparent is None:
             traceparent = tracing.current_headers().get("traceparent")
@@ -335,6 +349,8 @@ class JobService:
         fresh = JobSpec.parse(spec_of(current) | changes).to_job(
             tenant_id=tenant_id, now=now, job_id=job_id, must_fire=False
         )
+        if "action" in changes or "pool" in changes:
+            await self._check_commands([fresh])
         if "action" in changes or "notify" in changes:
             self._check_urls([fresh])
             await self._check_pipelines([fresh])

@@ -8,6 +8,7 @@ the same message everywhere: :class:`~cronwheel.errors.InvalidInput` naming the 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
@@ -239,6 +241,164 @@ def _check_http_url(url: str) -> str:
     return url
 
 
+MAX_ARGV = 256
+MAX_ARGV_BYTES = 64 * 1024
+MAX_ENV = 64
+MAX_ENV_BYTES = 32 * 1024
+"""A command's arguments and environment: at most this many, this big all together."""
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+_COMMAND_NAME = re.compile(r"^[^/\x00]{1,255}$")
+
+
+def refused_env_name(name: str) -> str | None:
+    """Why a command's environment may not set ``name`` (None: it may). cronwheel sets
+    ``CRONWHEEL_*`` itself; ``PATH`` is the worker's (the operator's allow-list names
+    executables found on it); ``LD_*`` and ``DYLD_*`` would load code of the tenant's
+    choosing into an allowed executable."""
+    upper = name.upper()
+    if upper.startswith("CRONWHEEL_"):
+        return "cronwheel sets CRONWHEEL_* variables itself; use another name"
+    if upper == "PATH":
+        return "the worker's operator sets PATH (it decides which executables run)"
+    if upper.startswith(("LD_", "DYLD_")):
+        return "variables of the dynamic loader are refused (they would load other code)"
+    return None
+
+
+class CommandSpec(BaseModel):
+    """A command line a worker runs as a child process (cronwheel.actions.command): no
+    shell unless ``argv`` names one. The worker runs it only if its operator allowed the
+    executable (``cronwheel worker --allow-command PATTERN``)."""
+
+    model_config = _STRICT
+    type: Literal["command"]
+    argv: Annotated[list[str], Field(max_length=MAX_ARGV)]
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Annotated[str, Field(max_length=4096)] | None = None
+    timeout_seconds: float | None = Field(None, ge=MIN_TIMEOUT_SECONDS, le=7 * 86_400, strict=True)
+    permanent_exit_codes: Annotated[
+        list[Annotated[int, Field(strict=True)]], Field(max_length=255)
+    ] = Field(
+        default_factory=list,
+        description="Exit codes that retrying cannot fix: the run goes to the dead letter.",
+    )
+    secret_env: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_ENV,
+        description="Variables to store encrypted and show as *** besides those whose name"
+        " says they are secret (docs/actions.md#secrets).",
+    )
+
+    @field_validator("argv")
+    @classmethod
+    def _valid_argv(cls, argv: list[str]) -> list[str]:
+        if not argv:
+            raise ValueError(
+                'is empty: it names the program to run, then its arguments (["pg_dump",'
+                ' "-f", "/backups/db.sql"])'
+            )
+        for i, arg in enumerate(argv):
+            if "\x00" in arg:
+                raise ValueError(f"argument {i} holds a NUL character")
+        size = sum(len(a.encode()) for a in argv)
+        if size > MAX_ARGV_BYTES:
+            raise ValueError(f"is {size} bytes; the limit is {MAX_ARGV_BYTES} (64 KiB)")
+        program = argv[0]
+        if program.startswith("/"):
+            if posixpath.normpath(program) != program or program.endswith("/"):
+                raise ValueError(
+                    f"argv[0] {program!r} is not a plain absolute path (no '..', '.', '//'"
+                    " or trailing '/'): write the path the operator allowed"
+                )
+        elif not _COMMAND_NAME.match(program):
+            raise ValueError(
+                f"argv[0] {program!r} must be a command name found on the worker's PATH"
+                " (pg_dump) or an absolute path (/usr/bin/pg_dump), not a relative path"
+            )
+        return argv
+
+    @field_validator("env")
+    @classmethod
+    def _valid_env(cls, env: dict[str, str]) -> dict[str, str]:
+        if len(env) > MAX_ENV:
+            raise ValueError(f"has {len(env)} variables; the limit is {MAX_ENV}")
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in env.items())
+        if size > MAX_ENV_BYTES:
+            raise ValueError(f"is {size} bytes; the limit is {MAX_ENV_BYTES} (32 KiB)")
+        for name, value in env.items():
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r}: a variable name is letters, digits and '_'")
+            why = refused_env_name(name)
+            if why is not None:
+                raise ValueError(f"{name}: {why}")
+            if "\x00" in value:
+                raise ValueError(f"{name}: a value may not hold a NUL character")
+        return env
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute_cwd(cls, cwd: str | None) -> str | None:
+        if cwd is not None and (not cwd.startswith("/") or "\x00" in cwd):
+            raise ValueError("must be an absolute path on the worker's machine")
+        return cwd
+
+    @field_validator("permanent_exit_codes")
+    @classmethod
+    def _exit_codes(cls, codes: list[int]) -> list[int]:
+        for code in codes:
+            if not 1 <= code <= 255:
+                raise ValueError(f"{code!r} is not an exit code that fails (1 to 255)")
+        return codes
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_env_named(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        named = set(info.data.get("env") or {})
+        for name in names:
+            if name not in named:
+                raise ValueError(f"{name!r} is not one of the action's env variables")
+        return names
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # What the user left out is not stored: a job reads back as it was written.
+        dumped: dict[str, Any] = handler(self)
+        for key in ("env", "permanent_exit_codes", "secret_env"):
+            if not dumped.get(key):
+                dumped.pop(key, None)
+        for key in ("cwd", "timeout_seconds"):
+            if dumped.get(key) is None:
+                dumped.pop(key, None)
+        return dumped
+
+
+def with_command_timeout(data: Any) -> Any:
+    """A job's (or a task's) fields with its ``timeout_seconds`` taken from its command's
+    own when it gives none: a command given an hour is not stopped by the 300 s default."""
+    if not isinstance(data, dict) or "timeout_seconds" in data:
+        return data
+    action = data.get("action")
+    if not isinstance(action, dict) or action.get("type") != "command":
+        return data
+    own = action.get("timeout_seconds")
+    if isinstance(own, int | float) and not isinstance(own, bool):
+        return {**data, "timeout_seconds": own}
+    return data
+
+
+def check_command_timeout(action: Mapping[str, Any], timeout_seconds: float) -> None:
+    """InvalidInput if a command's own timeout is longer than its job's, which would
+    stop the run first."""
+    own = action.get("timeout_seconds") if action.get("type") == "command" else None
+    if own is not None and own > timeout_seconds:
+        raise InvalidInput(
+            "action.timeout_seconds",
+            f"is {own:g} s, longer than the job's timeout_seconds ({timeout_seconds:g} s),"
+            " which would stop the run first: give the job that timeout, or leave its"
+            " timeout_seconds out (it then takes the command's)",
+        )
+
+
 class ConcurrencySpec(BaseModel):
     """At most ``limit`` runs at once, across the cluster, of the tenant's runs whose
     ``key`` renders the same (decision 0031). ``{payload.a.b}`` in the key is replaced by
@@ -350,7 +510,8 @@ class JobSpec(BaseModel):
     name: Name
     schedule: dict[str, Any]
     action: Annotated[
-        WebhookSpec | HandlerSpec | PublishSpec | PipelineActionSpec, Field(discriminator="type")
+        WebhookSpec | HandlerSpec | PublishSpec | PipelineActionSpec | CommandSpec,
+        Field(discriminator="type"),
     ]
     pool: PoolName = DEFAULT_POOL
     payload: JSON = None
@@ -366,6 +527,11 @@ class JobSpec(BaseModel):
         default_factory=list
     )
     concurrency: ConcurrencySpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command_timeout(cls, data: Any) -> Any:
+        return with_command_timeout(data)
 
     @field_validator("schedule")
     @classmethod
@@ -402,6 +568,8 @@ class JobSpec(BaseModel):
         """A new job at version 1, its schedule pinned (delays, interval anchors) at ``now``.
         ``must_fire``: a schedule with no occurrence left is refused (see :func:`_plan`);
         a job that is only being edited, its schedule unchanged, passes False."""
+        action = self.action.model_dump()
+        check_command_timeout(action, self.timeout_seconds)
         parsed = schedule_from_dict(self.schedule)
         schedule, state, next_fire_at, last_fire_at = _plan(parsed, now, must_fire=must_fire)
         return Job(
@@ -409,7 +577,7 @@ class JobSpec(BaseModel):
             tenant_id=tenant_id,
             name=self.name,
             schedule=schedule,
-            action=self.action.model_dump(),
+            action=action,
             created_at=now,
             updated_at=now,
             pool=self.pool,
@@ -796,7 +964,7 @@ def spec_of(job: Job) -> dict[str, Any]:
     }
 
 
-_ACTION_TAGS = frozenset({"webhook", "handler", "publish"})
+_ACTION_TAGS = frozenset({"webhook", "handler", "publish", "command"})
 
 
 def field_name(loc: Sequence[int | str]) -> str:
@@ -823,4 +991,8 @@ def invalid_input(exc: ValidationError) -> InvalidInput:
         key, sep, rest = message.partition(": ")
         if sep and _HEADER_NAME.match(key):
             where, message = f"action.headers.{key}", rest
+    if where == "action.env":  # "LD_PRELOAD: variables of…" names the variable
+        key, sep, rest = message.partition(": ")
+        if sep and _ENV_NAME.match(key):
+            where, message = f"action.env.{key}", rest
     return InvalidInput(where, message)

@@ -64,6 +64,9 @@ class Outcome:
     """The status a webhook target answered, recorded with the attempt."""
     result: str | None = None
     """What a successful handler returned, as JSON text; None: nothing."""
+    output: str | None = None
+    """A command's exit and the tails of its output, as JSON text, recorded with the
+    attempt (cronwheel.actions.command); None for other actions."""
 
 
 _ATTEMPT_OUTCOME = {
@@ -173,6 +176,7 @@ def completion_for(
         available_at=available_at,
         reason=reason,
         http_status=outcome.http_status,
+        output=outcome.output,
         result=outcome.result if state is RunState.SUCCEEDED else None,
         pipeline_run_id=run.pipeline_run_id,
     )
@@ -248,6 +252,7 @@ def fallback_completion(
         available_at=None,
         reason=reason,
         http_status=outcome.http_status,
+        output=outcome.output,
     )
 
 

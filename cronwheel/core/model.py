@@ -628,6 +628,9 @@ class Attempt:
     http_status: int | None = None
     """The HTTP status a webhook target answered; None for handlers and for requests
     that got no answer (timeout, connection refused)."""
+    output: str | None = None
+    """A command's exit code and the tails of its stdout and stderr, as JSON text
+    (``{"exit_code": 0, "stdout": "...", "stderr": "..."}``); None for other actions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -817,6 +820,9 @@ class WorkerInfo:
     """The brokers the worker's operator named: name → kind (``{"events": "nats"}``),
     never their URLs. The API refuses a publish job naming a broker no live worker of
     its pool names (decision 0049)."""
+    commands: tuple[str, ...] = ()
+    """The patterns of the executables its operator allows it to run (``--allow-command``):
+    the API refuses a command job that no live worker of its pool would run."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,8 @@ class Completion:
     run's reason as it was."""
     http_status: int | None = None
     """What a webhook target answered, kept on the attempt."""
+    output: str | None = None
+    """A command's exit code and output tails (JSON text), kept on the attempt."""
     progress: float | None = None
     """A progress report the heartbeats had not carried yet (with ``progress_message``):
     stored with the completion, so a handler's last report is never lost. None: none."""

@@ -61,6 +61,7 @@ from cronwheel.store.base import Leases, Pipelines, Queue, Registry, RunControl,
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
+    from cronwheel.actions.command import CommandAction
     from cronwheel.actions.publish import PublishAction
     from cronwheel.actions.webhook import WebhookAction
     from cronwheel.security.sealing import Sealer
@@ -106,6 +107,11 @@ class WorkerConfig:
     brokers: Mapping[str, str] = field(default_factory=dict)
     """Broker name → URL (``{"events": "nats://127.0.0.1:4222"}``): where this worker's
     publish runs go (docs/actions.md#publish). The names, never the URLs, are announced."""
+    allow_commands: tuple[str, ...] = ()
+    """The executables this worker may run for command actions (patterns, see
+    :class:`cronwheel.actions.command.AllowList`); none: it runs no command."""
+    command_grace_seconds: float = 10.0
+    """How long a command being stopped has between SIGTERM and SIGKILL."""
 
     def __post_init__(self) -> None:
         for name, url in self.brokers.items():
@@ -115,6 +121,15 @@ class WorkerConfig:
                 kind_of_url(url)
             except ValueError as exc:
                 raise ValueError(f"brokers: {name}: {exc}") from None
+        if self.allow_commands:  # (a worker of handlers imports no command machinery)
+            from cronwheel.security.commands import pattern_problem
+
+            for pattern in self.allow_commands:
+                why = pattern_problem(pattern)
+                if why is not None:
+                    raise ValueError(f"allow_commands: {pattern!r}: {why}")
+        if not 0 <= self.command_grace_seconds <= 3600:
+            raise ValueError("command_grace_seconds: must be between 0 and 3600")
         try:
             EgressPolicy.parse(self.webhook_allow)
         except ValueError as exc:
@@ -221,6 +236,7 @@ class Worker:
             from cronwheel.actions.publish.base import check_installed
 
             check_installed(self.config.brokers)  # a missing library: say so at the start
+        self._commands: CommandAction | None = None
         self.rng = rng or random.Random()
         self._inflight: dict[int, _InFlight] = {}
         self._rates: dict[str, float] = {}
@@ -308,22 +324,43 @@ class Worker:
     def in_flight(self) -> int:
         return len(self._inflight)
 
+    def _opener(self) -> Sealer | None:
+        """The sealer that opens jobs' secret values (made at the first use)."""
+        from cronwheel.security.sealing import Sealer
+
+        if isinstance(self._sealer, str):
+            self._sealer = Sealer.from_text(self._sealer)
+        elif self._sealer is None:
+            self._sealer = Sealer.from_env()
+        return self._sealer
+
+    @property
+    def commands(self) -> CommandAction:
+        """The command runner, made with the first command run."""
+        if self._commands is None:
+            from cronwheel.actions.command import CommandAction
+
+            self._commands = CommandAction(
+                self.config.allow_commands,
+                sealer=self._opener(),
+                grace_seconds=self.config.command_grace_seconds,
+                worker_id=self.id,
+            )
+        return self._commands
+
     @property
     def webhooks(self) -> WebhookAction:
         """The webhook sender, made with the first webhook run: a worker of Python
         handlers never imports the HTTP stack (it starts sooner)."""
         if self._webhooks is None:
             from cronwheel.actions import webhook
-            from cronwheel.security.sealing import Sealer
 
             self._webhooks = webhook.WebhookAction(
                 self._webhook_secret,
                 metrics=self.metrics,
                 egress=self.egress,
                 connections=self.config.webhook_connections,
-                sealer=Sealer.from_text(self._sealer)
-                if isinstance(self._sealer, str)
-                else self._sealer or Sealer.from_env(),
+                sealer=self._opener(),
             )
         return self._webhooks
 
@@ -663,6 +700,7 @@ class Worker:
             in_flight=len(self._inflight),
             started_at=self._started_at or now,
             last_seen_at=now,
+            commands=self.config.allow_commands,
         )
 
     def _start(self, claimed: ClaimedRun, origin: tuple[datetime, float], ahead: bool) -> None:
@@ -822,7 +860,8 @@ class Worker:
         flight.deadline = math.inf
         if flight.timed_out:  # whatever the action made of its cancellation
             message = f"the run did not finish within its timeout of {claimed.timeout_seconds} s"
-            return Outcome(OutcomeKind.TIMED_OUT, "Timeout", message)
+            # A command's output up to its stop is kept.
+            return Outcome(OutcomeKind.TIMED_OUT, "Timeout", message, output=outcome.output)
         return outcome
 
     def _arm(self, flight: _InFlight) -> None:
@@ -865,6 +904,8 @@ class Worker:
             return await self.publisher.execute(action, ctx, claimed.timeout_seconds)
         if action.get("type") == "pipeline":
             return await self._start_pipeline(claimed)
+        if action.get("type") == "command":
+            return await self.commands.execute(action, ctx, claimed.timeout_seconds)
         name = str(action.get("name"))
         handler = self.handlers.get(name)
         if handler is None:
@@ -900,7 +941,7 @@ class Worker:
     def _stop_run(self, flight: _InFlight) -> None:
         flight.ctx.cancelled.set()
         if flight.task is not None and flight.claimed.action.get("type") in _ABORTABLE:
-            flight.task.cancel()  # aborts the HTTP request or the publish
+            flight.task.cancel()  # aborts the request or the publish; stops a command's group
 
     # -- starts ------------------------------------------------------------------------
     def _mark(self, flight: _InFlight, started: datetime) -> asyncio.Future[bool]:
@@ -1053,7 +1094,7 @@ class Worker:
         self._room.set()
 
 
-_ABORTABLE = frozenset({"webhook", "publish"})
+_ABORTABLE = frozenset({"webhook", "publish", "command"})
 """Actions whose task a cancel stops at once (no handler code of the user's to unwind)."""
 
 

@@ -78,6 +78,18 @@ class AttemptInfo(_Wire):
     error_message: str | None = None
     http_status: int | None = None
     """What a webhook target answered; None for a handler (or from an older server)."""
+    output: CommandOutputInfo | None = None
+    """What a command left (its exit, the end of its stdout and stderr); None for other
+    actions (or from an older server)."""
+
+
+class CommandOutputInfo(_Wire):
+    """How a command ended, and the last 64 KiB of each of its streams."""
+
+    exit_code: int | None = None
+    signal: str | None = None
+    stdout: str = ""
+    stderr: str = ""
 
 
 class ProgressInfo(_Wire):

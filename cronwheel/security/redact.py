@@ -48,6 +48,8 @@ _SECRET_HEADER_WORDS: Final = (
 # How an encrypted value starts (cronwheel.security.sealing.PREFIX, which imports this module).
 _SEALED: Final = "cwsealed:"
 
+HEADERS: Final = ("headers", "secret_headers")
+
 # Shorter values would mask innocent words; every real secret is longer.
 _MIN_SECRET_LENGTH: Final = 6
 
@@ -186,13 +188,15 @@ def mask_headers(headers: Mapping[str, Any], listed: Iterable[str] = ()) -> dict
 
 
 def mask_action(action: Mapping[str, Any]) -> dict[str, Any]:
-    """A job's action as it may be shown: a webhook's secret headers and URL password
-    masked. The stored action, which workers send, is unchanged."""
+    """A job's action as it may be shown: a webhook's secret headers and URL password,
+    a command's secret variables, masked. The stored action, which workers send, is unchanged."""
     shown = dict(action)
-    if isinstance(shown.get("headers"), Mapping):
-        listed = shown.get("secret_headers")
+    # A command's env follows the webhook's headers' rules (cronwheel.security.sealing).
+    values, listed_key = ("env", "secret_env") if shown.get("type") == "command" else HEADERS
+    if isinstance(shown.get(values), Mapping):
+        listed = shown.get(listed_key)
         names = [str(n) for n in listed] if isinstance(listed, list | tuple) else []
-        shown["headers"] = mask_headers(shown["headers"], names)
+        shown[values] = mask_headers(shown[values], names)
     if isinstance(shown.get("url"), str):
         shown["url"] = mask_url(shown["url"])
     return shown

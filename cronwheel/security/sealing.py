@@ -192,12 +192,23 @@ def _open_url(url: str, tenant_id: str, sealer: Sealer | None) -> str:
     return _with_password(parts, user, plain, host)
 
 
+SECRET_FIELDS: Final = {"webhook": ("headers", "secret_headers"), "command": ("env", "secret_env")}
+"""Per action type, the mapping whose values may be secret, and the list naming more of
+them: a webhook's headers, a command's environment (the same rules for both)."""
+
+
+def _fields(action: Mapping[str, Any]) -> tuple[str, str]:
+    """The action's secret-bearing mapping and its list (a webhook's by default)."""
+    return SECRET_FIELDS.get(str(action.get("type")), SECRET_FIELDS["webhook"])
+
+
 def secret_names(action: Mapping[str, Any]) -> set[str]:
-    """The (lowercased) names of the action's secret headers."""
-    headers = action.get("headers")
+    """The (lowercased) names of the action's secret headers (a command's: variables)."""
+    values, listed_key = _fields(action)
+    headers = action.get(values)
     if not isinstance(headers, Mapping):
         return set()
-    listed = {str(n).lower() for n in action.get("secret_headers") or ()}
+    listed = {str(n).lower() for n in action.get(listed_key) or ()}
     return {str(k).lower() for k in headers if is_secret_header(str(k)) or str(k).lower() in listed}
 
 
@@ -207,10 +218,11 @@ def sent_secrets(action: Mapping[str, Any], stored: Mapping[str, Any] | None = N
     headers' values (those ``stored`` kept sealed, too), its URL's password and the
     ``Basic`` credential made of it. What a worker redacts from anything it records or
     logs of the answer."""
-    headers = action.get("headers")
+    key = _fields(action)[0]
+    headers = action.get(key)
     names = secret_names(action)
-    if stored is not None and isinstance(stored.get("headers"), Mapping):
-        names |= {str(k).lower() for k, v in stored["headers"].items() if is_sealed(v)}
+    if stored is not None and isinstance(stored.get(key), Mapping):
+        names |= {str(k).lower() for k, v in stored[key].items() if is_sealed(v)}
     found: set[str] = set()
     if isinstance(headers, Mapping):
         for name, value in headers.items():
@@ -273,11 +285,10 @@ def refuse_sealed(action: Mapping[str, Any], field: str = "action") -> None:
     found = _url_password(str(action.get("url") or ""))
     if found is not None and found[2].startswith(URL_PREFIX):
         raise InvalidInput(f"{field}.url", f"a password may not start with {URL_PREFIX!r}")
-    for name, value in dict(action.get("headers") or {}).items():
+    key = _fields(action)[0]
+    for name, value in dict(action.get(key) or {}).items():
         if is_sealed(value):
-            raise InvalidInput(
-                f"{field}.headers.{name}", f"a header value may not start with {PREFIX!r}"
-            )
+            raise InvalidInput(f"{field}.{key}.{name}", f"a value may not start with {PREFIX!r}")
 
 
 def seal_action(
@@ -286,26 +297,28 @@ def seal_action(
     """The action with every secret header's value, and its URL's password, sealed
     (sealed ones kept). Without a sealer, either is refused (InvalidInput naming it):
     never stored in plain text."""
-    if action.get("type") != "webhook":
+    if action.get("type") not in SECRET_FIELDS:
         return action
     url = str(action.get("url") or "")
     sealed_url = _seal_url(url, tenant_id, sealer, field)
     if sealed_url != url:
         action = {**action, "url": sealed_url}
+    key = _fields(action)[0]
     names = secret_names(action)
-    headers = dict(action.get("headers") or {})
+    headers = dict(action.get(key) or {})
     todo = [k for k, v in headers.items() if k.lower() in names and not is_sealed(v)]
     if not todo:
         return action
     if sealer is None:
+        what = "header" if key == "headers" else "variable"
         raise InvalidInput(
-            f"{field}.headers.{todo[0]}",
-            f"is a secret header, and this server has no secrets key to store it encrypted:"
+            f"{field}.{key}.{todo[0]}",
+            f"is a secret {what}, and this server has no secrets key to store it encrypted:"
             f" the operator sets {ENV} (docs/security.md#secrets-at-rest)",
         )
     for name in todo:
         headers[name] = sealer.seal(str(headers[name]), tenant_id)
-    return {**action, "headers": headers}
+    return {**action, key: headers}
 
 
 def open_action(
@@ -318,7 +331,9 @@ def open_action(
         opened_url = _open_url(url, tenant_id, sealer)
         if opened_url != url:
             action = {**action, "url": opened_url}
-    headers = action.get("headers")
+    key = _fields(action)[0]
+    what = "header" if key == "headers" else "variable"
+    headers = action.get(key)
     if not isinstance(headers, Mapping) or not any(is_sealed(v) for v in headers.values()):
         return action
     opened = {}
@@ -328,17 +343,17 @@ def open_action(
             continue
         if sealer is None:
             raise SecretsKeyMissing(
-                f"the header {name} is encrypted and this worker has no secrets key:"
+                f"the {what} {name} is encrypted and this worker has no secrets key:"
                 f" start it with {ENV} (the key the API sealed it with)"
             )
         try:
             opened[name] = sealer.open(value, tenant_id)
         except SecretUnreadable as exc:
             raise SecretUnreadable(
-                f"the header {name} cannot be decrypted ({exc}): give this worker's {ENV}"
+                f"the {what} {name} cannot be decrypted ({exc}): give this worker's {ENV}"
                 " the key the API sealed it with"
             ) from None
-    return {**action, "headers": opened}
+    return {**action, key: opened}
 
 
 def keep_masked(
@@ -356,8 +371,9 @@ def keep_masked(
     current_url = str(current.get("url") or "")
     if new.get("url") == mask_url(current_url) and new.get("url") != current_url:
         new = {**new, "url": current_url}
-    headers = new.get("headers")
-    old = current.get("headers")
+    key = _fields(new)[0]
+    headers = new.get(key)
+    old = current.get(key)
     if not isinstance(headers, Mapping) or not isinstance(old, Mapping):
         return new
     by_name = {str(k).lower(): v for k, v in old.items()}
@@ -365,17 +381,21 @@ def keep_masked(
     if carried and not same_destination(new, current):
         others = f" (so must {', '.join(carried[1:])})" if carried[1:] else ""
         raise InvalidInput(
-            f"{field}.headers.{carried[0]}",
+            f"{field}.{key}.{carried[0]}",
             f"was sent as {MASK}, its stored value, but the destination changes"
             f" ({_destination(current)} → {_destination(new)}): a stored secret is not"
             f" sent to a new destination: send its value again{others}",
         )
     kept = {k: by_name[k.lower()] if k in carried else v for k, v in headers.items()}
-    return {**new, "headers": kept}
+    return {**new, key: kept}
 
 
 def _destination(action: Mapping[str, Any]) -> str:
-    """Where an action sends its request: its type, and a webhook's URL's origin."""
+    """Where an action sends its request: its type, and a webhook's URL's origin; a
+    command's whole command line and directory (a secret variable kept for ``pg_dump``
+    is not handed to ``printenv``)."""
+    if action.get("type") == "command":
+        return f"command {json.dumps(action.get('argv'))} in {action.get('cwd') or '/'}"
     if action.get("type") != "webhook":
         return str(action.get("type"))
     return mask_url(origin_of(str(action.get("url") or "")))  # a URL that does not parse
@@ -393,10 +413,11 @@ def reseal_action(
 ) -> Mapping[str, Any] | None:
     """The action with every sealed value sealed again with the first key, and plain
     secrets (stored before sealing existed) sealed; None if nothing changes."""
-    if action.get("type") != "webhook":
+    if action.get("type") not in SECRET_FIELDS:
         return None
+    key = _fields(action)[0]
     names = secret_names(action)
-    headers = dict(action.get("headers") or {})
+    headers = dict(action.get(key) or {})
     changed = False
     url = str(action.get("url") or "")
     found = _url_password(url)
@@ -417,7 +438,10 @@ def reseal_action(
         elif name.lower() in names:
             headers[name] = sealer.seal(str(value), tenant_id)
             changed = True
-    return {**action, "url": url, "headers": headers} if changed else None
+    if not changed:
+        return None
+    resealed = {**action, key: headers}
+    return {**resealed, "url": url} if "url" in action else resealed
 
 
 def dev_sealer(db_path: str, configured: Sealer | None) -> tuple[Sealer, str]:

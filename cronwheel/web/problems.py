@@ -117,7 +117,7 @@ def invalid(field: str, reason: str) -> ApiProblem:
 
 
 # -- field names -----------------------------------------------------------------------
-_UNION_TAGS = frozenset({"webhook", "handler", "publish"})
+_UNION_TAGS = frozenset({"webhook", "handler", "publish", "command"})
 _SCHEDULE_KEY = re.compile(r"^([a-z_]+): (.+)$", re.DOTALL)
 _HEADER_KEY = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+): (.+)$", re.DOTALL)
 
@@ -142,7 +142,8 @@ def refine(field: str, reason: str) -> tuple[str, str]:
         found = _SCHEDULE_KEY.match(reason)
         if found and found.group(1) != "schedule":
             return f"{field}.{found.group(1)}", found.group(2)
-    if field.endswith("action.headers"):  # "X-Token: given twice" → action.headers.X-Token
+    # "X-Token: given twice" → action.headers.X-Token; a command's env alike.
+    if field.endswith(("action.headers", "action.env")):
         found = _HEADER_KEY.match(reason)
         if found:
             return f"{field}.{found.group(1)}", found.group(2)

@@ -3,6 +3,7 @@ engine's dataclasses. Times are ISO 8601 with ``+00:00`` (pydantic would write `
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -276,10 +277,38 @@ class AttemptOut(_Out):
         description="The HTTP status the webhook target answered; null for a handler, or"
         " for a request that got no answer (timeout, connection refused).",
     )
+    output: CommandOutputOut | None = Field(
+        None,
+        description="What a command left: its exit and the last 64 KiB of its stdout and"
+        " stderr, secrets redacted; null for other actions.",
+    )
 
     @classmethod
     def of(cls, attempt: Attempt) -> AttemptOut:
-        return cls(**fields(attempt, cls))
+        return cls(**fields(attempt, cls, "output"), output=CommandOutputOut.parse(attempt.output))
+
+
+class CommandOutputOut(_Out):
+    """How a command ended, and the end of what it wrote (docs/actions.md)."""
+
+    exit_code: int | None = Field(description="Null when a signal ended it.")
+    signal: str | None = Field(None, description="The signal that ended it (SIGKILL…).")
+    stdout: str = ""
+    stderr: str = ""
+
+    @classmethod
+    def parse(cls, text: str | None) -> CommandOutputOut | None:
+        if text is None:
+            return None
+        try:
+            found = json.loads(text)
+            return cls(
+                **{k: found.get(k) for k in ("exit_code", "signal")},
+                stdout=str(found.get("stdout") or ""),
+                stderr=str(found.get("stderr") or ""),
+            )
+        except (ValueError, TypeError, AttributeError):
+            return None
 
 
 class RunDetailOut(RunOut):

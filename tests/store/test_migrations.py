@@ -272,6 +272,7 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     # Today's code writes the columns that later steps add: lent for the writes below.
     await _ddl(store, "ALTER TABLE jobs ADD COLUMN traceparent TEXT")
     await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")
+    await _ddl(store, "ALTER TABLE attempts ADD COLUMN output TEXT")  # step 23's
     await _lend_run_report_columns(store)
     await _lend_notifications(store)
     await _lend_step(store, 13)  # the pipeline task columns, read with every run
@@ -298,8 +299,10 @@ async def test_step_5_keeps_attempts_and_allows_permanent_ones(fresh: StoreFacto
     assert await store.complete_runs([failed]) == [first.id]
     await _ddl(store, "ALTER TABLE jobs DROP COLUMN traceparent")
     await _ddl(store, "ALTER TABLE attempts DROP COLUMN http_status")
+    await _ddl(store, "ALTER TABLE attempts DROP COLUMN output")
     assert await store.migrate(target=5) == [5]
     await _ddl(store, "ALTER TABLE attempts ADD COLUMN http_status INTEGER")  # lent again
+    await _ddl(store, "ALTER TABLE attempts ADD COLUMN output TEXT")
     await _lend_history_views(store)
     [kept] = await store.list_attempts("default", first.id)
     assert (kept.outcome, kept.error_message) == (AttemptOutcome.FAILED, "before the upgrade")

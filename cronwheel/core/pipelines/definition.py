@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cronwheel.core.jobspec import (
+    CommandSpec,
     ConcurrencySpec,
     HandlerSpec,
     Integer,
@@ -34,6 +35,7 @@ from cronwheel.core.jobspec import (
     WebhookSpec,
     _check_http_url,
     invalid_input,
+    with_command_timeout,
 )
 from cronwheel.core.model import DEFAULT_POOL, MAX_NOTIFY_TARGETS
 from cronwheel.errors import InvalidInput
@@ -76,7 +78,7 @@ class TaskSpec(BaseModel):
     """One task: an action with a job's policies."""
 
     model_config = _STRICT
-    action: Annotated[WebhookSpec | HandlerSpec, Field(discriminator="type")]
+    action: Annotated[WebhookSpec | HandlerSpec | CommandSpec, Field(discriminator="type")]
     pool: PoolName = DEFAULT_POOL
     priority: Literal["critical", "high", "normal", "low"] = "normal"
     retry: RetrySpec = Field(default_factory=RetrySpec)  # type: ignore[arg-type]
@@ -85,6 +87,12 @@ class TaskSpec(BaseModel):
     concurrency: ConcurrencySpec | None = None
     """A concurrency key and limit for the task's runs (decision 0031), rendered from a
     fanned-out instance's item, else from the pipeline job's payload."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command_timeout(cls, data: Any) -> Any:
+        # A command task's own timeout_seconds is the task's when it gives none.
+        return with_command_timeout(data)
 
 
 class EdgeSpec(BaseModel):

@@ -37,10 +37,11 @@ next pass instead of queueing every other read of history behind it."""
 _STAMP = "%Y%m%dt%H%M%S"
 _NAME = re.compile(r"^(?:run|attempt)_history_p(\d{8}t\d{6})_(\d{8}t\d{6})$")
 
-# The columns of attempts, in order: attempt_history has them, then run_finished_at.
+# The columns of attempts, in order: attempt_history has them, with run_finished_at
+# before the columns added after step 20 (output): it is written by name.
 _ATTEMPT_COLUMNS = (
     "id, tenant_id, run_id, job_id, attempt, worker_id, fence, started_at, finished_at,"
-    " lag_seconds, outcome, error_class, error_message, http_status"
+    " lag_seconds, outcome, error_class, error_message, http_status, output"
 )
 
 _PARTITIONS = """
@@ -84,7 +85,8 @@ runs_in AS (
     INSERT INTO run_history SELECT * FROM moved
 ),
 attempts_in AS (
-    INSERT INTO attempt_history SELECT * FROM moved_attempts
+    INSERT INTO attempt_history ({_ATTEMPT_COLUMNS}, run_finished_at)
+    SELECT {_ATTEMPT_COLUMNS}, run_finished_at FROM moved_attempts
 )
 SELECT count(*) FROM moved"""
 

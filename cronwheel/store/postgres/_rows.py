@@ -217,7 +217,7 @@ def target_columns(runs: Sequence[NewRun], advances: Sequence[JobAdvance]) -> li
 
 
 def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
-    """The 17 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
+    """The 18 arrays of ``COMPLETE_RUNS``, by ascending run id: the order rows are locked."""
     rows = [
         (
             c.run_id,
@@ -237,10 +237,11 @@ def completion_columns(completions: Sequence[Completion]) -> list[list[Any]]:
             c.progress_message,
             c.checkpoint,
             c.result,
+            c.output,
         )
         for c in sorted(completions, key=lambda c: c.run_id)
     ]
-    return _columns(rows, 17)
+    return _columns(rows, 18)
 
 
 def job(row: Record) -> Job:
@@ -381,6 +382,7 @@ def attempt(row: Record) -> Attempt:
         error_class=row["error_class"],
         error_message=row["error_message"],
         http_status=row["http_status"],
+        output=row["output"],
     )
 
 
@@ -433,7 +435,8 @@ def response(row: Record) -> StoredResponse:
 
 
 def worker_params(worker: WorkerInfo) -> tuple[Any, ...]:
-    """``REGISTER_WORKER``'s $1-$9; pools as a list, the JSON array jsonb keeps."""
+    """``REGISTER_WORKER``'s $1-$10; pools and commands as lists, brokers as a mapping:
+    the JSON jsonb keeps."""
     return (
         worker.id,
         worker.tenant_id,
@@ -444,6 +447,7 @@ def worker_params(worker: WorkerInfo) -> tuple[Any, ...]:
         worker.started_at,
         worker.last_seen_at,
         dict(worker.brokers),
+        list(worker.commands),
     )
 
 
@@ -458,4 +462,5 @@ def worker(row: Record) -> WorkerInfo:
         started_at=row["started_at"],
         last_seen_at=row["last_seen_at"],
         brokers=dict(row["brokers"]),
+        commands=tuple(row["commands"]),
     )

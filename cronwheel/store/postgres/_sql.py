@@ -132,16 +132,18 @@ DELETE_RESPONSES = "DELETE FROM idempotency_keys WHERE created_at < $1"
 # -- worker registry -------------------------------------------------------------------
 
 # Params: $1 id, $2 tenant, $3 host, $4 pools (a JSON list), $5 capacity, $6 in flight,
-# $7 started_at, $8 last_seen_at. started_at is left out of the update: a heartbeat
-# refreshes the record, and the first registration is when the worker started.
+# $7 started_at, $8 last_seen_at, $9 brokers (a JSON object), $10 commands (a JSON list).
+# started_at is left out of the update: a heartbeat refreshes the record, and the first
+# registration is when the worker started.
 REGISTER_WORKER = """
 INSERT INTO workers (id, tenant_id, host, pools, capacity, in_flight, started_at, last_seen_at,
-    brokers)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    brokers, commands)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (id) DO UPDATE
 SET tenant_id = excluded.tenant_id, host = excluded.host, pools = excluded.pools,
     capacity = excluded.capacity, in_flight = excluded.in_flight,
-    last_seen_at = excluded.last_seen_at, brokers = excluded.brokers"""
+    last_seen_at = excluded.last_seen_at, brokers = excluded.brokers,
+    commands = excluded.commands"""
 
 LIST_WORKERS = "SELECT * FROM workers WHERE tenant_id = $1 AND last_seen_at >= $2 ORDER BY id"
 
@@ -923,10 +925,11 @@ WITH done AS (
     SELECT d.* FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
                            $6::timestamptz[], $7::timestamptz[], $8::float8[], $9::text[],
                            $10::text[], $11::timestamptz[], $12::text[], $13::int[],
-                           $14::float8[], $15::text[], $16::text[], $17::text[])
+                           $14::float8[], $15::text[], $16::text[], $17::text[],
+                           $18::text[])
         AS d(run_id, fence, worker_id, state, outcome, started_at, finished_at, lag_seconds,
              error_class, error_message, available_at, reason, http_status, progress,
-             message, checkpoint, result)
+             message, checkpoint, result, output)
     CROSS JOIN LATERAL (
         SELECT fence, state FROM runs WHERE id = d.run_id OFFSET 0 FOR NO KEY UPDATE
     ) AS r
@@ -947,14 +950,14 @@ accepted AS (
     WHERE r.id = d.run_id
     RETURNING r.id, r.tenant_id, r.job_id, r.attempt, r.pool, r.state, d.worker_id, d.fence,
               d.started_at, d.finished_at, d.lag_seconds, d.outcome, d.error_class,
-              d.error_message, d.http_status, r.scheduled_for
+              d.error_message, d.http_status, d.output, r.scheduled_for
 ),{_outbox("accepted", _OUTCOME_EVENT, "s.error_message", "s.finished_at")}
 recorded AS (
     INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence, started_at,
                           finished_at, lag_seconds, outcome, error_class, error_message,
-                          http_status)
+                          http_status, output)
     SELECT tenant_id, id, job_id, attempt, worker_id, fence, started_at, finished_at,
-           lag_seconds, outcome, error_class, error_message, http_status
+           lag_seconds, outcome, error_class, error_message, http_status, output
     FROM accepted
 ),{_WAKE_POOLS.format(source="accepted")}
 SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) AS woken"""

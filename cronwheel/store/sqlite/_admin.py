@@ -228,11 +228,11 @@ def register_worker(c: sqlite3.Connection, worker: WorkerInfo) -> None:
     # first registration is when the worker started.
     c.execute(
         "INSERT INTO workers (id, tenant_id, host, pools, capacity, in_flight, started_at,"
-        " last_seen_at, brokers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " last_seen_at, brokers, commands) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (id) DO UPDATE SET tenant_id = excluded.tenant_id,"
         " host = excluded.host, pools = excluded.pools, capacity = excluded.capacity,"
         " in_flight = excluded.in_flight, last_seen_at = excluded.last_seen_at,"
-        " brokers = excluded.brokers",
+        " brokers = excluded.brokers, commands = excluded.commands",
         (
             worker.id,
             worker.tenant_id,
@@ -243,6 +243,7 @@ def register_worker(c: sqlite3.Connection, worker: WorkerInfo) -> None:
             rows.us(worker.started_at),
             rows.us(worker.last_seen_at),
             rows.dumps(dict(worker.brokers)),
+            rows.dumps(list(worker.commands)),
         ),
     )
 

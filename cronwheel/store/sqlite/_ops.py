@@ -453,6 +453,7 @@ def complete_many(
                 d.error_class,
                 d.error_message,
                 d.http_status,
+                d.output,
             )
         )
     c.executemany(INSERT_ATTEMPT_WITH_STATUS, attempts)
@@ -467,8 +468,8 @@ INSERT_ATTEMPT = (
 )
 INSERT_ATTEMPT_WITH_STATUS = (
     "INSERT INTO attempts (tenant_id, run_id, job_id, attempt, worker_id, fence,"
-    " started_at, finished_at, lag_seconds, outcome, error_class, error_message, http_status)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " started_at, finished_at, lag_seconds, outcome, error_class, error_message, http_status,"
+    " output) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 

@@ -235,6 +235,7 @@ def attempt(row: sqlite3.Row) -> Attempt:
         error_class=row["error_class"],
         error_message=row["error_message"],
         http_status=row["http_status"],
+        output=row["output"],
     )
 
 
@@ -310,4 +311,5 @@ def worker(row: sqlite3.Row) -> WorkerInfo:
         started_at=dt(row["started_at"]),
         last_seen_at=dt(row["last_seen_at"]),
         brokers=json.loads(row["brokers"]),
+        commands=tuple(json.loads(row["commands"])),
     )

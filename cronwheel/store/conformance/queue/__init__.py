@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cronwheel.store.conformance.queue.attempt_budget import AttemptBudgetContract
 from cronwheel.store.conformance.queue.attempt_http_status import AttemptHttpStatusContract
+from cronwheel.store.conformance.queue.attempt_output import AttemptOutputContract
 from cronwheel.store.conformance.queue.claimed_ahead import ClaimedAheadContract
 from cronwheel.store.conformance.queue.claims import ClaimsContract
 from cronwheel.store.conformance.queue.concurrency_keys import ConcurrencyKeysContract
@@ -21,6 +22,7 @@ from cronwheel.store.conformance.queue.transitions import TransitionsContract
 class QueueSuite(
     AttemptBudgetContract,
     AttemptHttpStatusContract,
+    AttemptOutputContract,
     ClaimedAheadContract,
     ClaimsContract,
     ConcurrencyKeysContract,
@@ -40,6 +42,7 @@ class QueueSuite(
 __all__ = [
     "AttemptBudgetContract",
     "AttemptHttpStatusContract",
+    "AttemptOutputContract",
     "ClaimedAheadContract",
     "ClaimsContract",
     "ConcurrencyKeysContract",

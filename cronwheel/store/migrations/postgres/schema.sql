@@ -184,7 +184,8 @@ CREATE TABLE workers (
     in_flight     integer NOT NULL DEFAULT 0,
     started_at    timestamptz NOT NULL,
     last_seen_at  timestamptz NOT NULL,
-    brokers       jsonb NOT NULL DEFAULT '{}'
+    brokers       jsonb NOT NULL DEFAULT '{}',
+    commands      jsonb NOT NULL DEFAULT '[]'  -- the executables it may run (0023)
 );
 
 CREATE INDEX workers_last_seen ON workers (last_seen_at);
@@ -419,13 +420,17 @@ CREATE VIEW all_runs AS
     SELECT * FROM runs
     UNION ALL
     SELECT * FROM run_history;
+-- A command's exit and output tails (0023), added after history's run_finished_at as
+-- the step added them: history is written and read by column name.
+ALTER TABLE attempts ADD COLUMN output text;
+ALTER TABLE attempt_history ADD COLUMN output text;
 CREATE VIEW all_attempts AS
     SELECT id, tenant_id, run_id, job_id, attempt, worker_id, fence, started_at, finished_at,
-           lag_seconds, outcome, error_class, error_message, http_status
+           lag_seconds, outcome, error_class, error_message, http_status, output
     FROM attempts
     UNION ALL
     SELECT id, tenant_id, run_id, job_id, attempt, worker_id, fence, started_at, finished_at,
-           lag_seconds, outcome, error_class, error_message, http_status
+           lag_seconds, outcome, error_class, error_message, http_status, output
     FROM attempt_history;
 
 -- runs now holds minutes of work, and every run leaves it by a delete: vacuum it after

@@ -143,7 +143,8 @@ CREATE TABLE attempts (
     outcome        TEXT NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'permanent', 'timed_out', 'cancelled', 'lost')),
     error_class    TEXT,
     error_message  TEXT,
-    http_status    INTEGER  -- what a webhook target answered (0008)
+    http_status    INTEGER, -- what a webhook target answered (0008)
+    output         TEXT     -- a command's exit and output tails, JSON (0023)
 );
 
 CREATE INDEX attempts_run ON attempts (run_id, attempt);
@@ -182,7 +183,8 @@ CREATE TABLE workers (
     in_flight     INTEGER NOT NULL DEFAULT 0,
     started_at    INTEGER NOT NULL,
     last_seen_at  INTEGER NOT NULL,
-    brokers       TEXT NOT NULL DEFAULT '{}'
+    brokers       TEXT NOT NULL DEFAULT '{}',
+    commands      TEXT NOT NULL DEFAULT '[]' -- the executables it may run (0023)
 );
 
 CREATE INDEX workers_last_seen ON workers (last_seen_at);
