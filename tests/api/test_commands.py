@@ -30,7 +30,9 @@ def command(*argv: str, **extra: Any) -> dict[str, Any]:
 async def live_worker(store: Store, pools: tuple[str, ...], commands: tuple[str, ...]) -> None:
     now = datetime.now(UTC)
     await store.register_worker(
-        WorkerInfo(f"w-{pools}-{commands}", SHARED_WORKERS, "h", pools, 4, 0, now, now, commands)
+        WorkerInfo(
+            f"w-{pools}-{commands}", SHARED_WORKERS, "h", pools, 4, 0, now, now, commands=commands
+        )
     )
 
 
