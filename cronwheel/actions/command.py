@@ -77,7 +77,8 @@ def stdin_body(ctx: RunContext) -> bytes:
 
 def command_env(action: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:
     """A command's environment: a few of the worker's variables (:data:`INHERITED_ENV`),
-    the action's own, then the run's identity as ``CRONWHEEL_*`` (which no job sets)."""
+    the action's own, then the run's identity as ``CRONWHEEL_*`` (which no job sets), and
+    ``TRACEPARENT`` (``TRACESTATE``) while tracing is on."""
     env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
     env.setdefault("PATH", os.defpath)
     env |= {str(k): str(v) for k, v in dict(action.get("env") or {}).items()}
@@ -93,6 +94,9 @@ def command_env(action: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:
     }
     if ctx.pipeline_run_id is not None:
         env |= {"CRONWHEEL_PIPELINE_RUN_ID": ctx.pipeline_run_id, "CRONWHEEL_TASK": str(ctx.task)}
+    # The attempt's span, in the environment carrier OpenTelemetry's SDKs read: the
+    # command's own trace continues it.
+    env |= {name.upper(): value for name, value in (ctx.trace or {}).items()}
     return env
 
 

@@ -183,6 +183,8 @@ async def attempt(
         if kind == "webhook"
         else f"publish {claimed.action.get('broker')}"
         if kind == "publish"
+        else f"command {(claimed.action.get('argv') or ['?'])[0]}"
+        if kind == "command"
         else str(claimed.action.get("name"))
     )
     attributes: dict[str, Any] = {
@@ -195,7 +197,7 @@ async def attempt(
         "cronwheel.fence": run.fence,
         "cronwheel.scheduled_for": run.scheduled_for.isoformat(),
         "cronwheel.start_lag_seconds": (started - run.available_at).total_seconds(),
-        "cronwheel.action": kind if kind in ("webhook", "publish") else "handler",
+        "cronwheel.action": kind if kind in ("webhook", "publish", "command") else "handler",
         "cronwheel.engine.worker.id": worker_id,
     }
     with found.start_as_current_span(

@@ -6,6 +6,7 @@ Spans are read from the SDK's in-memory exporter."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -188,6 +189,21 @@ async def test_a_webhook_carries_the_attempt_span_and_a_failure_is_an_error(
     assert attempt.attributes["error.type"] == "HTTP500"
     assert attempt.status.status_code is StatusCode.ERROR
     assert "HTTP500" in (attempt.status.description or "")
+
+
+async def test_a_command_gets_the_attempt_span_in_its_environment(
+    store: Store, spans: InMemorySpanExporter
+) -> None:
+    action = {"type": "command", "argv": ["/bin/sh", "-c", 'echo "$TRACEPARENT"']}
+    job_id = await create(store, action, None)
+    config = WorkerConfig(pools={"default": 2}, allow_commands=("/bin/sh",))
+    await execute(store, Worker(store, config), job_id)
+    attempt = only(list(spans.get_finished_spans()), "cronwheel.attempt")
+    assert attempt.name == "cronwheel.attempt command /bin/sh"
+    assert (attempt.attributes or {})["cronwheel.action"] == "command"
+    [run] = await store.list_runs("default", job_id=job_id)
+    [done] = await store.list_attempts("default", run.id)
+    assert json.loads(done.output or "{}")["stdout"] == traceparent_of(attempt) + "\n"
 
 
 async def test_workers_that_trace_link_to_the_caller_when_the_api_does_not(
