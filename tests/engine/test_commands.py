@@ -229,3 +229,34 @@ async def test_secret_env_is_sealed_at_rest_shown_masked_and_redacted_from_outpu
     [attempt] = await store.list_attempts("default", run.id)
     assert _output(attempt)["stdout"] == "token=*** plain=eu\n"
     assert token not in (attempt.output or "")
+
+
+async def test_a_pipeline_task_runs_a_command_with_its_inputs_on_stdin(store: Store) -> None:
+    from cronwheel.control.pipelines import PipelineService
+
+    service = PipelineService(store)
+    worker = Worker(store, CONFIG)
+    worker.handler("count")(lambda ctx: 7)
+    script = 'echo "task $CRONWHEEL_TASK of $CRONWHEEL_PIPELINE_RUN_ID"; cat'
+    definition = {
+        "tasks": {
+            "count": {"action": {"type": "handler", "name": "count"}},
+            "report": {"action": sh(script)},
+        },
+        "edges": [{"from": "count", "to": "report"}],
+    }
+    pipeline = await service.create("with-a-command", definition)
+    started = await service.start(pipeline.id)
+
+    async def finished() -> Any:
+        found = await service.get_run(started.id)
+        return found if found.state != "running" else None
+
+    async with running(worker):
+        done = await eventually(finished)
+    assert done.state == "succeeded"
+    [report] = [t for t in done.tasks if t.task == "report"]
+    [attempt] = await store.list_attempts("default", report.run_id or 0)
+    first, envelope = _output(attempt)["stdout"].split("\n", 1)
+    assert first == f"task report of {started.id}"
+    assert json.loads(envelope)["inputs"] == {"count": 7}
