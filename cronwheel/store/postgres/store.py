@@ -82,6 +82,7 @@ from cronwheel.store.base import (
     PoolStatus,
     Release,
     ReleaseResult,
+    Replication,
     RescueResult,
     RunReport,
     Start,
@@ -219,11 +220,17 @@ class PostgresStore(Store):
     capabilities = Capabilities(cross_process_wakeups=True, skip_locked=True)
 
     def __init__(
-        self, pool: asyncpg.Pool[asyncpg.Record], dsn: str, attrs: str = "read-write"
+        self,
+        pool: asyncpg.Pool[asyncpg.Record],
+        dsn: str,
+        attrs: str = "read-write",
+        *,
+        read_only: bool = False,
     ) -> None:
         self._pool = pool
         self._dsn = dsn
         self._attrs = attrs
+        self._read_only = read_only
         # Per (pools, tenant) claimed: whether the last full claim found the lean one would
         # do. A hint only (the lean statement checks for itself): a wrong one costs a
         # statement that claims nothing, or a full claim where a lean one would do.
@@ -260,7 +267,7 @@ class PostgresStore(Store):
         except CONNECT_ERRORS as exc:
             # Not chained: asyncpg's exception may carry the DSN, password included.
             raise connect_error(exc, dsn) from None
-        return cls(pool, dsn, attrs)
+        return cls(pool, dsn, attrs, read_only=read_only)
 
     async def _connect_listener(self) -> asyncpg.Connection[asyncpg.Record]:
         try:
@@ -285,7 +292,7 @@ class PostgresStore(Store):
                 try:
                     yield conn
                 except asyncpg.ReadOnlySQLTransactionError as exc:
-                    if self._attrs in pgurl.READABLE:
+                    if self._read_only:
                         raise  # a replica's store: a write that reached it fails, as said
                     # A standby where the primary was (target_session_attrs=any, or a
                     # server demoted under an open connection): leave it, never write
@@ -1435,6 +1442,10 @@ class PostgresStore(Store):
         row = await self._fetchrow(sql.KEY_RUNNING, tenant_id, key)
         assert row is not None  # an aggregate always returns its row
         return int(row[0]), row[1]
+
+    async def replication(self) -> Replication:
+        row = await self._one(_status.REPLICATION)
+        return Replication.of(row["names"], row["commit"], list(row["states"] or ()))
 
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime
