@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -104,6 +105,16 @@ class Instance:
         of the server (what was committed is in the WAL; what was not is gone)."""
         _as_postgres(BIN / "pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
 
+    def crash(self) -> None:
+        """SIGKILL the postmaster and every process of the server at once, as when its
+        machine dies: nothing more is sent to a standby, whatever it was doing."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = _children(postmaster)
+        for pid in [postmaster, *children]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        (self.data / "postmaster.pid").unlink(missing_ok=True)
+
     def promote(self) -> None:
         """End recovery: a standby becomes a primary, and takes writes."""
         _as_postgres(BIN / "pg_ctl", "-D", self.data, "-w", "-t", START_TIMEOUT, "promote")
@@ -120,6 +131,14 @@ class Instance:
             return self.log.read_text(errors="replace")
         except OSError:
             return ""
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(p) for p in (task / "children").read_text().split()]
+    return found
 
 
 @dataclass
@@ -202,3 +221,15 @@ async def wait_streaming(pair: Pair, timeout: float = START_TIMEOUT) -> str:
             return want
         await asyncio.sleep(0.2)  # the standby connects on its own: poll until it has
     raise TimeoutError(f"the standby is not streaming ({found}):\n{pair.standby.output()}")
+
+
+async def walsender_pid(pair: Pair) -> int:
+    """The primary's process streaming to the standby."""
+    conn = await asyncpg.connect(pair.primary.dsn(), timeout=10)
+    try:
+        pid: int = await conn.fetchval(
+            "SELECT pid FROM pg_stat_replication WHERE application_name = $1", STANDBY_NAME
+        )
+    finally:
+        await conn.close()
+    return pid

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -137,8 +139,10 @@ class Report:
         )
 
 
-async def failover(pair: pgha.Pair, cluster: Cluster) -> Report:
-    """The scenario of the module's docstring; what it found, to assert or to print."""
+async def failover(pair: pgha.Pair, cluster: Cluster, *, lag: float = 0.0) -> Report:
+    """The scenario of the module's docstring; what it found, to assert or to print.
+    ``lag``: seconds the standby is held behind (the primary's WAL sender frozen) just
+    before the primary dies, and then every process of the primary is SIGKILLed."""
     report = Report()
     port = free_port()
     allow = ["--webhook-allow", LOOPBACK]
@@ -206,9 +210,18 @@ async def failover(pair: pgha.Pair, cluster: Cluster) -> Report:
             creating = asyncio.ensure_future(_create_immediate(client, hook, acked))
             try:
                 await asyncio.sleep((first - await store.now()).total_seconds() + KILL_AFTER)
+                if lag:
+                    # The standby falls behind: the primary's sender stops sending (a
+                    # slow link, a standby busy replaying), its commits go on, or wait.
+                    sender = await pgha.walsender_pid(pair)
+                    os.kill(sender, signal.SIGSTOP)
+                    await asyncio.sleep(lag)
                 before = {r.id: r for r in await all_runs(store)}
                 died_at = time.time()
-                pair.primary.kill()
+                if lag:
+                    pair.primary.crash()  # the frozen sender must send nothing more
+                else:
+                    pair.primary.kill()
                 pair.standby.promote()
                 promoted_at = time.time()
                 report.promote_seconds = promoted_at - died_at
