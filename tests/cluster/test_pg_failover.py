@@ -5,7 +5,7 @@ A primary and its synchronous standby run on this machine (tests/cluster/pgha.py
 API, two schedulers and two workers run on the multi-host URL
 ``postgresql://…@primary,standby/db?target_session_attrs=read-write`` with every-second
 cron jobs and delayed webhook jobs firing, and a client creating an immediate webhook job
-every few tenths of a second through the API. The primary is stopped hard (immediate
+every tenth of a second through the API. The primary is stopped hard (immediate
 shutdown) and the standby promoted. Read back from the new primary, the receiver and the
 handlers' records:
 
@@ -16,12 +16,14 @@ handlers' records:
 - no due occurrence is missed: each second of each cron job's window has its run, fired
   or recorded skipped; every delayed and immediate job was delivered;
 - duplicates only with a newer fence (test_overload's checks);
-- every process lives on, and works on the new primary, without a restart.
+- every process lives on, and works on the new primary, without a restart; the API
+  answers 503 while no primary answers, never a 500.
 
 It prints the promotion time and the failover time: from the primary's death to the
-first run started on the new primary (the delivery of the first immediate job the API
-accepted after the death: created, claimed and started there). bench/failover.py runs the
-same with asynchronous replication, to show what that window costs.
+first run started on the new primary (the delivery of the first immediate job whose
+creation was asked once the primary was dead: created, claimed and started there).
+bench/failover.py runs the same with asynchronous replication, to show what that window
+costs.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ WINDOW_SECONDS = 16
 """The cron jobs' window; the delayed jobs fall due within it too."""
 KILL_AFTER = 6
 """Seconds into the window the primary dies."""
-CREATE_EVERY = 0.25
+CREATE_EVERY = 0.1
 """How often the client creates an immediate webhook job through the API."""
 SHARDS = 8
 SHARD_LEASE = 3.0
@@ -121,6 +123,7 @@ class Report:
             "executions whose run or attempt was lost": [],
             "processes that died": [],
             "processes idle on the new primary": [],
+            "API answers but 201 and 503": [],
         }
         self.promote_seconds = 0.0
         self.failover_seconds: float | None = None
@@ -132,7 +135,7 @@ class Report:
         failover = "never" if self.failover_seconds is None else f"{self.failover_seconds:.2f} s"
         lost = sum(len(v) for v in self.losses.values())
         return (
-            f"promotion took {self.promote_seconds:.2f} s; first run started on the new"
+            f"standby promoted {self.promote_seconds:.2f} s and first run started on the new"
             f" primary {failover} after the primary's death; {self.runs} runs, {self.acked}"
             f" jobs acknowledged by the API; {lost} losses, {f.duplicates} duplicate"
             f" executions, {f.lost_attempts} lost attempts, {f.skipped} skipped (misfire)"
@@ -207,7 +210,8 @@ async def failover(pair: pgha.Pair, cluster: Cluster, *, lag: float = 0.0) -> Re
             later = {j["id"]: j["name"] for j in jobs if j["name"].startswith("later-")}
 
             acked: dict[str, float] = {}  # immediate job id → when the API acknowledged it
-            creating = asyncio.ensure_future(_create_immediate(client, hook, acked))
+            refused = report.losses["API answers but 201 and 503"]
+            creating = asyncio.ensure_future(_create_immediate(client, hook, acked, refused))
             try:
                 await asyncio.sleep((first - await store.now()).total_seconds() + KILL_AFTER)
                 if lag:
@@ -218,19 +222,18 @@ async def failover(pair: pgha.Pair, cluster: Cluster, *, lag: float = 0.0) -> Re
                     await asyncio.sleep(lag)
                 before = {r.id: r for r in await all_runs(store)}
                 died_at = time.time()
-                if lag:
-                    pair.primary.crash()  # the frozen sender must send nothing more
-                else:
-                    pair.primary.kill()
-                pair.standby.promote()
+                # In threads: the client goes on creating jobs meanwhile, as clients do.
+                # (the frozen sender must send nothing more: every process SIGKILLed)
+                await asyncio.to_thread(pair.primary.crash if lag else pair.primary.kill)
+                dead_at = time.time()
+                await asyncio.to_thread(pair.standby.promote)
                 promoted_at = time.time()
                 report.promote_seconds = promoted_at - died_at
 
-                async def working_again() -> bool:
-                    return _first_start_on_new(target.received, acked, died_at) is not None
+                async def first_on_new() -> float | None:
+                    return _first_start_on_new(target.received, acked, died_at, dead_at)
 
-                await eventually(working_again, timeout=90)
-                report.failover_seconds = _first_start_on_new(target.received, acked, died_at)
+                report.failover_seconds = await eventually(first_on_new, timeout=90)
                 await asyncio.sleep(max((last - await store.now()).total_seconds(), 0) + 1)
             finally:
                 creating.cancel()
@@ -265,18 +268,23 @@ async def failover(pair: pgha.Pair, cluster: Cluster, *, lag: float = 0.0) -> Re
 
 
 async def _create_immediate(
-    client: httpx.AsyncClient, hook: dict[str, str], acked: dict[str, float]
+    client: httpx.AsyncClient, hook: dict[str, str], acked: dict[str, float], refused: list[str]
 ) -> None:
     """An immediate webhook job every CREATE_EVERY seconds, through the API, whatever it
-    answers; the ones it acknowledged (201) are recorded with the instant of the answer."""
+    answers; the ones it acknowledged (201) are recorded with the instant the request was
+    sent. Any answer but 201 or 503 (the store unavailable: retry) is recorded in
+    ``refused``: an outage must never look like a server error or a bad request."""
     n = 0
     while True:
         n += 1
         spec = {"name": f"now-{n}", "schedule": {"kind": "immediate"}, "action": hook}
+        sent = time.time()
         with contextlib.suppress(httpx.HTTPError):
             response = await client.post("/v1/jobs", json=spec)
             if response.status_code == 201:
-                acked[response.json()["id"]] = time.time()
+                acked[response.json()["id"]] = sent
+            elif response.status_code != 503:
+                refused.append(f"{response.status_code}: {response.text[:300]}")
         await asyncio.sleep(CREATE_EVERY)
 
 
@@ -285,11 +293,12 @@ def _delivered_ids(received: list[Received]) -> set[int]:
 
 
 def _first_start_on_new(
-    received: list[Received], acked: dict[str, float], died_at: float
+    received: list[Received], acked: dict[str, float], died_at: float, dead_at: float
 ) -> float | None:
-    """Seconds from the death to the first delivery of a job the API acknowledged after
-    it: a job that exists on the new primary only, claimed and started there."""
-    new = {job_id for job_id, at in acked.items() if at > died_at}
+    """Seconds from the death (``died_at``, when it began) to the first delivery of a job
+    whose creation was asked for once the primary was gone (``dead_at``): a job that
+    exists on the new primary only, created, claimed and started there."""
+    new = {job_id for job_id, sent in acked.items() if sent > dead_at}
     times = [r.at for r in received if r.headers.get("Cronwheel-Job-Id") in new]
     return min(times) - died_at if times else None
 
