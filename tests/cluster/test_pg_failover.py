@@ -17,7 +17,8 @@ handlers' records:
   or recorded skipped; every delayed and immediate job was delivered;
 - duplicates only with a newer fence (test_overload's checks);
 - every process lives on, and works on the new primary, without a restart; the API
-  answers 503 while no primary answers, never a 500.
+  answers 503 while no primary answers, never a 500; each process says the outage once
+  per loop (no retry floods its log).
 
 It prints the promotion time and the failover time: from the primary's death to the
 first run started on the new primary (the delivery of the first immediate job whose
@@ -31,8 +32,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -64,6 +67,10 @@ SHARD_LEASE = 3.0
 WORKER_LEASE = 6.0
 LOOPBACK = "127.0.0.0/8"
 DATABASE = "cronwheel"
+OUTAGE_SAID = re.compile(r"(\w[\w ]*) failed; retrying with backoff")
+"""The line each loop logs once per outage (cronwheel/engine/_outage.py)."""
+FLOOR_RETRY = "Failed to restore the pool connection floor"
+"""asyncpg's pool warning, with a traceback, at each retry: cronwheel drops it."""
 
 
 @pytest.fixture
@@ -124,6 +131,7 @@ class Report:
             "processes that died": [],
             "processes idle on the new primary": [],
             "API answers but 201 and 503": [],
+            "outages said more than once": [],
         }
         self.promote_seconds = 0.0
         self.failover_seconds: float | None = None
@@ -359,6 +367,11 @@ def _check_processes(
     for proc in everyone:
         if not proc.alive:
             report.losses["processes that died"].append(f"{proc.name}:\n{proc.output()[-3000:]}")
+        said = Counter(OUTAGE_SAID.findall(proc.output()))
+        floods = [f"{proc.name}: {what!r} {n} times" for what, n in said.items() if n > 1]
+        if FLOOR_RETRY in proc.output():
+            floods.append(f"{proc.name}: asyncpg's {FLOOR_RETRY!r}")
+        report.losses["outages said more than once"] += floods
     started = {e.pid for e in recorded if e.start_ns / 1e9 > since}
     by_id = {r.id: r for r in runs}
     for r in received:

@@ -122,6 +122,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cronwheel.store.postgres")
 
+
+class _FloorRetries(logging.Filter):
+    """Drops asyncpg's pool warning, with its traceback, at every failed try to reopen
+    the pool's minimum connections (1 s, 2 s, 4 s… up to a minute apart, for as long as
+    no server answers): a failover or a restart would fill every process's log with them,
+    while each loop that met the outage says so once and says when it is over
+    (cronwheel/engine/_outage.py). asyncpg's other warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to restore the pool connection floor")
+
+
+_POOL_LOG = logging.getLogger("asyncpg.pool")
+if not any(isinstance(f, _FloorRetries) for f in _POOL_LOG.filters):
+    _POOL_LOG.addFilter(_FloorRetries())
+
 # A bulk create's jobs go in parts of this size, pipelined, each one statement.
 _JOBS_PER_STATEMENT: Final = 1000
 
