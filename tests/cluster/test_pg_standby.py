@@ -44,7 +44,7 @@ async def pair() -> AsyncIterator[pgha.Pair]:
 
 
 @pytest.mark.timeout(180)
-async def test_a_standby_is_recognised_said_once_and_left(
+async def test_a_standby_is_recognised_said_once_and_left_and_status_sees_it(
     pair: pgha.Pair, caplog: pytest.LogCaptureFixture
 ) -> None:
     # target_session_attrs=any on the standby alone: the one way a store lands there.
@@ -77,9 +77,21 @@ async def test_a_standby_is_recognised_said_once_and_left(
     assert "is the writable primary now" in str(raised.value)
     assert pair.standby.host in str(raised.value)
 
+    # A read replica's URL in the same form, the primary listed first: the standby.
+    both = f"{pair.primary.host},{pair.standby.host}"
+    for attrs in ("read-only", "prefer-standby"):
+        url = f"postgresql://postgres@{both}/{DATABASE}?target_session_attrs={attrs}"
+        replica = await PostgresStore.connect(url, read_only=True)
+        try:
+            assert await replica.replay_lag("0/0") is not None, attrs  # None: a primary
+        finally:
+            await replica.close()
 
-@pytest.mark.timeout(180)
-async def test_status_shows_the_synchronous_standby(pair: pgha.Pair) -> None:
+    # One pair for both tests' worth: a pair costs seconds to build.
+    await _status_shows_the_synchronous_standby(pair)
+
+
+async def _status_shows_the_synchronous_standby(pair: pgha.Pair) -> None:
     store = await open_store(pair.dsn(DATABASE))
     try:
         app = create_app(store, auth=AuthConfig(admin_token=TOKEN), clock=SystemClock())
