@@ -21,6 +21,7 @@ from cronwheel.cli._common import (
 )
 from cronwheel.cli._logs import access_log_option, log_options
 from cronwheel.cli._metrics import tenant_labels_option
+from cronwheel.errors import InvalidInput
 from cronwheel.observability.logs import hide_query_values
 from cronwheel.security.egress import EgressPolicy
 from cronwheel.security.redact import mask_url
@@ -209,6 +210,12 @@ def _check_replica(db_url: str, replica_url: str) -> None:
             "--read-replica needs a PostgreSQL store (--db postgresql://…): an SQLite file"
             " has no replicas"
         )
+    from cronwheel.store import pgurl
+
+    try:
+        pgurl.replica_attrs(replica_url)  # hosts, ports and session attributes
+    except InvalidInput as exc:
+        raise click.BadParameter(exc.reason, param_hint="'--read-replica'") from None
 
 
 def _stop_on_signals(server: uvicorn.Server) -> None:

@@ -296,6 +296,41 @@ class JobSecrets:
     notify: Sequence[Mapping[str, JSON]] = ()
 
 
+SYNC_OFF = frozenset({"off", "local"})
+"""``synchronous_commit`` values with which no commit waits for a standby."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """How the store's server replicates what it commits, as ``cronwheel status`` shows
+    it (decision 0050). ``mode``: ``synchronous`` (a commit returns once a standby has
+    it: a promoted standby has every acknowledged write), ``asynchronous`` (standbys
+    stream, a commit does not wait: a failover loses the last moments), ``none`` (no
+    standby streams), or ``waiting`` (synchronous replication is configured and no
+    synchronous standby is connected: every commit waits until one is)."""
+
+    mode: str
+    standbys: int = 0
+    """Standbys streaming from this server."""
+    synchronous_standby_names: str | None = None
+    synchronous_commit: str | None = None
+
+    @classmethod
+    def of(cls, names: str, commit: str, sync_states: Sequence[str | None]) -> Replication:
+        """The mode the settings and ``pg_stat_replication``'s ``sync_state`` column (one
+        value per streaming standby) make."""
+        waits = bool(names.strip()) and commit not in SYNC_OFF
+        if waits and any(s in ("sync", "quorum") for s in sync_states):
+            mode = "synchronous"
+        elif waits:
+            mode = "waiting"
+        elif sync_states:
+            mode = "asynchronous"
+        else:
+            mode = "none"
+        return cls(mode, len(sync_states), names, commit)
+
+
 @dataclass(frozen=True, slots=True)
 class PoolStatus:
     """How one pool is doing, for ``cronwheel status``: counts now, and what the attempts

@@ -42,6 +42,9 @@ def store_url(value: str) -> str:
         sqlite_path(value)
         return value
     if scheme in ("postgresql", "postgres"):
+        from cronwheel.store import pgurl
+
+        pgurl.primary_attrs(value)  # a host, port or session attribute that cannot work
         return value
     raise InvalidInput(
         "url", f"unknown store {scheme!r} in {mask_url(value)!r}: use {ACCEPTED_FORMS}"

@@ -105,6 +105,9 @@ from cronwheel.core.records import (
     ReleaseResult as ReleaseResult,
 )
 from cronwheel.core.records import (
+    Replication as Replication,
+)
+from cronwheel.core.records import (
     RescueResult as RescueResult,
 )
 from cronwheel.core.records import (
@@ -1015,6 +1018,11 @@ class Status(Protocol):
         one tenant, or of every tenant with None. Read through indexes only (pending
         runs by pool, running runs, dead runs, attempts by finish time), never a scan
         of the runs table."""
+
+    @abc.abstractmethod
+    async def replication(self) -> Replication:
+        """How the server replicates its commits (:class:`Replication`): read from its
+        settings and its streaming standbys, for ``cronwheel status``."""
 
     @abc.abstractmethod
     async def count_jobs_by_state(self, tenant_id: str) -> dict[JobState, int]:

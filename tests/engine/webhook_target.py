@@ -18,6 +18,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = field(default_factory=time.time)
+    """When it arrived (``time.time()``)."""
 
 
 @dataclass

@@ -31,7 +31,7 @@ from cronwheel.core.model import (
     ShardLease,
     WorkerInfo,
 )
-from cronwheel.core.records import PoolStatus
+from cronwheel.core.records import PoolStatus, Replication
 from cronwheel.store.base import Store
 from cronwheel.web.auth import Principal, Reader
 from cronwheel.web.schemas import Instant, _Out, dump
@@ -122,6 +122,21 @@ class MaintenanceOut(_Out):
     expires_at: Instant | None
 
 
+class ReplicationOut(_Out):
+    mode: str = Field(
+        description="`synchronous` (a commit returns once a standby has it: a promoted"
+        " standby has every acknowledged write), `asynchronous` (a failover loses the"
+        " last commits), `none` (no standby streams; an SQLite file) or `waiting`"
+        " (synchronous replication configured, no synchronous standby connected: every"
+        " commit waits for one). docs/cluster.md#high-availability."
+    )
+    standbys: int = Field(description="Standbys streaming from the store's server.")
+    synchronous_standby_names: str | None = Field(
+        description="The server's setting; shown to system admins only."
+    )
+    synchronous_commit: str | None = Field(description="The server's setting.")
+
+
 class StatusReportOut(_Out):
     """What ``cronwheel status`` shows."""
 
@@ -137,6 +152,9 @@ class StatusReportOut(_Out):
         description="What is waiting by design, one line each: runs a limit holds back.",
     )
     store: StoreOut
+    replication: ReplicationOut | None = Field(
+        description="How the store replicates what it commits; null when it did not answer."
+    )
     pools: list[PoolOut]
     workers: list[StatusWorkerOut]
     schedulers: list[SchedulerOut]
@@ -166,6 +184,7 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
     processes: list[WorkerInfo] = []
     leases: list[ShardLease] = []
     overdue: int | None = None
+    replication: ReplicationOut | None = None
     if store.reachable:
         try:
             async with asyncio.timeout(STORE_TIMEOUT):
@@ -174,6 +193,7 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
                 pools = await state.store.pool_status(tenant, now=now, since=since)
                 processes = await state.store.list_live_workers(seen_since=now - SEEN_WINDOW)
                 leases = await state.store.list_shard_leases()
+                replication = _replication(await state.store.replication(), system)
                 if system:  # a count over every tenant's jobs
                     overdue = await state.store.count_due_jobs(
                         now - OVERDUE_AFTER, limit=OVERDUE_LIMIT
@@ -190,6 +210,7 @@ async def status(request: Request, principal: Reader, window: WindowMinutes = 5)
         healthy=True,
         problems=[],
         store=store,
+        replication=replication,
         pools=_pools(pools, workers, now, window),
         workers=workers,
         schedulers=_schedulers(processes, leases, now, system),
@@ -211,6 +232,16 @@ async def _probe(store: Store) -> StoreOut:
         return _unreachable(exc)
     elapsed = round((time.perf_counter() - started) * 1000, 3)
     return StoreOut(reachable=True, answered_in_ms=elapsed, schema_version=version, error=None)
+
+
+def _replication(found: Replication, system: bool) -> ReplicationOut:
+    return ReplicationOut(
+        mode=found.mode,
+        standbys=found.standbys,
+        # Standby names are the fleet's own, like hosts (decision 0021).
+        synchronous_standby_names=found.synchronous_standby_names if system else None,
+        synchronous_commit=found.synchronous_commit,
+    )
 
 
 def _unreachable(exc: BaseException) -> StoreOut:
@@ -339,6 +370,11 @@ def problems_of(report: StatusReportOut) -> list[str]:
     if not report.store.reachable:
         return [f"the store does not answer ({report.store.error}): nothing is scheduled or run"]
     found = []
+    if report.replication is not None and report.replication.mode == "waiting":
+        found.append(
+            "synchronous replication has no synchronous standby connected"
+            " (synchronous_standby_names): every commit waits until one is"
+        )
     if report.overdue_jobs:
         many = " or more" if report.overdue_jobs >= OVERDUE_LIMIT else ""
         jobs = "active job" if report.overdue_jobs == 1 else "active jobs"

@@ -107,12 +107,36 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         answered += f" (schema {store['schema_version']})"
     else:
         answered = f"store UNREACHABLE ({store['error']})"
+    replication = report.get("replication")
+    if replication is not None:
+        answered += f" · replication: {replication_text(replication)}"
     scope = "every tenant" if report["scope"] == "system" else f"tenant {report['tenant_id']}"
     health = "healthy" if report["healthy"] else "NOT HEALTHY"
     return [
         f"{health} · cronwheel {report['version']} · {scope} · last {report['window_minutes']} min",
         f"{answered} · at {report['now']}",
     ]
+
+
+REPLICATION_WORDS = {
+    "synchronous": "synchronous",
+    "asynchronous": "asynchronous (a failover loses the last commits)",
+    "none": "none (no standby)",
+    "waiting": "WAITING for a synchronous standby",
+}
+
+
+def replication_text(replication: Mapping[str, Any]) -> str:
+    """``synchronous (1 standby, synchronous_commit=on)``, ``none (no standby)``…"""
+    mode = str(replication["mode"])
+    text = REPLICATION_WORDS.get(mode, mode)
+    n = replication.get("standbys") or 0
+    if n:
+        text += f" ({n} standby{'s' if n > 1 else ''}"
+        if replication.get("synchronous_commit"):
+            text += f", synchronous_commit={replication['synchronous_commit']}"
+        text += ")"
+    return text
 
 
 def fleet_line(report: Mapping[str, Any]) -> str:
@@ -170,6 +194,7 @@ def plain_lines(report: Mapping[str, Any]) -> list[str]:
         "store_reachable": store["reachable"],
         "store_answered_in_ms": store["answered_in_ms"],
         "store_error": store["error"],
+        "replication": (report.get("replication") or {}).get("mode"),
         "shards_owned": shards["owned"],
         "shards_total": shards["total"],
         "maintenance_owner": maintenance["owner"] if maintenance["active"] else None,

@@ -14,9 +14,11 @@ from typing import Final
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import asyncpg
+from asyncpg.connect_utils import SessionAttribute
 
 from cronwheel.errors import CronwheelError, InvalidInput, StoreUnavailable
 from cronwheel.security.redact import mask_url, redact
+from cronwheel.store import pgurl
 
 # The database every PostgreSQL server has, where CREATE DATABASE is run from.
 MAINTENANCE_DB: Final = "postgres"
@@ -28,14 +30,11 @@ class CreateDatabaseRefused(CronwheelError):
 
 
 def where(dsn: str) -> str:
-    """``host:port`` of ``dsn``, for messages."""
+    """``host:port`` of ``dsn`` (``h1:5432,h2:5432`` for several hosts), for messages."""
     try:
-        parts = urlsplit(dsn)
-        host = parts.hostname or "localhost"
-        port = parts.port or 5432
-    except ValueError:
+        return pgurl.parse(dsn).where
+    except InvalidInput:
         return "?"
-    return f"{host}:{port}"
 
 
 def database_name(dsn: str) -> str | None:
@@ -70,6 +69,12 @@ def connect_error(exc: BaseException, dsn: str) -> CronwheelError:
             f'PostgreSQL at {at} refused user "{_user(dsn)}" ({redact(str(exc))}):'
             " check the user in the store URL (--db or CRONWHEEL_DB) and the server's pg_hba.conf"
         )
+    if isinstance(exc, asyncpg.TargetServerAttributeNotMatched):
+        return StoreUnavailable(
+            f"no PostgreSQL server among {at} is {_wanted(dsn)} now (every one that answered"
+            " is not): a failover under way, or a host list without the primary"
+            " (check --db or CRONWHEEL_DB)"
+        )
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return StoreUnavailable(
             f"PostgreSQL at {at} did not answer within {CONNECT_TIMEOUT:g} s:"
@@ -93,8 +98,24 @@ def connect_error(exc: BaseException, dsn: str) -> CronwheelError:
     return StoreUnavailable(f"PostgreSQL at {at} refused the connection: {redact(str(exc))}")
 
 
+def session_attribute(attrs: str) -> SessionAttribute:
+    """asyncpg's spelling of a ``target_session_attrs`` value (checked by :mod:`pgurl`)."""
+    return SessionAttribute(attrs)
+
+
+def _wanted(dsn: str) -> str:
+    try:
+        attrs = pgurl.parse(dsn).target_session_attrs
+    except InvalidInput:
+        attrs = None
+    if attrs in ("standby", "prefer-standby", "read-only"):
+        return "a standby"
+    return "the writable primary"
+
+
 # What connecting may raise that is the user's setup, not a bug.
 CONNECT_ERRORS: Final = (
+    asyncpg.TargetServerAttributeNotMatched,
     OSError,
     TimeoutError,
     ValueError,
@@ -121,7 +142,12 @@ async def create_database(dsn: str) -> bool:
         raise InvalidInput("url", f"{mask_url(dsn)} names no database: end it with /DBNAME")
     admin = _with_database(dsn, MAINTENANCE_DB)
     try:
-        conn = await asyncpg.connect(admin, timeout=CONNECT_TIMEOUT)
+        attrs = pgurl.primary_attrs(dsn)  # CREATE DATABASE on the primary, not a standby
+        conn = await asyncpg.connect(
+            admin,
+            timeout=CONNECT_TIMEOUT,
+            target_session_attrs=session_attribute(attrs),
+        )
     except CONNECT_ERRORS as exc:
         raise connect_error(exc, admin) from None
     try:

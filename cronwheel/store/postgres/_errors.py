@@ -19,6 +19,8 @@ UNAVAILABLE: Final = (
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.TooManyConnectionsError,
+    # Every host of a multi-host URL answered, none as the primary: a failover under way.
+    asyncpg.exceptions.TargetServerAttributeNotMatched,
 )
 
 # Errors of opening a connection that mean "not with these settings": a database that

@@ -95,3 +95,13 @@ RUN_AFTER = """
 SELECT * FROM all_runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for > $3
 ORDER BY scheduled_for LIMIT 1
 """
+
+# The standbys streaming from this server (their sync_state needs pg_read_all_stats or a
+# superuser; without it, NULL: counted as streaming, not as synchronous) and the settings
+# that make a commit wait for them.
+REPLICATION = """
+SELECT current_setting('synchronous_standby_names') AS names,
+       current_setting('synchronous_commit') AS commit,
+       ARRAY(SELECT sync_state FROM pg_stat_replication
+             WHERE state IS DISTINCT FROM 'backup' ORDER BY 1) AS states
+"""

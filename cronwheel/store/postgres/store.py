@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -59,7 +60,7 @@ from cronwheel.errors import (
     StoreUnavailable,
 )
 from cronwheel.security.redact import redact
-from cronwheel.store import _auditing
+from cronwheel.store import _auditing, pgurl
 from cronwheel.store import _decode as decode
 from cronwheel.store import _status as status
 from cronwheel.store._guard import guarded
@@ -81,6 +82,7 @@ from cronwheel.store.base import (
     PoolStatus,
     Release,
     ReleaseResult,
+    Replication,
     RescueResult,
     RunReport,
     Start,
@@ -96,7 +98,12 @@ from cronwheel.store.postgres import _pipeline_runs as pipeline_runs
 from cronwheel.store.postgres import _pipelines as pipelines
 from cronwheel.store.postgres import _rows as rows
 from cronwheel.store.postgres import _sql as sql
-from cronwheel.store.postgres._connect import CONNECT_ERRORS, CONNECT_TIMEOUT, connect_error
+from cronwheel.store.postgres._connect import (
+    CONNECT_ERRORS,
+    CONNECT_TIMEOUT,
+    connect_error,
+    session_attribute,
+)
 from cronwheel.store.postgres._errors import (
     REFUSED,
     UNAVAILABLE,
@@ -105,12 +112,31 @@ from cronwheel.store.postgres._errors import (
 )
 from cronwheel.store.postgres._listen import Listener
 from cronwheel.store.postgres._migrate import migrate
+from cronwheel.store.postgres._standby import StandbyLog
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
     # What queries run on: a pooled connection's proxy, or a connection of our own.
     Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+
+log = logging.getLogger("cronwheel.store.postgres")
+
+
+class _FloorRetries(logging.Filter):
+    """Drops asyncpg's pool warning, with its traceback, at every failed try to reopen
+    the pool's minimum connections (1 s, 2 s, 4 s… up to a minute apart, for as long as
+    no server answers): a failover or a restart would fill every process's log with them,
+    while each loop that met the outage says so once and says when it is over
+    (cronwheel/engine/_outage.py). asyncpg's other warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to restore the pool connection floor")
+
+
+_POOL_LOG = logging.getLogger("asyncpg.pool")
+if not any(isinstance(f, _FloorRetries) for f in _POOL_LOG.filters):
+    _POOL_LOG.addFilter(_FloorRetries())
 
 # A bulk create's jobs go in parts of this size, pipelined, each one statement.
 _JOBS_PER_STATEMENT: Final = 1000
@@ -209,9 +235,18 @@ class PostgresStore(Store):
 
     capabilities = Capabilities(cross_process_wakeups=True, skip_locked=True)
 
-    def __init__(self, pool: asyncpg.Pool[asyncpg.Record], dsn: str) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool[asyncpg.Record],
+        dsn: str,
+        attrs: str = "read-write",
+        *,
+        read_only: bool = False,
+    ) -> None:
         self._pool = pool
         self._dsn = dsn
+        self._attrs = attrs
+        self._read_only = read_only
         # Per (pools, tenant) claimed: whether the last full claim found the lean one would
         # do. A hint only (the lean statement checks for itself): a wrong one costs a
         # statement that claims nothing, or a full claim where a lean one would do.
@@ -220,6 +255,7 @@ class PostgresStore(Store):
         self.claims_by_statement: Counter[str] = Counter()
         """How many claims each statement (``lean``, ``full``) made: tests and bench."""
         self._listener = Listener(self._connect_listener)
+        self._standbys = StandbyLog(log, dsn)
 
     @classmethod
     async def connect(
@@ -231,6 +267,9 @@ class PostgresStore(Store):
         settings = dict(_SERVER_SETTINGS)
         if read_only:
             settings["default_transaction_read_only"] = "on"
+        # Every connection the pool opens, again after a failover too, tries the URL's
+        # hosts in order and keeps the first with these attributes (decision 0050).
+        attrs = pgurl.replica_attrs(dsn) if read_only else pgurl.primary_attrs(dsn)
         try:
             pool = await asyncpg.create_pool(
                 dsn,
@@ -239,16 +278,20 @@ class PostgresStore(Store):
                 init=_init_connection,
                 server_settings=settings,
                 timeout=CONNECT_TIMEOUT,
+                target_session_attrs=session_attribute(attrs),
             )
         except CONNECT_ERRORS as exc:
             # Not chained: asyncpg's exception may carry the DSN, password included.
             raise connect_error(exc, dsn) from None
-        return cls(pool, dsn)
+        return cls(pool, dsn, attrs, read_only=read_only)
 
     async def _connect_listener(self) -> asyncpg.Connection[asyncpg.Record]:
         try:
             conn: asyncpg.Connection[asyncpg.Record] = await asyncpg.connect(
-                self._dsn, server_settings=_SERVER_SETTINGS, timeout=CONNECT_TIMEOUT
+                self._dsn,
+                server_settings=_SERVER_SETTINGS,
+                timeout=CONNECT_TIMEOUT,
+                target_session_attrs=session_attribute(self._attrs),
             )
         except CONNECT_ERRORS as exc:
             error = connect_error(exc, self._dsn)
@@ -262,7 +305,16 @@ class PostgresStore(Store):
         """A pooled connection; losing the database surfaces as StoreUnavailable."""
         try:
             async with self._pool.acquire() as conn:
-                yield conn
+                try:
+                    yield conn
+                except asyncpg.ReadOnlySQLTransactionError as exc:
+                    if self._read_only:
+                        raise  # a replica's store: a write that reached it fails, as said
+                    # A standby where the primary was (target_session_attrs=any, or a
+                    # server demoted under an open connection): leave it, never write
+                    # to it again through this connection; the next one finds the primary.
+                    await self._standbys.left(conn, exc)
+                    raise StoreUnavailable(self._standbys.message(exc)) from None
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}") from exc
         except REFUSED as exc:
@@ -1406,6 +1458,10 @@ class PostgresStore(Store):
         row = await self._fetchrow(sql.KEY_RUNNING, tenant_id, key)
         assert row is not None  # an aggregate always returns its row
         return int(row[0]), row[1]
+
+    async def replication(self) -> Replication:
+        row = await self._one(_status.REPLICATION)
+        return Replication.of(row["names"], row["commit"], list(row["states"] or ()))
 
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime

@@ -59,6 +59,7 @@ from cronwheel.store.base import (
     PoolStatus,
     Release,
     ReleaseResult,
+    Replication,
     RescueResult,
     RunReport,
     Start,
@@ -1482,6 +1483,9 @@ class SqliteStore(Store):
             return int(n), lowest
 
         return await self._db.read(fn)
+
+    async def replication(self) -> Replication:
+        return Replication("none")  # one file on one machine: nothing to replicate to
 
     async def pool_status(
         self, tenant_id: str | None, *, now: datetime, since: datetime

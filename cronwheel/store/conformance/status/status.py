@@ -180,3 +180,9 @@ class StatusContract:
         assert exact is not None and exact.scheduled_for == at(60)
         assert await store.runs_around("t2", job.id, at(30)) == (None, None)
         assert await store.runs_around("default", "not-a-job", at(30)) == (None, None)
+
+    async def test_replication_of_a_server_without_standby_is_none(self, store: Store) -> None:
+        """The tests' server streams to no standby, and an SQLite file never does: ``none``.
+        A synchronous standby is seen by tests/cluster/test_pg_standby.py."""
+        found = await store.replication()
+        assert (found.mode, found.standbys) == ("none", 0)
