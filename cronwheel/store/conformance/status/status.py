@@ -183,6 +183,6 @@ class StatusContract:
 
     async def test_replication_of_a_server_without_standby_is_none(self, store: Store) -> None:
         """The tests' server streams to no standby, and an SQLite file never does: ``none``.
-        A synchronous standby is seen by tests/cluster/test_pg_standby.py."""
+        A synchronous standby is seen by tests/e2e/test_pg_standby.py."""
         found = await store.replication()
         assert (found.mode, found.standbys) == ("none", 0)
