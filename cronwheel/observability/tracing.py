@@ -20,12 +20,12 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwheel._version import installed_version
-from cronwheel.core.lifecycle import Outcome, OutcomeKind
 from cronwheel.errors import InvalidInput
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
 
+    from cronwheel.core.lifecycle import Outcome
     from cronwheel.core.model import ClaimedRun
 
 try:
@@ -176,6 +176,11 @@ async def attempt(
 ) -> Outcome:
     """Run ``execute`` (an attempt's action) inside its span: a new trace, linked to the
     request that created the job; ``ctx.trace`` carries its context to the action."""
+    # Here, not at the top: the SDK and the CLI's remote commands import this module for
+    # current_headers(), and the run model costs each of their processes about a tenth
+    # of its start (a worker, which calls this, has it loaded already).
+    from cronwheel.core.lifecycle import OutcomeKind
+
     run = claimed.run
     kind = claimed.action.get("type")
     target = (

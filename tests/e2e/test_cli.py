@@ -1,8 +1,11 @@
-"""The CLI and the sync SDK against `cronwheel api` as a real process, on each store."""
+"""The CLI and the sync SDK against `cronwheel api` as a real process, on each store. The
+commands run in the test process (tests/e2e/clirun.py), except in
+test_each_command_family_answers_as_a_real_process."""
 
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,9 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cronwheel.observability.logs import json_lines
 from cronwheel.sdk import Client
-from tests.e2e.procs import REPO, free_port
+from cronwheel.security.redact import redact
+from tests.e2e import clirun
 from tests.e2e.procs import cronwheel as cronwheel_proc
+from tests.e2e.procs import free_port, wait_until
 
 TOKEN = "admin-token-for-the-cli-tests"
 SECRETS_KEY = "t3QxM0VYbZ8p2m5Jc7uF1dR9sW4yK6hL0aN8eG2vB5o="
@@ -26,33 +32,74 @@ def api_url(store_url: str, tmp_path: Path) -> Iterator[str]:
     port = free_port()
     args = ["api", "--db", store_url, "--port", str(port), "--admin-token", TOKEN]
     args += ["--secrets-key", SECRETS_KEY]
-    with cronwheel_proc(*args, log=tmp_path / "api.log"):
+    log = tmp_path / "api.log"
+    with cronwheel_proc(*args, log=log) as proc:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(600):  # up to a minute for the process to listen
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            subprocess.run(["sleep", "0.1"], check=True)
-        else:
-            raise AssertionError((tmp_path / "api.log").read_text())
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(
+                    f"cronwheel api exited ({proc.returncode}):\n{log.read_text()}"
+                )
+            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+
+        wait_until("cronwheel api answers", ready, 60, [log])
         yield url
+
+
+def _env(url: str, token: str) -> dict[str, str]:
+    return {"CRONWHEEL_URL": url, "CRONWHEEL_TOKEN": token}
 
 
 def cli(
     url: str, *args: str, token: str = TOKEN, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {"CRONWHEEL_URL": url, "CRONWHEEL_TOKEN": token, "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-m", "cronwheel", *args],
-        cwd=REPO,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """``cronwheel ARGS`` against the API at ``url``, output in a pipe, in this process
+    (tests/e2e/clirun.py)."""
+    return clirun.run(args, _env(url, token), stdin=stdin)
+
+
+def cli_process(
+    url: str, *args: str, token: str = TOKEN, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The same, as a real ``python -m cronwheel`` process: for the tests that prove the
+    entry point of a command family."""
+    return clirun.real(args, _env(url, token), stdin=stdin)
+
+
+def test_each_command_family_answers_as_a_real_process(api_url: str) -> None:
+    """The other tests run the commands in this process (tests/e2e/clirun.py); here
+    ``python -m cronwheel`` itself, once per command family: the entry point, each
+    family loaded by a fresh interpreter, its output in a real pipe and its exit codes."""
+    made = cli_process(api_url, "jobs", "create", "--name", "real", "--manual", "--handler", "h",
+                       "--json")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    job = json.loads(made.stdout)
+    enqueued = cli_process(api_url, "jobs", "enqueue", "real", "--payload", "1", "--json")
+    [run_id] = json.loads(enqueued.stdout)["run_ids"]
+    got = cli_process(api_url, "runs", "get", str(run_id), "--json")
+    assert json.loads(got.stdout)["job_id"] == job["id"], got.stderr
+    missing = cli_process(api_url, "dlq", "replay", "99999")
+    assert missing.returncode == 3 and "not found" in missing.stderr, missing.stderr
+    notifications = cli_process(api_url, "notifications", "list", "--json")
+    assert json.loads(notifications.stdout) == {"items": [], "next_cursor": None}
+    assert cli_process(api_url, "tenants", "create", "acme").returncode == 0
+    keys = cli_process(api_url, "keys", "list", "--tenant", "acme", "--json")
+    assert json.loads(keys.stdout) == [], keys.stderr
+    rate = cli_process(api_url, "pools", "rate", "crm", "10", "--json")
+    assert json.loads(rate.stdout) == [{"pool": "crm", "per_second": 10.0}], rate.stderr
+    pipelines = cli_process(api_url, "pipelines", "get", "nope")
+    assert pipelines.returncode == 3 and "nope" in pipelines.stderr, pipelines.stderr
+    status = cli_process(api_url, "status", "--json")
+    assert json.loads(status.stdout)["scope"] == "system", status.stderr
+    audit = cli_process(api_url, "audit", "--json")
+    entities = [e["entity"] for e in json.loads(audit.stdout)["items"]]
+    assert entities == ["tenant", "job"], audit.stderr  # newest first
+    upcoming = cli_process(api_url, "cron", "next", "0 9 * * *", "--tz", "UTC", "--json")
+    assert json.loads(upcoming.stdout)[0]["utc"].endswith("T09:00:00+00:00"), upcoming.stderr
+    usage = cli_process(api_url, "jobs", "create", "--name", "nothing")
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    assert cli_process("http://127.0.0.1:9", "jobs", "list").returncode == 6
 
 
 def test_jobs_from_the_terminal(api_url: str) -> None:
@@ -393,3 +440,21 @@ def test_a_pools_rate_from_the_terminal(api_url: str) -> None:
     assert bad.returncode == 2 and "'none'" in bad.stderr
     removed = cli(api_url, "pools", "rate", "crm", "none", "--json")
     assert json.loads(removed.stdout) == []
+
+
+def test_a_command_run_in_process_leaves_the_test_process_as_it_was() -> None:
+    """tests/e2e/clirun.py: a command sets up logging, a crash hook and the secrets it
+    hides for its whole process; in the test process, they must not outlive it (pytest's
+    log capture would be gone, later output masked)."""
+    root = logging.getLogger()
+    handlers, level, hook = list(root.handlers), root.level, sys.excepthook
+    token = "cw_never-registered-here-0123"
+    done = clirun.run(
+        ("jobs", "list", "--log-format", "json", "--log-level", "debug"),
+        {"CRONWHEEL_URL": "http://127.0.0.1:9", "CRONWHEEL_TOKEN": token},
+    )
+    assert done.returncode == 6 and json.loads(done.stderr.splitlines()[-1])["exit_code"] == 6
+    assert (root.handlers, root.level, sys.excepthook) == (handlers, level, hook)
+    assert logging.getLogger("httpx").level == logging.NOTSET
+    assert not json_lines()
+    assert redact(token) == token

@@ -9,15 +9,12 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from click.testing import CliRunner
-
-from cronwheel.cli import main
 from cronwheel.core.model import AttemptOutcome, RunState
 from cronwheel.store import open_store
 from cronwheel.store.conformance.factories import make_job, make_run, succeeded
-from tests.e2e import test_cli
+from tests.e2e import clirun, test_cli
 from tests.e2e.test_cli import TOKEN
-from tests.e2e.test_cli_views import on_terminal
+from tests.e2e.test_cli_views import on_terminal_process
 
 api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
 
@@ -58,9 +55,11 @@ async def _stored_before_the_rule(store_url: str) -> tuple[str, int]:
 
 
 def _cli(url: str, *args: str) -> str:
-    result = CliRunner().invoke(main, [*args, "--url", url, "--token", TOKEN])
-    assert result.exit_code == 0, result.output
-    return result.output  # stdout and stderr, as the terminal shows them
+    # In a pipe, stdout and stderr as the person sees them; the command's logging set-up
+    # undone after it (tests/e2e/clirun.py).
+    result = clirun.run([*args, "--url", url, "--token", TOKEN], {})
+    assert result.returncode == 0, result.stderr
+    return result.stdout + result.stderr
 
 
 def _escaped(output: str, shown: str) -> None:
@@ -79,6 +78,6 @@ def test_names_and_errors_are_escaped_in_every_view(store_url: str, api_url: str
     _escaped(_cli(api_url, "jobs", "runs", job_id), SHOWN_ERROR)
     _escaped(_cli(api_url, "dlq", "list"), SHOWN_ERROR)
     # A terminal: rich's table, wrapped to 200 columns so that the name stays whole.
-    code, screen = on_terminal(api_url, "jobs", "list", columns=200)
+    code, screen = on_terminal_process(api_url, "jobs", "list", columns=200)
     assert code == 0, screen
     _escaped(screen, SHOWN_NAME)

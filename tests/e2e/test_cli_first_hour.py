@@ -1,6 +1,6 @@
-"""What a new user meets in the first hour (issue 29, item 11), as a person sees it: a
-real `cronwheel` process against a real `cronwheel api`, on an 80-column terminal and in
-a pipe.
+"""What a new user meets in the first hour (issue 29, item 11), as a person sees it: the
+CLI (in the test process: tests/e2e/clirun.py) against a real `cronwheel api`, on an
+80-column terminal and in a pipe.
 
 SQLite only: this is the CLI's behaviour; what the API answers on both stores is pinned
 by tests/api.

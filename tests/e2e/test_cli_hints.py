@@ -1,8 +1,8 @@
-"""The CLI says when a job runs next, as a user needs it right after creating one: a real
-`cronwheel` process against a real `cronwheel api` (which runs no scheduler, so a job's
-first run is never created while these tests look), on an 80-column terminal and in a
-pipe. A pipe's stdout stays the tab-separated table; the line about the next run is on
-stderr, beside the `more: --cursor` hint.
+"""The CLI says when a job runs next, as a user needs it right after creating one: the CLI
+(in the test process: tests/e2e/clirun.py) against a real `cronwheel api` (which runs no
+scheduler, so a job's first run is never created while these tests look), on an
+80-column terminal and in a pipe. A pipe's stdout stays the tab-separated table; the line
+about the next run is on stderr, beside the `more: --cursor` hint.
 
 SQLite only: this is the CLI's rendering; the API's `next_fire_at` on both stores is
 pinned by tests/api/test_truth.py.

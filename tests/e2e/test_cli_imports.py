@@ -52,6 +52,9 @@ def test_the_api_client_commands_import_neither_server_nor_engine(command: str) 
     assert "cronwheel.sdk" in imported  # they do load what they need
     assert not {m for m in imported if m.split(".")[0] in WEB}, imported
     assert not {"cronwheel.engine.worker", "cronwheel.engine.scheduler"} & imported
+    # nor the runs' lifecycle, which tracing (imported for its request headers) needs only
+    # in a worker: a tenth of each command's start
+    assert "cronwheel.core.lifecycle" not in imported
 
 
 def test_the_cli_alone_loads_no_command() -> None:

@@ -1,5 +1,6 @@
-"""--log-format and --log-level on every command, the remote ones included, as real
-processes: an error in JSON is a JSON line, debug shows the HTTP requests on stderr."""
+"""--log-format and --log-level on every command, the remote ones included: an error in
+JSON is a JSON line (a real process), debug shows the HTTP requests on stderr (the
+command in the test process, tests/e2e/clirun.py, against a real `cronwheel api`)."""
 
 from __future__ import annotations
 

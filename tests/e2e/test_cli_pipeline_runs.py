@@ -1,6 +1,7 @@
-"""``cronwheel pipelines run | runs | get-run | cancel | retry`` as a real process against
-a real ``cronwheel api``, on each store: a remote worker (over HTTP) moves the tasks on;
-the run shows as a tree on an 80-column terminal and one line per task in a pipe."""
+"""``cronwheel pipelines run | runs | get-run | cancel | retry`` (in the test process:
+tests/e2e/clirun.py) against a real ``cronwheel api``, on each store: a remote worker
+(over HTTP) moves the tasks on; the run shows as a tree on an 80-column terminal and one
+line per task in a pipe."""
 
 from __future__ import annotations
 

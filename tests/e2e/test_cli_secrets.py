@@ -21,7 +21,7 @@ from tests.e2e import test_cli
 from tests.e2e.procs import REPO, free_port, wait_until
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.e2e.test_cli import cli
-from tests.e2e.test_cli_views import ok, on_terminal, piped
+from tests.e2e.test_cli_views import ok, on_terminal_process, piped_process
 from tests.engine.webhook_target import webhook_target
 
 api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
@@ -140,7 +140,7 @@ def test_a_pipelines_target_password_is_masked_by_the_cli(api_url: str, tmp_path
 def test_audit_on_a_terminal_and_in_a_pipe(api_url: str) -> None:
     ok(cli(api_url, "tenants", "create", "acme"))
     ok(cli(api_url, "keys", "create", "--role", "read", "--name", "reader", "--tenant", "acme"))
-    code, screen = on_terminal(api_url, "audit")
+    code, screen = on_terminal_process(api_url, "audit")  # the entry point, once
     assert code == 0, screen
     assert max(len(line) for line in screen.splitlines()) <= 80
     assert "…" not in screen and "created" in screen and "tenant" in screen
@@ -150,7 +150,7 @@ def test_audit_on_a_terminal_and_in_a_pipe(api_url: str) -> None:
         ("tenant", "created"),
     ]
     assert entries[0]["at"] in screen  # whole times
-    lines = ok(piped(api_url, "audit")).splitlines()
+    lines = ok(piped_process(api_url, "audit")).splitlines()
     assert lines[0].split("\t") == ["at", "entity", "action", "actor", "entity id", "tenant", "id"]
     assert lines[1].split("\t")[:4] == [entries[0]["at"], "key", "created", "admin-token for acme"]
     tenant_only = json.loads(ok(cli(api_url, "audit", "--entity", "tenant", "--json")))

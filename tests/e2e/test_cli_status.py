@@ -1,6 +1,6 @@
-"""`cronwheel status` and `cronwheel jobs why` as a person and a script see them: a real
-`cronwheel` process against a real `cronwheel api`, on an 80-column terminal and in a
-pipe, on each store."""
+"""`cronwheel status` and `cronwheel jobs why` as a person and a script see them: the CLI
+(in the test process, and once as a real process: tests/e2e/clirun.py) against a real
+`cronwheel api`, on an 80-column terminal and in a pipe, on each store."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests import pg
 from tests.e2e import test_cli
 from tests.e2e.test_cli import TOKEN, cli
-from tests.e2e.test_cli_views import created, manual, ok, on_terminal, piped
+from tests.e2e.test_cli_views import created, manual, ok, on_terminal, on_terminal_process, piped
 
 api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -32,7 +32,7 @@ def _scenario(url: str) -> None:
 
 def test_status_on_an_80_column_terminal(api_url: str) -> None:
     _scenario(api_url)
-    code, screen = on_terminal(api_url, "status")
+    code, screen = on_terminal_process(api_url, "status")  # a real process, once
     assert code == 0, screen
     assert "Traceback" not in screen and "…" not in screen
     assert screen.startswith("NOT HEALTHY · cronwheel ")

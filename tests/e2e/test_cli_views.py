@@ -1,5 +1,7 @@
-"""The remote CLI as a person sees it: a real `cronwheel` process against a real
-`cronwheel api`, on an 80-column terminal (a pseudo-terminal) and in a pipe.
+"""The remote CLI as a person sees it, against a real `cronwheel api`: on an 80-column
+terminal and in a pipe. The first two tests run a real `cronwheel` process on a real
+pseudo-terminal and a real pipe; the others run the command in the test process, with
+the same terminal width or pipe (tests/e2e/clirun.py).
 
 Ids and times are never cut; a job is named by its id, the start of its id or its name;
 `jobs get` and `runs get` show everything; a system admin works in any tenant.
@@ -8,71 +10,48 @@ Ids and times are never cut; a job is named by its id, the start of its id or it
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from typing import Any
 
 import httpx
 
-from tests.e2e import test_cli
-from tests.e2e.procs import REPO
+from tests.e2e import clirun, test_cli
 from tests.e2e.test_cli import TOKEN, cli
 
 api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\+00:00")
 
 
 def on_terminal(url: str, *args: str, token: str = TOKEN, columns: int = 80) -> tuple[int, str]:
-    """Run the CLI with its stdout on a pseudo-terminal of ``columns`` columns, as a
-    person at a terminal runs it: its exit code and what the screen shows."""
-    primary, secondary = os.openpty()
-    env = {
-        "CRONWHEEL_URL": url,
-        "CRONWHEEL_TOKEN": token,
-        "PATH": "/usr/bin:/bin",
-        "COLUMNS": str(columns),
-        "LINES": "50",
-        "TERM": "xterm-256color",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cronwheel", *args],
-        cwd=REPO,
-        env=env,
-        stdout=secondary,
-        stderr=subprocess.STDOUT,
-    )
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(primary)
-    code = proc.wait(timeout=60)
-    screen = _ANSI.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
-    return code, screen
+    """Run the CLI with its stdout on a terminal of ``columns`` columns, as a person at a
+    terminal runs it, in this process (tests/e2e/clirun.py): its exit code and what the
+    screen shows."""
+    result = clirun.run(args, _env(url, token), columns=columns)
+    return result.returncode, result.stdout
+
+
+def on_terminal_process(
+    url: str, *args: str, token: str = TOKEN, columns: int = 80
+) -> tuple[int, str]:
+    """The same as a real process on a real pseudo-terminal."""
+    return clirun.real_on_terminal(args, _env(url, token), columns)
 
 
 def piped(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the CLI with its output in a pipe that says it is 80 columns wide (rich would
-    format for 80 columns in a pipe anyway)."""
-    env = {"CRONWHEEL_URL": url, "CRONWHEEL_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-m", "cronwheel", *args],
-        cwd=REPO,
-        env={**env, "COLUMNS": "80"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    format for 80 columns in a pipe anyway), in this process."""
+    return clirun.run(args, {**_env(url, TOKEN), "COLUMNS": "80"})
+
+
+def piped_process(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same as a real process writing to a real pipe."""
+    return clirun.real(args, {**_env(url, TOKEN), "COLUMNS": "80"})
+
+
+def _env(url: str, token: str) -> dict[str, str]:
+    return {"CRONWHEEL_URL": url, "CRONWHEEL_TOKEN": token}
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -113,26 +92,26 @@ def batch(url: str, *names: str) -> list[dict[str, Any]]:
 def test_tables_at_80_columns_show_whole_ids_and_times(api_url: str) -> None:
     jobs = batch(api_url, "a-job-with-a-rather-long-name-that-has-to-wrap", "b")
     run_ids = json.loads(ok(cli(api_url, "jobs", "enqueue", "b", "--payload", "1", "--json")))
-    code, screen = on_terminal(api_url, "jobs", "list")
+    code, screen = on_terminal_process(api_url, "jobs", "list")
     assert code == 0, screen
     assert "…" not in screen and "..." not in screen
     for job in jobs:
         assert job["id"] in screen
     assert max(len(line) for line in screen.splitlines()) <= 80
-    code, screen = on_terminal(api_url, "jobs", "runs", "b")
+    code, screen = on_terminal_process(api_url, "jobs", "runs", "b")
     assert code == 0, screen
     [run] = json.loads(ok(cli(api_url, "jobs", "runs", "b", "--json")))["items"]
     assert run["id"] == run_ids["run_ids"][0]
     assert run["scheduled_for"] in screen  # the whole ISO time, microseconds and offset
     assert "…" not in screen
-    code, screen = on_terminal(api_url, "jobs", "get", "b")
+    code, screen = on_terminal_process(api_url, "jobs", "get", "b")
     assert code == 0 and jobs[1]["id"] in screen and jobs[1]["created_at"] in screen
 
 
 def test_tables_in_a_pipe_are_whole_tab_separated_values(api_url: str) -> None:
     name = "a-job-with-a-name-longer-than-any-column-of-eighty-characters-could-show-whole"
     job = created(api_url, manual(name, schedule={"kind": "interval", "every_seconds": 3600}))
-    lines = ok(piped(api_url, "jobs", "list")).splitlines()
+    lines = ok(piped_process(api_url, "jobs", "list")).splitlines()
     assert lines[0].split("\t") == ["id", "name", "state", "next_fire_at", "pool", "version"]
     assert lines[1].split("\t") == [
         job["id"],
@@ -144,7 +123,7 @@ def test_tables_in_a_pipe_are_whole_tab_separated_values(api_url: str) -> None:
     ]
     assert _ISO.fullmatch(job["next_fire_at"])
     run = json.loads(ok(cli(api_url, "jobs", "trigger", name, "--json")))
-    header, row = ok(piped(api_url, "jobs", "runs", name)).splitlines()
+    header, row = ok(piped_process(api_url, "jobs", "runs", name)).splitlines()
     fields = dict(zip(header.split("\t"), row.split("\t"), strict=True))
     assert fields["id"] == str(run["id"]) and fields["job_id"] == job["id"]
     assert fields["scheduled_for"] == run["scheduled_for"]

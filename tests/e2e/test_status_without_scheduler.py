@@ -14,7 +14,7 @@ import httpx
 from tests.e2e.procs import cronwheel
 from tests.e2e.procs import wait_until as _wait_until
 from tests.e2e.test_cli import TOKEN, api_url  # noqa: F401  (the fixture)
-from tests.e2e.test_cli_views import piped
+from tests.e2e.test_cli_views import piped_process
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 SHARDS = 16
@@ -65,7 +65,7 @@ def test_status_is_not_healthy_once_the_only_scheduler_stops_or_dies(
     body = _status(api_url)
     assert body["schedulers"] == []
     _not_healthy(body)
-    screen = piped(api_url, "status")
+    screen = piped_process(api_url, "status")
     assert screen.returncode == 0, screen.stderr
     assert screen.stdout.startswith("now\thealthy\t")
     assert f"\nproblem\n{PROBLEM}\n" in screen.stdout, screen.stdout
