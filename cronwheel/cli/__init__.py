@@ -34,6 +34,7 @@ COMMANDS = {
     "webhook-key": "cronwheel.cli.webhook_key:webhook_key",
     "secrets": "cronwheel.cli.secrets:secrets",
     "audit": "cronwheel.cli.remote.audit:audit",
+    "import": "cronwheel.cli.remote.imports:import_",
 }
 
 

@@ -1,0 +1,157 @@
+"""``cronwheel import crontab FILE``: a user's crontab as command jobs (decision 0052)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+import click
+
+from cronwheel.cli._logs import fail, hint, say
+from cronwheel.cli.remote._base import client, remote_options
+from cronwheel.cli.tables import Column, print_table
+from cronwheel.core.crontab import (
+    CrontabError,
+    Entry,
+    Notice,
+    check_specs,
+    parse_crontab,
+)
+from cronwheel.sdk import Client, JobInfo
+
+EXIT_INVALID = 2
+COLUMNS = (
+    Column("line"),
+    Column("result"),
+    Column("name", kind="text"),
+    Column("schedule", kind="text", rank=1),
+)
+
+
+@click.group("import")
+def import_() -> None:
+    """Import jobs written for another scheduler."""
+
+
+def _read(file: TextIO) -> str:
+    try:
+        return file.read()
+    except UnicodeDecodeError as exc:
+        fail(f"{file.name}: not UTF-8 text: {exc}", EXIT_INVALID)
+
+
+def _refuse(problems: list[Notice], as_json: bool) -> None:
+    if as_json:
+        lines = [{"line": p.line, "error": p.message} for p in problems]
+        click.echo(json.dumps({"errors": lines}, indent=2))
+    for problem in problems:
+        say(f"error: line {problem.line}: {problem.message}", err=True)
+    fail(f"nothing imported: {len(problems)} line(s) cannot be imported", EXIT_INVALID)
+
+
+def _existing(cw: Client, name: str) -> JobInfo | None:
+    """The live job of this name, if any (a cancelled one is history: a new one is made)."""
+    found = [j for j in cw.list_jobs(name=name, limit=10).items if j.name == name]
+    live = [job for job in found if job.state != "cancelled"]
+    return live[0] if live else None
+
+
+def _fingerprint(job: JobInfo) -> object:
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    return payload.get("fingerprint")
+
+
+@import_.command("crontab")
+@remote_options
+@click.argument("file", type=click.File("r"), metavar="FILE|-")
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@click.option("--pool", default="default", show_default=True, help="The jobs' pool.")
+@click.option(
+    "--tz",
+    default="UTC",
+    show_default=True,
+    help="The zone of the entries before any CRON_TZ= or TZ= line.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1, 7 * 86_400),
+    default=3600,
+    show_default=True,
+    help="How long one run of an entry may take, in seconds (cron has no limit).",
+)
+def import_crontab(
+    url: str,
+    token: str | None,
+    as_json: bool,
+    file: TextIO,
+    dry_run: bool,
+    pool: str,
+    tz: str,
+    timeout: float,
+) -> None:
+    """Make a job of each entry of a user's crontab (FILE, or - for stdin), run by the
+    crontab's shell (/bin/sh unless SHELL= says otherwise): workers must allow it with
+    --allow-command /bin/sh. Importing the same file again changes nothing; an entry
+    whose schedule or environment changed updates its job; nothing is imported while any
+    line is invalid. @reboot is refused. Jobs of lines since removed are left as they are.
+    """
+    try:
+        crontab = parse_crontab(_read(file), timezone=tz)
+    except CrontabError as exc:
+        _refuse(exc.problems, as_json)
+        return
+    specs = [(e, e.spec(pool=pool, timeout_seconds=timeout)) for e in crontab.entries]
+    problems = check_specs([(e.line, spec) for e, spec in specs])
+    if problems:
+        _refuse(problems, as_json)
+    if not as_json:
+        for warning in crontab.warnings:
+            hint(f"warning: line {warning.line}: {warning.message}")
+    rows: list[dict[str, Any]] = []
+    with client(url, token) as cw:
+        plan = [(entry, spec, _existing(cw, spec["name"])) for entry, spec in specs]
+        creates = [spec for _, spec, job in plan if job is None]
+        created = {} if dry_run or not creates else _create(cw, creates)
+        for entry, spec, job in plan:
+            rows.append(_row(cw, entry, spec, job, created, dry_run))
+    if as_json:
+        warnings = [{"line": w.line, "warning": w.message} for w in crontab.warnings]
+        out = {"dry_run": dry_run, "jobs": rows, "warnings": warnings}
+        click.echo(json.dumps(out, indent=2))
+        return
+    print_table(rows, COLUMNS)
+    shells = sorted({e.shell for e in crontab.entries})
+    if shells:
+        allow = " ".join(f"--allow-command {s}" for s in shells)
+        hint(f"the workers of pool {pool!r} run these jobs only if started with {allow}")
+    if dry_run:
+        hint("dry run: nothing was written")
+
+
+def _create(cw: Client, creates: list[dict[str, Any]]) -> dict[str, JobInfo]:
+    """All the new jobs in one batch: the API makes all of them or none."""
+    return {job.name: job for job in cw.create_jobs(creates)}
+
+
+def _row(
+    cw: Client,
+    entry: Entry,
+    spec: dict[str, Any],
+    job: JobInfo | None,
+    created: dict[str, JobInfo],
+    dry_run: bool,
+) -> dict[str, Any]:
+    schedule = f"{entry.cron} ({entry.timezone})"
+    row: dict[str, Any] = {"line": entry.line, "name": spec["name"], "schedule": schedule}
+    if job is None:
+        made = created.get(spec["name"])
+        result, job_id = ("create" if dry_run else "created"), (made.id if made else None)
+    elif _fingerprint(job) == spec["payload"]["fingerprint"]:
+        result, job_id = "unchanged", job.id
+    else:
+        if not dry_run:
+            changes = {k: spec[k] for k in ("schedule", "action", "pool", "payload")}
+            cw.update_job(job.id, job.version, **changes)
+        result, job_id = ("update" if dry_run else "updated"), job.id
+    row.update(result=result, job_id=job_id, argv=entry.argv())
+    return row
