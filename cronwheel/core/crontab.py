@@ -27,7 +27,7 @@ from cronwheel.schedule.timezones import load_zone
 DEFAULT_SHELL = "/bin/sh"
 NAME_PREFIX = "crontab-"
 """Every imported job's name starts so: ``cronwheel jobs list --name-prefix crontab-``."""
-_SLUG_LENGTH = 40
+_SLUG_LENGTH = 24
 _ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
 _ENTRY = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s+(.*))?$")
 _MACRO = re.compile(r"^(@\S+)(?:\s+(.*))?$")

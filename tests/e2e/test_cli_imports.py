@@ -45,7 +45,7 @@ def test_the_engine_commands_import_no_web_framework(command: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["jobs", "pipelines", "runs", "dlq", "notifications", "status", "keys", "tenants"],
+    ["jobs", "pipelines", "runs", "dlq", "notifications", "status", "keys", "tenants", "import"],
 )
 def test_the_api_client_commands_import_neither_server_nor_engine(command: str) -> None:
     imported = _imported_by(command)

@@ -4,13 +4,17 @@ imported named by its number. Data: tests/unit/data/crontab/README.md."""
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from cronwheel.cli.remote.imports import COLUMNS
+from cronwheel.cli.tables import rich_table
 from cronwheel.core.crontab import (
     CrontabError,
     Entry,
@@ -193,3 +197,15 @@ def test_a_changed_schedule_changes_the_fingerprint_not_the_name() -> None:
         "argv": ["/bin/sh", "-c", "/usr/bin/true"],
         "timeout_seconds": 60,
     }
+
+
+def test_the_table_of_an_import_fits_80_columns() -> None:
+    rows = [
+        {"line": e.line, "result": "created", "name": e.name, "schedule": f"{e.cron} {e.timezone}"}
+        for e in parse_crontab(MAN_PAGE).entries
+    ]
+    console = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+    console.print(rich_table(rows, COLUMNS, 80), crop=False)
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    assert "line" in shown and shown.count("created") == len(rows)
