@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.test_cli import api_url, cli
+from tests.e2e.test_cli import api_url, cli, cli_process
 
 __all__ = ["api_url"]  # the fixture, for pytest
 
@@ -89,7 +89,8 @@ def test_a_crontab_imports_once_and_a_changed_line_updates_its_job(
 
 def test_reboot_or_a_bad_line_imports_nothing(api_url: str) -> None:
     text = "0 1 * * * /usr/bin/true\n@reboot /usr/local/bin/start-tunnel\n0 25 * * * x\n"
-    refused = cli(api_url, "import", "crontab", "-", stdin=text)
+    # a real process, once for this command family: its entry point and exit code
+    refused = cli_process(api_url, "import", "crontab", "-", stdin=text)
     assert refused.returncode == 2
     assert "line 2: @reboot is not imported" in refused.stderr
     assert "line 3: '0 25 * * *': hour: 25 is out of range" in refused.stderr
