@@ -16,7 +16,8 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Container, Iterable, Iterator
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -142,27 +143,46 @@ class Metrics:
     ) -> None:
         """Record finished attempts, as ``(pool, completion)``, from a written batch. The
         lag of the runs in ``limited`` (ids of runs a limit may hold back: a concurrency
-        key, ``overlap: queue``) goes to the start wait, not the start lag (decision 0042)."""
+        key, ``overlap: queue``) goes to the start wait, not the start lag (decision 0042).
+
+        The batch is counted here first and goes to the Prometheus children in bulk: one
+        increment per counter, bucket and sum that changed, not three locked updates per
+        run (decision 0051)."""
+        attempts: dict[tuple[str, str], int] = {}
+        durations: dict[tuple[str, str], _Observed] = {}
+        lags: dict[str, _Observed] = {}
+        waits: dict[str, _Observed] = {}
         for pool, c in done:
-            outcome = c.outcome.value
-            pair = self._children.get((pool, outcome))
-            if pair is None:
-                pair = self._child(pool, outcome)
-            duration, attempts = pair
-            attempts.inc()
+            key = (pool, c.outcome.value)
+            attempts[key] = attempts.get(key, 0) + 1
             if c.started_at is not None:
-                duration.observe((c.finished_at - c.started_at).total_seconds())
+                seen = durations.get(key)
+                if seen is None:
+                    seen = durations[key] = _Observed(DURATION_BUCKETS)
+                seen.add((c.finished_at - c.started_at).total_seconds())
             if c.lag_seconds is not None:
-                if c.run_id in limited:
-                    wait = self._wait_of.get(pool)
-                    if wait is None:
-                        wait = self._wait_of[pool] = self.start_wait.labels(pool)
-                    wait.observe(max(c.lag_seconds, 0.0))
-                    continue
-                lag = self._lag_of.get(pool)
-                if lag is None:
-                    lag = self._lag_of[pool] = self.start_lag.labels(pool)
-                lag.observe(max(c.lag_seconds, 0.0))
+                into = waits if c.run_id in limited else lags
+                seen = into.get(pool)
+                if seen is None:
+                    seen = into[pool] = _Observed(LAG_BUCKETS)
+                seen.add(c.lag_seconds if c.lag_seconds > 0.0 else 0.0)
+        for key, n in attempts.items():
+            pair = self._children.get(key)
+            if pair is None:
+                pair = self._child(*key)
+            pair[1].inc(n)
+            if key in durations:
+                durations[key].into(pair[0])
+        for pool, seen in lags.items():
+            lag = self._lag_of.get(pool)
+            if lag is None:
+                lag = self._lag_of[pool] = self.start_lag.labels(pool)
+            seen.into(lag)
+        for pool, seen in waits.items():
+            wait = self._wait_of.get(pool)
+            if wait is None:
+                wait = self._wait_of[pool] = self.start_wait.labels(pool)
+            seen.into(wait)
 
     def _child(self, pool: str, outcome: str) -> tuple[Histogram, Counter]:
         with self._lock:
@@ -265,6 +285,36 @@ class Metrics:
     def render(self) -> bytes:
         """The text exposition format of everything in this registry."""
         return generate_latest(self.registry)
+
+
+class _Observed:
+    """Observations of one histogram child gathered over a batch: how many fell in each
+    bucket, and their sum, added to the child in one step by :meth:`into`."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, buckets: Sequence[float]) -> None:
+        self.bounds = (*buckets, math.inf)
+        self.counts = [0] * len(self.bounds)
+        self.total = 0.0
+
+    def add(self, value: float) -> None:
+        # The bucket Histogram.observe picks: the first bound the value does not exceed.
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def into(self, child: Histogram) -> None:
+        """Add the batch to ``child``, a labelled child of a histogram with these buckets.
+
+        prometheus-client observes one value at a time; a bulk observation adds to the
+        child's per-bucket values and its sum directly (the attributes ``observe``
+        updates). tests/unit/test_metrics.py checks that the result equals one
+        ``observe`` per value, should a release of the client change them."""
+        child._sum.inc(self.total)
+        buckets = child._buckets
+        for i, n in enumerate(self.counts):
+            if n:
+                buckets[i].inc(n)
 
 
 class _SchedulerMetrics:

@@ -4,14 +4,23 @@ their rendering (the real-process scrape is in tests/e2e/test_metrics.py)."""
 from __future__ import annotations
 
 import asyncio
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.values import MutexValue
 
 from cronwheel.core.model import AttemptOutcome, RunState
-from cronwheel.observability.metrics import GaugeCache, Metrics, StoreGauges, status_class
+from cronwheel.observability.metrics import (
+    DURATION_BUCKETS,
+    LAG_BUCKETS,
+    GaugeCache,
+    Metrics,
+    StoreGauges,
+    status_class,
+)
 from cronwheel.store.base import Completion, GaugeReading
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -259,3 +268,76 @@ async def test_runs_held_back_by_a_limit_have_a_gauge_of_their_own() -> None:
     assert [(s.labels, s.value) for s in held.samples] == [
         ({"pool": "mail", "reason": "concurrency_key"}, 2)
     ]
+
+
+def _attempt(run_id: int, outcome: AttemptOutcome, lag: float, seconds: float) -> Completion:
+    return Completion(
+        run_id=run_id,
+        fence=1,
+        worker_id="w",
+        state=RunState.SUCCEEDED,
+        outcome=outcome,
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=seconds),
+        lag_seconds=lag,
+    )
+
+
+def test_a_batch_goes_to_prometheus_in_one_update_per_value_it_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28 item 3: a worker writing thousands of completions a second made three
+    locked prometheus updates per run (counter, duration, lag). A batch is counted first,
+    then added: one update per counter, bucket and sum it changed."""
+    m = Metrics()
+    updates = 0
+    inc = MutexValue.inc
+
+    def counted(self: MutexValue, amount: float) -> None:
+        nonlocal updates
+        updates += 1
+        inc(self, amount)
+
+    monkeypatch.setattr(MutexValue, "inc", counted)
+    batch = [("mail", _attempt(i, AttemptOutcome.SUCCEEDED, 0.001, 0.002)) for i in range(1000)]
+    m.attempts_done(batch)
+    # the counter; the duration's bucket and sum; the lag's bucket and sum
+    assert updates == 5
+    monkeypatch.undo()
+    got = samples(m.render().decode())
+    assert got[("cronwheel_attempts_total", (("outcome", "succeeded"), ("pool", "mail")))] == 1000
+    assert got[("cronwheel_run_start_lag_seconds_count", (("pool", "mail"),))] == 1000
+
+
+def test_a_batch_recorded_in_bulk_reads_as_one_observe_per_run() -> None:
+    """The bulk path adds to prometheus-client's per-bucket values directly: whatever a
+    batch holds (values on a bucket's bound, negative lags, beyond the last bucket, two
+    pools, a limited run), the exposition is the one observing each value gives."""
+    rng = random.Random(51)
+    bounds = [*LAG_BUCKETS, *DURATION_BUCKETS]
+    values = [*bounds, -1.0, 0.0, 1e9, *(rng.uniform(0, 4000) for _ in range(300))]
+    outcomes = [AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.TIMED_OUT]
+    batch = [
+        (
+            rng.choice(["mail", "reports"]),
+            _attempt(i, rng.choice(outcomes), rng.choice(values), abs(rng.choice(values))),
+        )
+        for i in range(2000)
+    ]
+    limited = {i for i in range(2000) if i % 7 == 0}
+    bulk, one_by_one = Metrics(), Metrics()
+    bulk.attempts_done(batch[:1500], limited=limited)
+    bulk.attempts_done(batch[1500:], limited=limited)
+    for pool, c in batch:
+        assert c.started_at is not None and c.lag_seconds is not None
+        one_by_one.attempts.labels(pool, c.outcome.value).inc()
+        seconds = (c.finished_at - c.started_at).total_seconds()
+        one_by_one.duration.labels(pool, c.outcome.value).observe(seconds)
+        lag = one_by_one.start_wait if c.run_id in limited else one_by_one.start_lag
+        lag.labels(pool).observe(max(c.lag_seconds, 0.0))
+
+    def exposition(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        got = samples(m.render().decode())
+        return {k: pytest.approx(v) for k, v in got.items() if not k[0].endswith("_created")}
+
+    assert exposition(bulk) == exposition(one_by_one)
