@@ -91,16 +91,26 @@ class FairSlots:
 
     @asynccontextmanager
     async def hold(self, tenant: str, lane: Lane = None) -> AsyncIterator[None]:
-        await self._acquire(tenant, lane)
+        if not self.take(lane):
+            await self.acquire(tenant, lane)
         try:
             yield
         finally:
-            self._release(lane)
+            self.release(lane)
 
-    async def _acquire(self, tenant: str, lane: Lane) -> None:
+    def take(self, lane: Lane = None) -> bool:
+        """Take a slot (and the lane) if one is free and nobody waits: True if taken. The
+        worker's path for most runs, with no coroutine; else :meth:`acquire`."""
         if self._free > 0 and not self._waiting and self.lanes.has_room(lane):
             self._free -= 1
             self.lanes._take(lane)
+            return True
+        return False
+
+    async def acquire(self, tenant: str, lane: Lane = None) -> None:
+        """Wait for a slot (and the lane), in turn by tenant; :meth:`release` gives it
+        back. Cancelled while waiting, it holds nothing."""
+        if self.take(lane):
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(tenant, OrderedDict()).setdefault(lane, deque()).append(waiter)
@@ -109,7 +119,7 @@ class FairSlots:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self._release(lane)  # handed over as it was cancelled: pass it on
+                self.release(lane)  # handed over as it was cancelled: pass it on
             else:
                 self._forget(tenant, lane, waiter)
             raise
@@ -125,7 +135,8 @@ class FairSlots:
             if not lanes:
                 del self._waiting[tenant]
 
-    def _release(self, lane: Lane) -> None:
+    def release(self, lane: Lane = None) -> None:
+        """Give back a slot (and the lane) that :meth:`take` or :meth:`acquire` gave."""
         self._free += 1
         if lane is None:
             self._dispatch()
