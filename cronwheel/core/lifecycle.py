@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Final
 
 from cronwheel.core.model import (
     JSON,
@@ -37,6 +38,7 @@ from cronwheel.core.model import (
     RetryPolicy,
     Run,
     RunState,
+    hot_record,
 )
 from cronwheel.core.records import Completion
 
@@ -52,7 +54,7 @@ class OutcomeKind(StrEnum):
     CANCELLED = "cancelled"
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record  # one per run: a frozen dataclass's __init__ costs a microsecond more
 class Outcome:
     kind: OutcomeKind
     error_class: str | None = None
@@ -68,6 +70,9 @@ class Outcome:
     """A command's exit and the tails of its output, as JSON text, recorded with the
     attempt (cronwheel.actions.command); None for other actions."""
 
+
+SUCCEEDED: Final = Outcome(OutcomeKind.SUCCEEDED)
+"""A success with nothing to record beyond it: most runs' outcome, made once."""
 
 _ATTEMPT_OUTCOME = {
     OutcomeKind.SUCCEEDED: AttemptOutcome.SUCCEEDED,

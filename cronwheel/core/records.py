@@ -212,7 +212,7 @@ class Release:
     """For a run that had started: its attempt's error message and its ``last_error``."""
 
 
-@dataclass(frozen=True, slots=True)
+@hot_record  # one per run claimed ahead
 class Start:
     """A run claimed ahead whose action has begun (:meth:`Store.mark_started`)."""
 

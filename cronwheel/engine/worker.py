@@ -30,6 +30,7 @@ from cronwheel.actions.handler import Handler, HandlerRegistry, PermanentError, 
 from cronwheel.core.brokers import BROKER_NAME, kind_of_url
 from cronwheel.core.clock import Clock, SystemClock, sync_to
 from cronwheel.core.lifecycle import (
+    SUCCEEDED,
     Outcome,
     OutcomeKind,
     completion_for,
@@ -921,11 +922,14 @@ class Worker:
         if handler is None:
             message = f"no handler named {name!r} in worker {self.id}; register it or fix the job"
             return Outcome(OutcomeKind.FAILED, "UnknownHandler", message)
-        value = await call_handler(handler, ctx, self._threads)
+        if handler.is_async:  # awaited here: call_handler's coroutine would be one more a run
+            value = await handler.fn(ctx)
+        else:
+            value = await call_handler(handler, ctx, self._threads)
         if ctx.cancelled.is_set():
             return Outcome(OutcomeKind.CANCELLED, "Cancelled", "the run was cancelled")
         if value is None:
-            return Outcome(OutcomeKind.SUCCEEDED)
+            return SUCCEEDED
         return result_outcome(value, task=claimed.run.pipeline_run_id is not None)
 
     async def _start_pipeline(self, claimed: ClaimedRun) -> Outcome:
