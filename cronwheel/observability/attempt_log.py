@@ -72,4 +72,9 @@ def log_attempt_end(
     # A timeout's or a cancellation's exception is the stop we caused: no traceback.
     failed = error is not None and done.outcome is AttemptOutcome.FAILED
     exc_info = (type(error), error, error.__traceback__) if failed and error else None
-    _log.log(level, "%s", text, extra=fields, exc_info=exc_info)
+    # Made and handled here, not by _log.log(): that looks up the caller's file and line
+    # by walking the stack (a sixth of a line's cost), and the caller is always this.
+    record = _log.makeRecord(
+        _log.name, level, __file__, 0, "%s", (text,), exc_info, "log_attempt_end", fields
+    )
+    _log.handle(record)

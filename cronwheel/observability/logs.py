@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import traceback
 from collections.abc import Mapping
@@ -83,8 +84,25 @@ _RECORD_ATTRS: Final = frozenset(logging.LogRecord("", 0, "", 0, "", (), None)._
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    when = datetime.fromtimestamp(record.created, UTC)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """``2030-01-01T00:00:00.123Z``: the record's time to the millisecond, in UTC."""
+    global _second
+    frac, whole = math.modf(record.created)
+    micros = round(frac * 1e6)  # as datetime.fromtimestamp rounds
+    if frac < 0 or micros >= 1_000_000:  # before 1970, or a second's last half microsecond
+        when = datetime.fromtimestamp(record.created, UTC)
+        return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    seconds, ms = int(whole), micros // 1000
+    cached_at, prefix = _second
+    if seconds != cached_at:
+        # A worker logs thousands of lines a second: the date and time up to the second
+        # are formatted once per second, not once per line.
+        prefix = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second = (seconds, prefix)
+    return f"{prefix}.{ms:03d}Z"
+
+
+_second: tuple[int, str] = (-1, "")
+"""The last second :func:`_timestamp` formatted, and its text."""
 
 
 def _clean(value: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import random
 import sys
 import uuid
 from collections.abc import Iterator
@@ -311,3 +312,33 @@ def test_the_level_applies_to_every_logger_but_httpx_below_debug(
     assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
     configure("json", "debug")
     assert logging.getLogger("httpx").isEnabledFor(logging.DEBUG)
+
+
+def test_an_attempt_line_does_not_walk_the_stack_for_its_caller(
+    captured: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 item 3: at info, a worker writes a line per attempt, and logging's
+    lookup of the calling file and line was a sixth of a line's cost; the caller is
+    always log_attempt_end, so the record names it without the lookup."""
+
+    def walked(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("findCaller was called")
+
+    monkeypatch.setattr(logging.Logger, "findCaller", walked)
+    run = _run()
+    log_attempt_end(_claimed(run), _completion(run))
+    line = json.loads(captured.getvalue())
+    assert line["message"].startswith("run 42 of job nightly")
+
+
+def test_a_line_is_stamped_as_datetime_formats_its_time_to_the_millisecond() -> None:
+    """The stamp's date and time are formatted once a second (a worker writes thousands
+    of lines a second); each line reads as datetime's isoformat would write it."""
+    rng = random.Random(51)
+    moments = [0.0, 1.9994999, 1.9999996, T0.timestamp() - 0.0005, T0.timestamp() + 0.999]
+    moments += [round(rng.uniform(1.7e9, 1.8e9), rng.choice([3, 4, 6, 9])) for _ in range(3000)]
+    for created in sorted(moments) + moments:  # in order (the cache hits) and not
+        record = _record("x")
+        record.created = created
+        expected = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+        assert TextFormatter().format(record).split()[0] == expected.replace("+00:00", "Z")
