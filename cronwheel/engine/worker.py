@@ -909,13 +909,14 @@ class Worker:
 
     async def _dispatch(self, claimed: ClaimedRun, ctx: RunContext) -> Outcome:
         action = claimed.action
-        if action.get("type") == "webhook":
+        kind = action.get("type")
+        if kind == "webhook":
             return await self.webhooks.execute(action, ctx, claimed.timeout_seconds)
-        if action.get("type") == "publish":
+        if kind == "publish":
             return await self.publisher.execute(action, ctx, claimed.timeout_seconds)
-        if action.get("type") == "pipeline":
+        if kind == "pipeline":
             return await self._start_pipeline(claimed)
-        if action.get("type") == "command":
+        if kind == "command":
             return await self.commands.execute(action, ctx, claimed.timeout_seconds)
         name = str(action.get("name"))
         handler = self.handlers.get(name)
