@@ -448,6 +448,8 @@ def test_a_command_run_in_process_leaves_the_test_process_as_it_was() -> None:
     log capture would be gone, later output masked)."""
     root = logging.getLogger()
     handlers, level, hook = list(root.handlers), root.level, sys.excepthook
+    # As it was, not NOTSET: a test of this process before may have set it (xdist order).
+    httpx_level = logging.getLogger("httpx").level
     token = "cw_never-registered-here-0123"
     done = clirun.run(
         ("jobs", "list", "--log-format", "json", "--log-level", "debug"),
@@ -455,6 +457,6 @@ def test_a_command_run_in_process_leaves_the_test_process_as_it_was() -> None:
     )
     assert done.returncode == 6 and json.loads(done.stderr.splitlines()[-1])["exit_code"] == 6
     assert (root.handlers, root.level, sys.excepthook) == (handlers, level, hook)
-    assert logging.getLogger("httpx").level == logging.NOTSET
+    assert logging.getLogger("httpx").level == httpx_level
     assert not json_lines()
     assert redact(token) == token
