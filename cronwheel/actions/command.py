@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cronwheel.actions.context import RunContext
+from cronwheel.actions.context import RunContext, run_envelope
 from cronwheel.core.lifecycle import Outcome, OutcomeKind
 from cronwheel.core.text import escape_controls
 from cronwheel.security.commands import AllowList
@@ -62,17 +62,7 @@ secrets, its store's DSN, stay with it). ``PATH`` is how a command name is found
 
 def stdin_body(ctx: RunContext) -> bytes:
     """What a command reads on stdin: the run's JSON envelope, as a webhook's body."""
-    envelope = {
-        "run_id": ctx.run_id,
-        "job_id": ctx.job_id,
-        "job_name": ctx.job_name,
-        "scheduled_for": ctx.scheduled_for.isoformat(),
-        "attempt": ctx.attempt,
-        "payload": ctx.payload,
-    }
-    if ctx.pipeline_run_id is not None:  # a pipeline task: its place and its inputs
-        envelope.update(pipeline_run_id=ctx.pipeline_run_id, task=ctx.task, inputs=ctx.inputs)
-    return json.dumps(envelope).encode()
+    return run_envelope(ctx)
 
 
 def command_env(action: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:

@@ -226,3 +226,19 @@ class RunContext:
         """For the worker's completion: this attempt's last progress, message and
         checkpoint text, whether sent or not (None where it made none)."""
         return self.progress_value, self.progress_message, self._checkpoint_text
+
+
+def run_envelope(ctx: RunContext) -> bytes:
+    """The run as JSON, what a webhook without a ``body`` sends and a command reads on
+    stdin: its identity, its payload and, for a pipeline task, its place and inputs."""
+    envelope = {
+        "run_id": ctx.run_id,
+        "job_id": ctx.job_id,
+        "job_name": ctx.job_name,
+        "scheduled_for": ctx.scheduled_for.isoformat(),
+        "attempt": ctx.attempt,
+        "payload": ctx.payload,
+    }
+    if ctx.pipeline_run_id is not None:  # a pipeline task: its place and its inputs
+        envelope.update(pipeline_run_id=ctx.pipeline_run_id, task=ctx.task, inputs=ctx.inputs)
+    return json.dumps(envelope).encode()

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from cronwheel._version import installed_version
-from cronwheel.actions.context import RunContext
+from cronwheel.actions.context import RunContext, run_envelope
 from cronwheel.actions.transport import checked_transport
 from cronwheel.core.lifecycle import Outcome, OutcomeKind
 from cronwheel.observability import metrics as _metrics
@@ -86,17 +86,7 @@ def request_body(action: Mapping[str, Any], ctx: RunContext) -> bytes:
         return body.encode()
     if body is not None:
         return json.dumps(body).encode()
-    envelope = {
-        "run_id": ctx.run_id,
-        "job_id": ctx.job_id,
-        "job_name": ctx.job_name,
-        "scheduled_for": ctx.scheduled_for.isoformat(),
-        "attempt": ctx.attempt,
-        "payload": ctx.payload,
-    }
-    if ctx.pipeline_run_id is not None:  # a pipeline task: its place and its inputs
-        envelope.update(pipeline_run_id=ctx.pipeline_run_id, task=ctx.task, inputs=ctx.inputs)
-    return json.dumps(envelope).encode()
+    return run_envelope(ctx)
 
 
 def content_type(action: Mapping[str, Any]) -> str:
@@ -131,7 +121,13 @@ def request_headers(
     if ctx.trace:  # the attempt's span, which the target's own trace continues
         headers = {k: v for k, v in headers.items() if k.lower() not in TRACE_HEADERS}
         headers |= ctx.trace
-    headers |= {
+    return headers | identity_headers(ctx, body, key)
+
+
+def identity_headers(ctx: RunContext, body: bytes, key: bytes) -> dict[str, str]:
+    """The run's identity and the signature over it and ``body`` (``key``: the tenant's
+    signing key), as a webhook request or a published message carries them."""
+    return {
         signing.TENANT_ID_HEADER: ctx.tenant_id,
         signing.IDEMPOTENCY_HEADER: ctx.idempotency_key,
         signing.RUN_ID_HEADER: str(ctx.run_id),
@@ -150,7 +146,6 @@ def request_headers(
             body=body,
         ),
     }
-    return headers
 
 
 def outcome_of(

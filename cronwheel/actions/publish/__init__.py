@@ -30,7 +30,7 @@ from cronwheel.actions.publish.base import (
     MissingBrokerLibrary,
     check_installed,
 )
-from cronwheel.actions.webhook import content_type, request_body
+from cronwheel.actions.webhook import content_type, identity_headers, request_body
 from cronwheel.core.brokers import KINDS, kind_of_url, target_problem
 from cronwheel.core.lifecycle import Outcome, OutcomeKind
 from cronwheel.security import signing
@@ -60,26 +60,7 @@ def open_broker(url: str) -> Broker:
 
 def message_headers(ctx: RunContext, body: bytes, key: bytes, type_: str) -> dict[str, str]:
     """The run's identity and signature, as a webhook request's headers carry them."""
-    return {
-        "Content-Type": type_,
-        signing.TENANT_ID_HEADER: ctx.tenant_id,
-        signing.IDEMPOTENCY_HEADER: ctx.idempotency_key,
-        signing.RUN_ID_HEADER: str(ctx.run_id),
-        signing.JOB_ID_HEADER: ctx.job_id,
-        signing.ATTEMPT_HEADER: str(ctx.attempt),
-        signing.FENCE_HEADER: str(ctx.fence),
-        signing.SCHEDULED_FOR_HEADER: ctx.scheduled_for.isoformat(),
-        signing.SIGNATURE_HEADER: signing.sign(
-            key,
-            tenant_id=ctx.tenant_id,
-            job_id=ctx.job_id,
-            run_id=ctx.run_id,
-            attempt=ctx.attempt,
-            fence=ctx.fence,
-            idempotency_key=ctx.idempotency_key,
-            body=body,
-        ),
-    }
+    return {"Content-Type": type_} | identity_headers(ctx, body, key)
 
 
 class PublishAction:
