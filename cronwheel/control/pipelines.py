@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from cronwheel.control.brokers import check_brokers
 from cronwheel.control.commands import check_commands
 from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.core.jobspec import WebhookSpec
@@ -156,14 +157,17 @@ class PipelineService:
             return parsed.fingerprint()
         return parse_definition(plain).fingerprint()
 
-    async def _check_commands(self, parsed: Definition, now: datetime) -> None:
+    async def _check_workers(self, parsed: Definition, tenant_id: str, now: datetime) -> None:
         """InvalidInput naming ``tasks.<name>.action.argv`` for a command task that no
-        live worker of its pool would run (cronwheel.control.commands)."""
-        uses = [
+        live worker of its pool would run (cronwheel.control.commands), and
+        ``tasks.<name>.action.broker`` (``.to``) for a publish task whose broker no live
+        worker of its pool names (cronwheel.control.brokers), as for jobs."""
+        actions = [
             (f"tasks.{name}.action", task.pool, task.action.model_dump())
             for name, task in parsed.spec.tasks.items()
         ]
-        await check_commands(self.store, now, uses)
+        await check_commands(self.store, now, actions)
+        await check_brokers(self.store, now, ((f, tenant_id, p, a) for f, p, a in actions))
 
     def _parse(self, definition: Mapping[str, Any]) -> Definition:
         """The validated definition, or InvalidInput naming the field (``tasks.c``,
@@ -190,7 +194,7 @@ class PipelineService:
         _refuse_sealed(definition)
         parsed = self._parse(definition)
         now = self.clock.now()
-        await self._check_commands(parsed, now)
+        await self._check_workers(parsed, tenant_id, now)
         pipeline = Pipeline(
             id=new_id(),
             tenant_id=tenant_id,
@@ -245,7 +249,7 @@ class PipelineService:
         latest = await self.get(pipeline_id, tenant_id=tenant_id)
         definition, kept = _keep_masked(definition, latest.definition)
         parsed = self._parse(definition)
-        await self._check_commands(parsed, self.clock.now())
+        await self._check_workers(parsed, tenant_id, self.clock.now())
         if expected_version is None:
             expected_version = latest.latest_version
         return await self.store.update_pipeline(

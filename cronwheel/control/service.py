@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from cronwheel.control.brokers import broker_problems
 from cronwheel.control.commands import check_commands
-from cronwheel.core.brokers import target_problem
 from cronwheel.core.clock import Clock, SystemClock
 from cronwheel.core.jobspec import JobSpec, build_jobs, check_can_follow, encode_payload, spec_of
 from cronwheel.core.lifecycle import replay_budget
@@ -22,8 +22,6 @@ from cronwheel.core.model import (
     JSON,
     REASON_BACKFILL,
     REASON_PAUSED,
-    SEEN_WINDOW,
-    SHARED_WORKERS,
     Attempt,
     Job,
     JobState,
@@ -31,7 +29,6 @@ from cronwheel.core.model import (
     Priority,
     Run,
     RunState,
-    WorkerInfo,
     run_key,
 )
 from cronwheel.core.planning import max_attempts
@@ -159,16 +156,9 @@ class JobService:
         """InvalidItems naming ``action.broker`` for each publish job whose broker no live
         worker of its pool names, and ``action.to`` for a target that broker's kind cannot
         take. A pool with no live worker at all is not checked: its jobs wait for the
-        workers to come, as any job's do (decision 0049)."""
-        if not any(j.action.get("type") == "publish" for j in jobs):
-            return
-        live = await self.store.list_live_workers(seen_since=self.clock.now() - SEEN_WINDOW)
-        problems = []
-        for i, job in enumerate(jobs):
-            if job.action.get("type") == "publish":
-                problem = _broker_problem(job, live)
-                if problem is not None:
-                    problems.append((i, *problem))
+        workers to come, as any job's do (decision 0049, cronwheel.control.brokers)."""
+        uses = [("action", j.tenant_id, j.pool, j.action) for j in jobs]
+        problems = await broker_problems(self.store, self.clock.now(), uses)
         if problems:
             raise InvalidItems(problems)
 
@@ -643,31 +633,6 @@ async def connect(
     if sealer is None and isinstance(path, str) and path != ":memory:":
         sealer = file_sealer(path)
     return JobService(store, clock=clock, actor=actor, sealer=sealer)
-
-
-def _broker_problem(job: Job, live: list[WorkerInfo]) -> tuple[str, str] | None:
-    """(field, reason) if no live worker of the job's pool names its broker, or that
-    broker's kind cannot take its ``to``; None if they can, or no worker of the pool is
-    live. In-process workers serve every tenant; a remote one only its own (and remote
-    workers publish nothing themselves)."""
-    named: dict[str, str] = {}
-    served = False
-    for worker in live:
-        if job.pool in worker.pools and worker.tenant_id in (SHARED_WORKERS, job.tenant_id):
-            served = True
-            named.update(worker.brokers)
-    if not served:
-        return None
-    broker, to = str(job.action.get("broker")), str(job.action.get("to"))
-    if broker not in named:
-        known = ", ".join(sorted(named)) or "none"
-        return (
-            "action.broker",
-            f"no live worker of pool {job.pool!r} names a broker {broker!r} (they name:"
-            f" {known}); start them with --broker {broker}=URL, or fix the name",
-        )
-    problem = target_problem(named[broker], to)
-    return None if problem is None else ("action.to", problem)
 
 
 def _immediate_run(job: Job, now: datetime) -> NewRun:

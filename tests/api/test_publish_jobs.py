@@ -10,7 +10,7 @@ import httpx
 
 from cronwheel.core.model import SHARED_WORKERS, WorkerInfo
 from cronwheel.store.base import Store
-from tests.api.helpers import problem, spec
+from tests.api.helpers import pipeline, problem, spec
 
 
 def publish(broker: str = "events", to: str = "orders.created", **extra: Any) -> dict[str, Any]:
@@ -99,3 +99,33 @@ async def test_a_to_with_a_control_character_is_422_naming_action_to(
     answer = await client.post("/v1/jobs", json=spec(action=publish("log", "audit\x1b[2J")))
     body = problem(answer, 422, "action.to")
     assert "U+001B" in body["detail"]
+
+
+async def test_a_pipeline_task_publishes_to_a_broker_its_pools_workers_name(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    """A task's broker is checked as a job's: by the live workers of the task's pool."""
+    await announce(store, "w1", ("default",), events="nats")
+    await announce(store, "w2", ("db",), jobs="rabbitmq")
+    sent = pipeline()
+    sent["tasks"]["notify"]["action"] = publish("jobs", "billing/done")  # a default task
+    body = problem(await client.post("/v1/pipelines", json=sent), 422)
+    assert body["field"] == "tasks.notify.action.broker", body
+    assert "no live worker of pool 'default' names a broker 'jobs'" in body["detail"]
+    sent["tasks"]["notify"]["action"] = publish(to="orders.*")
+    body = problem(await client.post("/v1/pipelines", json=sent), 422)
+    assert body["field"] == "tasks.notify.action.to" and "wildcard" in body["detail"]
+    sent["tasks"]["notify"]["action"] = publish()
+    sent["tasks"]["load"]["action"] = publish("jobs", "billing/loaded")  # pool db's broker
+    created = await client.post("/v1/pipelines", json=sent)
+    assert created.status_code == 201, created.text
+    tasks = created.json()["tasks"]
+    assert tasks["notify"]["action"] == publish()
+    changed = {k: sent[k] for k in ("tasks", "edges")}
+    changed["tasks"]["load"]["action"] = publish("events", "orders.loaded")  # not db's
+    updated = await client.put(
+        f"/v1/pipelines/{created.json()['id']}",
+        json=changed,
+        headers={"If-Match": created.headers["ETag"]},
+    )
+    problem(updated, 422, "tasks.load.action.broker")

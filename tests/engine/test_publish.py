@@ -231,3 +231,58 @@ async def test_a_worker_announces_its_brokers_names_and_kinds_never_their_urls(
         [me] = await eventually(announced)
     assert dict(me.brokers) == {"events": "nats", "jobs": "rabbitmq"}
     assert password not in repr(me)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_pipeline_task_publishes_its_inputs_to_the_broker_its_worker_names(
+    store: Store, kind: str
+) -> None:
+    """A publish task: checked against the live worker's brokers when the pipeline is
+    defined, then published by that worker, its envelope carrying the task's inputs."""
+    from cronwheel.control.pipelines import PipelineService
+    from cronwheel.errors import InvalidInput
+
+    service = PipelineService(store)
+    w = worker(store, events=URLS[kind])
+    w.handler("count")(lambda ctx: 7)
+
+    async def announced() -> bool:
+        live = await store.list_live_workers(seen_since=datetime.now(UTC) - timedelta(minutes=1))
+        return any(x.id == w.id for x in live)
+
+    async with destination(kind) as dest:
+        definition: dict[str, Any] = {
+            "tasks": {
+                "count": {"action": {"type": "handler", "name": "count"}},
+                "announce": {
+                    "action": publish(dest.to, broker="audit"),
+                    "retry": {"max_attempts": 5},
+                },
+            },
+            "edges": [{"from": "count", "to": "announce"}],
+        }
+        async with running(w):
+            await eventually(announced)
+            with pytest.raises(InvalidInput) as refused:
+                await service.create(f"publishes-{kind}", definition)
+            assert refused.value.field == "tasks.announce.action.broker"
+            assert "--broker audit=URL" in refused.value.reason
+            definition["tasks"]["announce"]["action"] = publish(dest.to)
+            pipeline = await service.create(f"publishes-{kind}", definition)
+            started = await service.start(pipeline.id)
+
+            async def finished() -> Any:
+                found = await service.get_run(started.id)
+                return found if found.state != "running" else None
+
+            done = await eventually(finished)
+        [message] = await dest.received()
+    assert done.state == "succeeded", done
+    [task] = [t for t in done.tasks if t.task == "announce"]
+    envelope = json.loads(message.body)
+    assert (envelope["task"], envelope["inputs"]) == ("announce", {"count": 7})
+    assert envelope["pipeline_run_id"] == started.id
+    assert message.headers["Cronwheel-Run-Id"] == str(task.run_id)
+    assert verify(KEY, message.headers, message.body)
+    run = await store.get_run("default", task.run_id or 0)
+    assert run is not None and isinstance(run.result, dict) and run.result["broker"] == "events"

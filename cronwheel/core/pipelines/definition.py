@@ -1,13 +1,13 @@
 """A pipeline's definition: its tasks, the edges between them, and the checks that refuse
 a bad one before anything is stored (decision 0025).
 
-A pipeline is a directed acyclic graph. Each task is an action (a handler or a webhook,
-as a job's) with its own policies; an edge ``{"from": "a", "to": "b", "on": ...}`` makes
-``b`` wait for ``a`` and says which of ``a``'s endings let ``b`` run: ``on_success`` (the
-default), ``on_failure`` (``a`` ended dead: a cleanup task) or ``on_finished`` (either).
-A task may fan out: ``fan_out: {"max": N}`` makes one instance of it per item of the list
-its single parent returned (at most ``N``, at most :data:`MAX_FAN_OUT`), and its children
-wait for every instance.
+A pipeline is a directed acyclic graph. Each task is an action (a handler, a webhook, a
+command or a publish, as a job's) with its own policies; an edge ``{"from": "a", "to":
+"b", "on": ...}`` makes ``b`` wait for ``a`` and says which of ``a``'s endings let ``b``
+run: ``on_success`` (the default), ``on_failure`` (``a`` ended dead: a cleanup task) or
+``on_finished`` (either). A task may fan out: ``fan_out: {"max": N}`` makes one instance
+of it per item of the list its single parent returned (at most ``N``, at most
+:data:`MAX_FAN_OUT`), and its children wait for every instance.
 
 Everything here is pure: :func:`parse_definition` validates user input and raises
 :class:`~cronwheel.errors.InvalidInput` naming the field (``tasks.c``, ``edges.2.to``), a
@@ -31,6 +31,7 @@ from cronwheel.core.jobspec import (
     HandlerSpec,
     Integer,
     PoolName,
+    PublishSpec,
     RetrySpec,
     WebhookSpec,
     _check_http_url,
@@ -78,7 +79,9 @@ class TaskSpec(BaseModel):
     """One task: an action with a job's policies."""
 
     model_config = _STRICT
-    action: Annotated[WebhookSpec | HandlerSpec | CommandSpec, Field(discriminator="type")]
+    action: Annotated[
+        WebhookSpec | HandlerSpec | CommandSpec | PublishSpec, Field(discriminator="type")
+    ]
     pool: PoolName = DEFAULT_POOL
     priority: Literal["critical", "high", "normal", "low"] = "normal"
     retry: RetrySpec = Field(default_factory=RetrySpec)  # type: ignore[arg-type]
