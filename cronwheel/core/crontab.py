@@ -31,6 +31,9 @@ _SLUG_LENGTH = 24
 _ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
 _ENTRY = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s+(.*))?$")
 _MACRO = re.compile(r"^(@\S+)(?:\s+(.*))?$")
+_USER_FIELD = re.compile(r"^(\S+)(?:\s+(.*))?$")
+# What useradd and cron accept as a login name (a trailing $ is a Samba machine account).
+USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$")
 _DIRECTORIES = re.compile(r"(?<![\w.~-])[~.]*/(?:[\w.-]+/)*")
 # Cron's own variables that cronwheel cannot honour: the line is skipped, with this reason.
 _SKIPPED = {
@@ -55,6 +58,8 @@ class Entry:
     shell: str
     env: dict[str, str]
     name: str
+    user: str | None = None
+    """A system crontab's user field (decision 0052, addendum); None in a user's crontab."""
 
     def argv(self) -> list[str]:
         """The command as cron runs it: ``SHELL -c COMMAND``. With text after a ``%``,
@@ -83,6 +88,8 @@ class Entry:
         }
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         body["payload"] = {"imported_from": "crontab", "fingerprint": digest[:16]}
+        if self.user is not None:  # shown with the job, for whoever wonders whose it was
+            body["payload"]["user"] = self.user
         return body
 
 
@@ -98,6 +105,8 @@ class Notice:
 class Crontab:
     entries: list[Entry] = field(default_factory=list)
     warnings: list[Notice] = field(default_factory=list)
+    other_users: dict[str, list[int]] = field(default_factory=dict)
+    """In a system crontab, the lines of users other than the one imported, by user."""
 
 
 class CrontabError(ValueError):
@@ -141,14 +150,19 @@ def _stdin(text: str) -> str:
     return "".join(out)
 
 
-def job_name(command: str, taken: dict[str, int]) -> str:
+def job_name(command: str, taken: dict[str, int], user: str | None = None) -> str:
     """``crontab-`` + a slug of the command (before any ``%``) + 8 hex digits of the hash
     of the whole command, stdin text included: the same command
     gives the same name at every import, whatever its schedule (a changed schedule
-    updates its job). The same command on several lines: ``-2``, ``-3``… in file order."""
+    updates its job). The same command on several lines: ``-2``, ``-3``… in file order.
+    A system crontab's entry: the slug starts with its user, who is hashed too (root's
+    and www-data's ``backup.sh`` are two jobs)."""
     words = _DIRECTORIES.sub("", split_percent(command)[0].lower())
+    if user is not None:
+        words = f"{user.lower()} {words}"
     slug = re.sub(r"[^a-z0-9]+", "-", words).strip("-")[:_SLUG_LENGTH].strip("-") or "command"
-    name = f"{NAME_PREFIX}{slug}-{hashlib.sha256(command.encode()).hexdigest()[:8]}"
+    hashed = command if user is None else f"{user}\n{command}"
+    name = f"{NAME_PREFIX}{slug}-{hashlib.sha256(hashed.encode()).hexdigest()[:8]}"
     taken[name] = taken.get(name, 0) + 1
     return name if taken[name] == 1 else f"{name}-{taken[name]}"
 
@@ -160,10 +174,13 @@ def _unquote(value: str) -> str:
     return value
 
 
-def parse_crontab(text: str, *, timezone: str = "UTC") -> Crontab:
-    """The entries of a user's crontab (no user field: not /etc/crontab's format), in file
-    order; ``timezone`` is the zone of the entries before any ``CRON_TZ``/``TZ`` line.
-    Raises :class:`CrontabError` naming every line it cannot import."""
+def parse_crontab(text: str, *, timezone: str = "UTC", system_user: str | None = None) -> Crontab:
+    """The entries of a user's crontab, in file order; ``timezone`` is the zone of the
+    entries before any ``CRON_TZ``/``TZ`` line. With ``system_user``, the text is a system
+    crontab (``/etc/crontab``, ``/etc/cron.d/*``: a user field after the five time
+    fields) and only that user's entries are read; the others' lines are in
+    ``other_users``, with a warning each. Raises :class:`CrontabError` naming every line it
+    cannot import."""
     result = Crontab()
     problems: list[Notice] = []
     env: dict[str, str] = {}
@@ -192,15 +209,27 @@ def parse_crontab(text: str, *, timezone: str = "UTC") -> Crontab:
             continue
         try:
             cron, rest = _schedule(line)
+            user, rest = (None, rest) if system_user is None else _user(rest)
         except InvalidInput as exc:
             problems.append(Notice(number, exc.reason))
+            continue
+        if user is not None and user != system_user:
+            result.other_users.setdefault(user, []).append(number)
+            result.warnings.append(
+                Notice(
+                    number,
+                    f"runs as {user!r}, not imported (--as-user {system_user}): import"
+                    f" {user}'s lines with --as-user {user}, into a pool whose workers run"
+                    f" as {user}",
+                )
+            )
             continue
         command, stdin = split_percent(rest)
         if not command.strip():
             problems.append(Notice(number, "the command is empty (nothing before its '%')"))
             continue
-        name = job_name(rest, taken)
-        result.entries.append(Entry(number, cron, zone, command, stdin, shell, env, name))
+        name = job_name(rest, taken, user)
+        result.entries.append(Entry(number, cron, zone, command, stdin, shell, env, name, user))
     if problems:
         raise CrontabError(problems)
     return result
@@ -259,6 +288,22 @@ def _schedule(line: str) -> tuple[str, str]:
     if not rest.strip():
         raise InvalidInput("schedule", f"{expression!r} has no command after it")
     return expression, rest.strip()
+
+
+def _user(rest: str) -> tuple[str, str]:
+    """A system crontab entry's user and command (the text after the time fields)."""
+    found = _USER_FIELD.match(rest)
+    assert found is not None  # _schedule made sure there is text
+    user, command = found.group(1), (found.group(2) or "").strip()
+    if not USER_NAME.match(user):
+        raise InvalidInput(
+            "user",
+            f"{user!r} is not a user name: a system crontab's sixth field is the user the"
+            " command runs as (is this a user's crontab? then leave out --system)",
+        )
+    if not command:
+        raise InvalidInput("user", f"the entry of {user!r} has no command after the user")
+    return user, command
 
 
 def check_specs(specs: list[tuple[int, dict[str, Any]]]) -> list[Notice]:

@@ -100,3 +100,64 @@ def test_reboot_or_a_bad_line_imports_nothing(api_url: str) -> None:
     accepted = cli(api_url, "import", "crontab", "-", "--json", stdin="0 1 * * * /usr/bin/true\n")
     assert accepted.returncode == 0, accepted.stderr
     assert [j["result"] for j in json.loads(accepted.stdout)["jobs"]] == ["created"]
+
+
+SYSTEM = """\
+SHELL=/bin/sh
+# m h dom mon dow user command
+17 * * * * root cd / && run-parts --report /etc/cron.hourly
+*/5 * * * * www-data php /var/www/cron.php
+@daily www-data /usr/local/bin/backup.sh
+"""
+
+
+def test_a_system_crontab_imports_one_users_lines_and_names_the_others(
+    api_url: str, tmp_path: Path
+) -> None:
+    system = tmp_path / "cron.d-site"
+    system.write_text(SYSTEM)
+    www = cli(api_url, "import", "crontab", str(system), "--system", "--as-user", "www-data")
+    assert www.returncode == 0, www.stderr
+    assert "warning: line 3: runs as 'root', not imported" in www.stderr
+    assert "--as-user root" in www.stderr
+    assert "run them as their own OS user" in www.stderr
+    jobs = {j["name"]: j for j in _jobs(api_url)}
+    assert [(n.split("-")[1:3], j["payload"]["user"]) for n, j in sorted(jobs.items())] == [
+        (["www", "data"], "www-data"),
+        (["www", "data"], "www-data"),
+    ]
+    assert sorted(j["action"]["argv"][-1] for j in jobs.values()) == [
+        "/usr/local/bin/backup.sh",
+        "php /var/www/cron.php",
+    ]
+    again = _import(api_url, system, "--system", "--as-user", "www-data")
+    assert [(j["line"], j["result"], j["user"]) for j in again["jobs"]] == [
+        (4, "unchanged", "www-data"),
+        (5, "unchanged", "www-data"),
+    ]
+    root = _import(api_url, system, "--system", "--as-user", "root", "--pool", "as-root")
+    assert [(j["line"], j["result"]) for j in root["jobs"]] == [(3, "created")]
+    assert len(_jobs(api_url)) == 3
+
+
+def test_a_system_crontab_without_its_user_or_with_nobodys_lines_is_refused(
+    api_url: str, tmp_path: Path
+) -> None:
+    system = tmp_path / "crontab"
+    system.write_text(SYSTEM)
+    alone = cli(api_url, "import", "crontab", str(system), "--system")
+    assert alone.returncode == 2 and "--system needs --as-user USER" in alone.stderr
+    nobody = cli(api_url, "import", "crontab", str(system), "--system", "--as-user", "backup")
+    assert nobody.returncode == 2
+    assert "no line runs as 'backup' (--as-user); the file's users are root, www-data" in (
+        nobody.stderr
+    )
+    as_user = cli(api_url, "import", "crontab", str(system), "--as-user", "root")
+    assert as_user.returncode == 2 and "add --system" in as_user.stderr
+    user_file = cli(
+        api_url, "import", "crontab", "-", "--system", "--as-user", "root",
+        stdin="0 1 * * * /usr/bin/true\n",
+    )  # fmt: skip
+    assert user_file.returncode == 2
+    assert "line 1: '/usr/bin/true' is not a user name" in user_file.stderr
+    assert _jobs(api_url) == []

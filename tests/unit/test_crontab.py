@@ -209,3 +209,66 @@ def test_the_table_of_an_import_fits_80_columns() -> None:
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert max(len(line) for line in shown.splitlines()) <= 80
     assert "line" in shown and shown.count("created") == len(rows)
+
+
+# Debian's /etc/crontab, and a line of another user as /etc/cron.d files have them.
+SYSTEM = """\
+SHELL=/bin/sh
+PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin
+
+# m h dom mon dow user\tcommand
+17 *\t* * *\troot\tcd / && run-parts --report /etc/cron.hourly
+25 6\t* * *\troot\ttest -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }
+*/5 * * * * www-data [ -x /usr/bin/php ] && php /var/www/cron.php%quiet
+@daily  root  /usr/local/bin/backup.sh
+@daily  www-data  /usr/local/bin/backup.sh
+"""
+
+
+def test_a_system_crontab_reads_the_user_field_and_imports_one_users_lines() -> None:
+    crontab = parse_crontab(SYSTEM, system_user="root")
+    got = [(e.line, e.cron, e.user, e.command) for e in crontab.entries]
+    assert got == [
+        (5, "17 * * * *", "root", "cd / && run-parts --report /etc/cron.hourly"),
+        (6, "25 6 * * *", "root",
+         "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }"),
+        (8, "0 0 * * *", "root", "/usr/local/bin/backup.sh"),
+    ]  # fmt: skip
+    assert crontab.other_users == {"www-data": [7, 9]}
+    skipped = {w.line: w.message for w in crontab.warnings}
+    assert skipped[2].startswith("PATH is not imported")
+    assert "runs as 'www-data', not imported (--as-user root)" in skipped[7]
+    assert "--as-user www-data" in skipped[9]
+    www = parse_crontab(SYSTEM, system_user="www-data").entries
+    assert [(e.line, e.user, e.command, e.stdin) for e in www] == [
+        (7, "www-data", "[ -x /usr/bin/php ] && php /var/www/cron.php", "quiet"),
+        (9, "www-data", "/usr/local/bin/backup.sh", None),
+    ]
+    specs = [(e.line, e.spec(pool="default", timeout_seconds=60)) for e in crontab.entries]
+    assert check_specs(specs) == []
+    assert specs[2][1]["payload"]["user"] == "root"
+
+
+def test_a_system_entrys_name_starts_with_its_user_who_is_hashed_with_the_command() -> None:
+    [root_backup] = [e for e in parse_crontab(SYSTEM, system_user="root").entries if e.line == 8]
+    [www_backup] = [e for e in parse_crontab(SYSTEM, system_user="www-data").entries if e.line == 9]
+    assert root_backup.name.startswith("crontab-root-backup-sh-")
+    assert www_backup.name.startswith("crontab-www-data-backup-sh-")
+    assert root_backup.name[-8:] != www_backup.name[-8:]
+    # a user's crontab names a command as before the system format existed
+    assert only("@daily /usr/local/bin/backup.sh").name.startswith("crontab-backup-sh-")
+    user_spec = only("@daily /usr/local/bin/backup.sh").spec(pool="p", timeout_seconds=1)
+    assert set(user_spec["payload"]) == {"imported_from", "fingerprint"}
+
+
+def test_a_user_crontab_read_as_a_system_one_is_refused_naming_the_user_field() -> None:
+    with pytest.raises(CrontabError) as caught:
+        parse_crontab(
+            "0 1 * * * $HOME/bin/daily.job\n@hourly root\n5 1 * * * root /bin/ok\n",
+            system_user="root",
+        )
+    found = [(p.line, p.message) for p in caught.value.problems]
+    assert [line for line, _ in found] == [1, 2]
+    assert found[0][1].startswith("'$HOME/bin/daily.job' is not a user name")
+    assert "leave out --system" in found[0][1]
+    assert "no command after the user" in found[1][1]

@@ -11,6 +11,7 @@ from cronwheel.cli._logs import fail, hint, say
 from cronwheel.cli.remote._base import client, remote_options
 from cronwheel.cli.tables import Column, print_table
 from cronwheel.core.crontab import (
+    USER_NAME,
     CrontabError,
     Entry,
     Notice,
@@ -79,6 +80,18 @@ def _fingerprint(job: JobInfo) -> object:
     show_default=True,
     help="How long one run of an entry may take, in seconds (cron has no limit).",
 )
+@click.option(
+    "--system",
+    is_flag=True,
+    help="FILE is a system crontab (/etc/crontab, /etc/cron.d/*): a user field follows"
+    " the five time fields. Needs --as-user.",
+)
+@click.option(
+    "--as-user",
+    metavar="USER",
+    help="With --system: import the lines of USER, the OS user the pool's workers run as;"
+    " other users' lines are left out, with a warning each.",
+)
 def import_crontab(
     url: str,
     token: str | None,
@@ -88,18 +101,32 @@ def import_crontab(
     pool: str,
     tz: str,
     timeout: float,
+    system: bool,
+    as_user: str | None,
 ) -> None:
     """Make a job of each entry of a user's crontab (FILE, or - for stdin), run by the
     crontab's shell (/bin/sh unless SHELL= says otherwise): workers must allow it with
     --allow-command /bin/sh. Importing the same file again changes nothing; an entry
     whose schedule or environment changed updates its job; nothing is imported while any
     line is invalid. @reboot is refused. Jobs of lines since removed are left as they are.
+
+    A system crontab (--system --as-user USER): USER's lines only. A worker runs commands
+    as its own OS user, whatever the line says, so import each user's lines into a pool
+    whose workers run as that user.
     """
+    _check_system(file, system, as_user)
     try:
-        crontab = parse_crontab(_read(file), timezone=tz)
+        crontab = parse_crontab(_read(file), timezone=tz, system_user=as_user)
     except CrontabError as exc:
         _refuse(exc.problems, as_json)
         return
+    if as_user is not None and not crontab.entries and crontab.other_users:
+        users = ", ".join(sorted(crontab.other_users))
+        fail(
+            f"nothing imported: no line runs as {as_user!r} (--as-user); the file's"
+            f" users are {users}",
+            EXIT_INVALID,
+        )
     specs = [(e, e.spec(pool=pool, timeout_seconds=timeout)) for e in crontab.entries]
     problems = check_specs([(e.line, spec) for e, spec in specs])
     if problems:
@@ -124,8 +151,38 @@ def import_crontab(
     if shells:
         allow = " ".join(f"--allow-command {s}" for s in shells)
         hint(f"the workers of pool {pool!r} run these jobs only if started with {allow}")
+    if as_user is not None and crontab.entries:
+        hint(
+            f"the lines say they run as {as_user!r}: the workers of pool {pool!r} run them"
+            " as their own OS user, so start them as that user"
+        )
     if dry_run:
         hint("dry run: nothing was written")
+
+
+_SYSTEM_FILES = ("/etc/crontab", "/etc/cron.d/")
+
+
+def _check_system(file: TextIO, system: bool, as_user: str | None) -> None:
+    """A system crontab is said to be one, with its user: each line's sixth field would
+    otherwise be read as the command's first word (``root /usr/bin/backup``)."""
+    if system and as_user is None:
+        fail(
+            "--system needs --as-user USER: the OS user whose lines to import (the user"
+            " the pool's workers run as; a worker runs every command as itself)",
+            EXIT_INVALID,
+        )
+    if as_user is not None and not system:
+        fail("--as-user is for a system crontab: add --system", EXIT_INVALID)
+    if as_user is not None and not USER_NAME.match(as_user):
+        fail(f"--as-user: {as_user!r} is not a user name (root, www-data)", EXIT_INVALID)
+    name = str(getattr(file, "name", ""))
+    if not system and (name == "/etc/crontab" or name.startswith("/etc/cron.d/")):
+        fail(
+            f"{name} is a system crontab (a user field after the five time fields):"
+            " import it with --system --as-user USER",
+            EXIT_INVALID,
+        )
 
 
 def _create(cw: Client, creates: list[dict[str, Any]]) -> dict[str, JobInfo]:
@@ -154,4 +211,6 @@ def _row(
             cw.update_job(job.id, job.version, **changes)
         result, job_id = ("update" if dry_run else "updated"), job.id
     row.update(result=result, job_id=job_id, argv=entry.argv())
+    if entry.user is not None:
+        row["user"] = entry.user
     return row
