@@ -272,3 +272,18 @@ def test_a_user_crontab_read_as_a_system_one_is_refused_naming_the_user_field() 
     assert found[0][1].startswith("'$HOME/bin/daily.job' is not a user name")
     assert "leave out --system" in found[0][1]
     assert "no command after the user" in found[1][1]
+
+
+@pytest.mark.parametrize("name", ["/etc/crontab", "/etc/cron.d/php"])
+def test_a_file_of_etc_read_as_a_users_crontab_is_refused_saying_system(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cronwheel.cli.remote.imports import _check_system
+
+    file = io.StringIO("17 * * * * root run-parts /etc/cron.hourly\n")
+    file.name = name
+    with pytest.raises(SystemExit) as stopped:
+        _check_system(file, system=False, as_user=None)
+    assert stopped.value.code == 2
+    assert f"{name} is a system crontab" in capsys.readouterr().err
+    _check_system(file, system=True, as_user="root")  # said: read as one

@@ -231,6 +231,7 @@ def import_cronjob(
 
 
 _SYSTEM_FILES = ("/etc/crontab", "/etc/cron.d/")
+"""Where system crontabs are (a copy such as /etc/crontab.orig is one too)."""
 
 
 def _check_system(file: TextIO, system: bool, as_user: str | None) -> None:
@@ -247,7 +248,7 @@ def _check_system(file: TextIO, system: bool, as_user: str | None) -> None:
     if as_user is not None and not USER_NAME.match(as_user):
         fail(f"--as-user: {as_user!r} is not a user name (root, www-data)", EXIT_INVALID)
     name = str(getattr(file, "name", ""))
-    if not system and (name == "/etc/crontab" or name.startswith("/etc/cron.d/")):
+    if not system and name.startswith(_SYSTEM_FILES):
         fail(
             f"{name} is a system crontab (a user field after the five time fields):"
             " import it with --system --as-user USER",
