@@ -4,9 +4,9 @@ No shell (unless ``argv`` names one); the executable must be one the worker's op
 allowed (:class:`AllowList`, ``cronwheel worker --allow-command PATTERN``): tenants are
 hostile, and a worker that allows nothing runs no command. Exit 0 succeeds; another exit
 fails and is retried under the job's policy, but for the codes the action declares
-``permanent_exit_codes`` (the dead letter at once). The last :data:`MAX_OUTPUT` bytes of
-stdout and of stderr are kept with the attempt, redacted of the secret variables the
-command was given.
+``permanent_exit_codes`` (the dead letter at once). The last 64 KiB of stdout and of
+stderr are kept with the attempt, redacted of the secret variables the command was given
+(:mod:`cronwheel.security.output`, the rule a remote worker's output is kept by too).
 
 Nothing a command starts outlives its attempt unnoticed: it runs under a supervisor
 (cronwheel.actions._lifeline) in a process group of its own, and the supervisor stops
@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from cronwheel.actions.context import RunContext, run_envelope
 from cronwheel.core.lifecycle import Outcome, OutcomeKind
 from cronwheel.core.text import escape_controls
 from cronwheel.security.commands import AllowList
-from cronwheel.security.redact import redact
+from cronwheel.security.output import Tail, output_record
 from cronwheel.security.sealing import (
     Sealer,
     SecretsKeyMissing,
@@ -42,10 +41,6 @@ from cronwheel.security.sealing import (
     sent_secrets,
 )
 
-MAX_OUTPUT = 64 * 1024
-"""Bytes of each of stdout and stderr kept with an attempt: the last ones (the end of
-a log says why it failed). The rest is read and dropped: a chatty command costs the
-worker no memory."""
 GRACE_SECONDS = 10.0
 """How long a command being stopped has between SIGTERM and SIGKILL (the default of
 ``cronwheel worker --command-grace``)."""
@@ -88,33 +83,6 @@ def command_env(action: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:
     # command's own trace continues it.
     env |= {name.upper(): value for name, value in (ctx.trace or {}).items()}
     return env
-
-
-class Tail:
-    """The last ``limit`` bytes of a stream, and how many came before them."""
-
-    def __init__(self, limit: int = MAX_OUTPUT) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        self.kept += chunk
-        # Some more than the limit is kept until the text is made: a secret cut by the
-        # limit is whole when it is redacted (see text).
-        if len(self.kept) > 2 * self.limit:
-            del self.kept[: len(self.kept) - self.limit - 4096]
-
-    def text(self, secrets: Iterable[str]) -> str:
-        """The tail as text, secrets redacted, then cut to the limit (marked if it was)."""
-        text = redact(bytes(self.kept).decode("utf-8", errors="replace"), secrets)
-        encoded = text.encode()
-        if len(encoded) <= self.limit and self.total <= len(self.kept):
-            return text
-        cut = encoded[-self.limit :].decode("utf-8", errors="ignore")
-        dropped = self.total - len(cut.encode())
-        return f"[… {max(dropped, 0)} bytes before this not kept …]\n{cut}"
 
 
 async def _read(stream: asyncio.StreamReader | None, tail: Tail) -> None:
@@ -301,11 +269,8 @@ class _Ended:
 
     def outcome(self, stdout: str, stderr: str) -> Outcome:
         code = self.code
-        record: dict[str, Any] = {"exit_code": code if code is not None and code >= 0 else None}
-        if code is not None and code < 0:
-            record["signal"] = _signal_name(-code)
-        record |= {"stdout": stdout, "stderr": stderr}
-        output = json.dumps(record)
+        signal_name = _signal_name(-code) if code is not None and code < 0 else None
+        output = output_record(None if signal_name else code, signal_name, stdout, stderr)
         program = self.program
         if self.ending is OutcomeKind.TIMED_OUT:
             message = f"{program} did not finish within its timeout of {self.limit:g} s; stopped"
@@ -315,17 +280,13 @@ class _Ended:
             return Outcome(OutcomeKind.CANCELLED, "Cancelled", message, output=output)
         if code == 0:
             return Outcome(OutcomeKind.SUCCEEDED, output=output)
-        why = (
-            f"exited with code {code}"
-            if "signal" not in record
-            else f"was killed by {record['signal']}"
-        )
+        why = f"exited with code {code}" if signal_name is None else f"was killed by {signal_name}"
         # One line, nothing a terminal would obey: the message is shown everywhere.
         last = escape_controls(stderr.rstrip()[-MAX_ERROR_TEXT:])
         message = f"{program} {why}" + (f": {last}" if last else "")
         if code in self.permanent:
             return Outcome(OutcomeKind.PERMANENT, "ExitCode", message, output=output)
-        kind = "ExitCode" if "signal" not in record else "Signal"
+        kind = "ExitCode" if signal_name is None else "Signal"
         return Outcome(OutcomeKind.FAILED, kind, message, output=output)
 
 

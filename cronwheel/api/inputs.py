@@ -7,7 +7,7 @@ Job specs are :class:`cronwheel.core.jobspec.JobSpec`, with one change: a payloa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -16,11 +16,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
+    WithJsonSchema,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from cronwheel.core import jobspec
+from cronwheel.core.brokers import BROKER_NAME
 from cronwheel.core.ids import INT64
 from cronwheel.core.jobspec import (
     MAX_PAYLOAD_BYTES,
@@ -53,6 +56,7 @@ from cronwheel.core.model import (
 from cronwheel.core.pipelines.definition import PipelineSpec
 from cronwheel.errors import InvalidInput
 from cronwheel.schedule import schedule_from_dict, schedule_to_dict
+from cronwheel.security.commands import pattern_problem
 
 MAX_BATCH = 10_000
 INT32 = 2**31 - 1
@@ -238,6 +242,60 @@ class NotificationReplayIn(BaseModel):
     ids: list[RunId] = Field(min_length=1, max_length=MAX_BATCH)
 
 
+def check_pattern(pattern: str) -> str:
+    """An allow-command pattern, as ``cronwheel worker --allow-command`` takes it."""
+    why = pattern_problem(pattern)
+    if why is not None:
+        raise ValueError(why)
+    return pattern
+
+
+CommandPattern = Annotated[
+    str,
+    # What check_pattern refuses, said in the document too: an absolute path, or a name
+    # without "/" that is not blank.
+    Field(max_length=1024, pattern=r"^(?:/[^\x00]*|[^/\x00]*[^\s/\x00][^/\x00]*)$"),
+    AfterValidator(check_pattern),
+]
+Commands = Annotated[
+    list[CommandPattern] | None,
+    Field(
+        max_length=100,
+        description="The executables this worker runs for command actions, as patterns"
+        " (``pg_dump``, ``/opt/jobs/*``, ``*``: docs/actions.md#command-actions). The API"
+        " takes a command job only if a live worker of its pool allows its ``argv[0]``;"
+        " left out, a claim announces none and a heartbeat keeps the last claim's.",
+    ),
+]
+BrokerNameIn = Annotated[str, Field(pattern=BROKER_NAME.pattern)]
+BrokerKindIn = Literal["nats", "rabbitmq", "redis"]
+"""The kinds of :data:`cronwheel.core.brokers.KINDS` (tests/api/test_remote_actions.py
+checks they agree)."""
+BrokerMap = Annotated[
+    dict[BrokerNameIn, BrokerKindIn],
+    Field(max_length=100),
+    # pydantic says patternProperties, which leaves other names open: the document says
+    # what the server does (decision 0045).
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": 100,
+            "propertyNames": {"pattern": BROKER_NAME.pattern},
+            "additionalProperties": {"type": "string", "enum": list(get_args(BrokerKindIn))},
+        }
+    ),
+]
+Brokers = Annotated[
+    BrokerMap | None,
+    Field(
+        description="The brokers this worker publishes to, by the name jobs use and"
+        ' their kind (``{"events": "nats"}``), never their URLs. The API takes a'
+        " publish job only if a live worker of its pool names its broker; left out, a"
+        " claim announces none and a heartbeat keeps the last claim's.",
+    ),
+]
+
+
 class ClaimIn(BaseModel):
     model_config = _STRICT
     worker_id: WorkerId
@@ -247,6 +305,8 @@ class ClaimIn(BaseModel):
     host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     in_flight: Integer = Field(0, ge=0, le=100_000, strict=True)
     """Runs the worker holds already, for the registry (``GET /v1/workers``)."""
+    commands: Commands = None
+    brokers: Brokers = None
 
 
 def check_checkpoint(state: JSON) -> JSON:
@@ -297,6 +357,41 @@ class HeartbeatIn(BaseModel):
     host: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     pools: list[PoolName] | None = Field(None, max_length=100)
     capacity: Capacity | None = None
+    commands: Commands = None
+    brokers: Brokers = None
+
+
+ExitCode = Annotated[int, Field(ge=0, le=2**32 - 1, strict=True), BeforeValidator(whole_number)]
+
+
+class CommandOutputIn(BaseModel):
+    """How a command a remote worker ran ended, and what it wrote: kept with the attempt
+    and shown as a cronwheel worker's are (docs/actions.md#command-actions). Each stream
+    is redacted of the command's secrets, then cut to its last 64 KiB."""
+
+    model_config = _STRICT
+    exit_code: ExitCode | None = Field(
+        None,
+        description="The exit status (0 to 255 on POSIX, up to 4294967295 on Windows); null or"
+        " left out when a signal ended the command.",
+    )
+    signal: Annotated[str, Field(pattern=r"^[A-Za-z0-9 +_-]{1,32}$")] | None = Field(
+        None,
+        description="The signal that ended the command (SIGKILL), if one did; not with"
+        " an exit_code.",
+    )
+    stdout: str = Field("", description="The end of its stdout (more than 64 KiB is cut).")
+    stderr: str = Field("", description="The end of its stderr (more than 64 KiB is cut).")
+
+    @field_validator("signal")
+    @classmethod
+    def _one_ending(cls, signal: str | None, info: ValidationInfo) -> str | None:
+        if signal is not None and info.data.get("exit_code") is not None:
+            raise ValueError(
+                "a command ended either with an exit code or by a signal: send exit_code"
+                " null (or leave it out) with a signal"
+            )
+        return signal
 
 
 class CompleteIn(BaseModel):
@@ -315,6 +410,10 @@ class CompleteIn(BaseModel):
     )
     checkpoint: CheckpointIn | None = Field(
         None, description="The attempt's last checkpoint, if no heartbeat carried it."
+    )
+    output: CommandOutputIn | None = Field(
+        None,
+        description="A command run's exit and output (only a command run has one: 422 otherwise).",
     )
 
 

@@ -26,8 +26,8 @@ tenant and the pool its runs go to, and the action."""
 def broker_problem(live: list[WorkerInfo], use: PublishUse) -> tuple[str, str] | None:
     """(field, reason) if no live worker of the use's pool names its broker, or that
     broker's kind cannot take its ``to``; None if they can, or no worker of the pool is
-    live. In-process workers serve every tenant; a remote one only its own (and remote
-    workers publish nothing themselves)."""
+    live. In-process workers serve every tenant; a remote one only its own, with the
+    brokers it announces in its claims and heartbeats (decision 0054)."""
     where, tenant_id, pool, action = use
     named: dict[str, str] = {}
     served = False

@@ -1,11 +1,14 @@
 """Whether a command job has a worker to run it: the API's check (issue 30 item 1).
 
-A worker runs a command only if its operator allowed the executable
-(``--allow-command``), and announces its patterns with every heartbeat. A command job
-(or pipeline task) that no live worker of its pool would run is refused, naming why: its
-runs could only fail. A pool that no live worker serves at all is not refused: workers
-are often started after the jobs are applied (a deploy, infrastructure as code), and the
-job's ``no_live_worker`` notice says its runs wait (cronwheel.web.notices).
+A worker runs a command only if its operator allowed the executable: a cronwheel worker
+with ``--allow-command``, a tenant's remote worker with the ``commands`` patterns of its
+claims and heartbeats (decision 0054). Each announces them, and a command job (or
+pipeline task) that no live worker of its pool would run is refused, naming why: its
+runs could only fail. The workers of a pool are the cronwheel workers, which serve every
+tenant, and the job's own tenant's remote workers; a remote worker that announced no
+patterns runs no command. A pool that no live worker serves at all is not refused:
+workers are often started after the jobs are applied (a deploy, infrastructure as
+code), and the job's ``no_live_worker`` notice says its runs wait (cronwheel.web.notices).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from cronwheel.store.base import Store
 LIVE_WINDOW = timedelta(seconds=60)
 """A worker heard from within this window is live (as for the notices and GET /v1/workers)."""
 
-CommandUse = tuple[str, str, Mapping[str, Any]]
+CommandUse = tuple[str, str, str, Mapping[str, Any]]
 """Where a command is used (the action's field, ``action`` or ``tasks.x.action``), the
-pool its runs go to, and the action."""
+tenant and the pool its runs go to, and the action (as a ``PublishUse``)."""
 
 
 def _may_run(worker: WorkerInfo, program: str) -> bool:
@@ -37,14 +40,15 @@ def _may_run(worker: WorkerInfo, program: str) -> bool:
 async def check_commands(store: Store, now: datetime, uses: Iterable[CommandUse]) -> None:
     """InvalidInput naming ``<field>.argv`` for a command that live workers of its pool
     serve, none of which allows its executable."""
-    commands = [u for u in uses if u[2].get("type") == "command"]
+    commands = [u for u in uses if u[3].get("type") == "command"]
     if not commands:
         return
     live = await store.list_live_workers(seen_since=now - LIVE_WINDOW)
-    # Only cronwheel's own workers run commands; a remote worker is the tenant's program.
-    shared = [w for w in live if w.tenant_id == SHARED_WORKERS]
-    for field, pool, action in commands:
-        serving = [w for w in shared if pool in w.pools]
+    for field, tenant_id, pool, action in commands:
+        # Another tenant's remote worker never gets this tenant's runs: it is no help.
+        serving = [
+            w for w in live if pool in w.pools and w.tenant_id in (SHARED_WORKERS, tenant_id)
+        ]
         program = str((action.get("argv") or [""])[0])
         if not serving or any(_may_run(w, program) for w in serving):
             continue
@@ -53,5 +57,6 @@ async def check_commands(store: Store, now: datetime, uses: Iterable[CommandUse]
             f"{field}.argv",
             f"no live worker of pool {pool!r} would run {program!r}: {count} serve the"
             " pool, and none was allowed to run it by its operator (cronwheel worker"
-            f" --allow-command {program}); ask them, or use a pool whose workers run it",
+            f" --allow-command {program}; a remote worker announces the patterns it runs"
+            " as commands in its claims); ask them, or use a pool whose workers run it",
         )

@@ -162,12 +162,12 @@ class PipelineService:
         live worker of its pool would run (cronwheel.control.commands), and
         ``tasks.<name>.action.broker`` (``.to``) for a publish task whose broker no live
         worker of its pool names (cronwheel.control.brokers), as for jobs."""
-        actions = [
-            (f"tasks.{name}.action", task.pool, task.action.model_dump())
+        uses = [
+            (f"tasks.{name}.action", tenant_id, task.pool, task.action.model_dump())
             for name, task in parsed.spec.tasks.items()
         ]
-        await check_commands(self.store, now, actions)
-        await check_brokers(self.store, now, ((f, tenant_id, p, a) for f, p, a in actions))
+        await check_commands(self.store, now, uses)
+        await check_brokers(self.store, now, uses)
 
     def _parse(self, definition: Mapping[str, Any]) -> Definition:
         """The validated definition, or InvalidInput naming the field (``tasks.c``,

@@ -132,12 +132,14 @@ class JobService:
         """InvalidInput naming ``action.argv`` for a command job whose pool's live
         workers would none run it (cronwheel.control.commands)."""
         uses = {
-            (j.pool, str(j.action.get("argv"))): j
+            (j.tenant_id, j.pool, str(j.action.get("argv"))): j
             for j in jobs
             if j.action.get("type") == "command"
         }
         await check_commands(
-            self.store, self.clock.now(), (("action", j.pool, j.action) for j in uses.values())
+            self.store,
+            self.clock.now(),
+            (("action", j.tenant_id, j.pool, j.action) for j in uses.values()),
         )
 
     async def _check_pipelines(self, jobs: list[Job]) -> None:

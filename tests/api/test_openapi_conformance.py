@@ -50,6 +50,7 @@ SEMANTIC = {
     "action.headers": "a webhook's headers: no reserved name, no name twice",
     "action.secret_headers": "secret headers name headers the webhook has",
     "name": "a name not used by another live job or pipeline",
+    "output.signal": "a command ended by an exit code or by a signal, not both",
 }
 """Where the server knows more than a schema can say (decision 0045): a positive case
 refused with 422 naming one of these fields (or a field under it) is not a

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from cronwheel.actions.command import Tail, _Ended, command_env, stdin_body
+from cronwheel.actions.command import _Ended, command_env, stdin_body
 from cronwheel.actions.context import RunContext
 from cronwheel.core.jobspec import JobSpec
 from cronwheel.core.lifecycle import OutcomeKind
 from cronwheel.errors import InvalidInput
 from cronwheel.security.commands import AllowList, pattern_problem
+from cronwheel.security.output import Tail
 from cronwheel.security.redact import mask_action
 from cronwheel.security.sealing import (
     Sealer,

@@ -22,6 +22,7 @@ from cronwheel.api.guards import GuardedRoute
 from cronwheel.api.inputs import (
     CheckpointIn,
     ClaimIn,
+    CommandOutputIn,
     CompleteIn,
     HeartbeatIn,
     ProgressIn,
@@ -39,8 +40,9 @@ from cronwheel.core.model import (
     checkpoint_text,
 )
 from cronwheel.core.records import Claim, RunReport
-from cronwheel.errors import Conflict, NotFound
+from cronwheel.errors import Conflict, InvalidInput, NotFound
 from cronwheel.observability.metrics import ApiMetrics
+from cronwheel.security.output import kept_text, output_record
 from cronwheel.security.redact import redact
 from cronwheel.security.sealing import (
     SecretsKeyMissing,
@@ -98,6 +100,8 @@ async def claim(body: ClaimIn, request: Request, principal: WorkerKey) -> Any:
         in_flight=body.in_flight + len(claimed),
         started_at=now,
         last_seen_at=now,
+        brokers=dict(body.brokers or {}),
+        commands=tuple(body.commands or ()),
     )
     await state.store.register_worker(worker)
     return dump(ClaimOut(runs=[ClaimedOut.of(c, state.sealer) for c in claimed]))
@@ -143,7 +147,7 @@ async def _refresh(
     now: datetime,
 ) -> None:
     """Refresh the worker's registry record; what the heartbeat does not say (pools,
-    capacity) is kept from its last claim."""
+    capacity, commands, brokers) is kept from its last claim."""
     known = await state.store.list_workers(principal.tenant_id, seen_since=now - timedelta(days=1))
     last = next((w for w in known if w.id == owner), None)
     pools = body.pools if body.pools is not None else (last.pools if last else ())
@@ -157,6 +161,10 @@ async def _refresh(
         in_flight=len(body.leases),
         started_at=now,
         last_seen_at=now,
+        brokers=body.brokers if body.brokers is not None else (last.brokers if last else {}),
+        commands=(
+            tuple(body.commands) if body.commands is not None else (last.commands if last else ())
+        ),
     )
     await state.store.register_worker(worker)
 
@@ -182,6 +190,7 @@ async def complete(run_id: RunId, body: CompleteIn, request: Request, principal:
         _redacted(body.error_message, secrets),
         body.retry_after,
         body.http_status,
+        output=_output(claimed, body.output, secrets),
     )
     done = completion_for(
         claimed,
@@ -222,6 +231,28 @@ def _redacted(text: str | None, secrets: set[str]) -> str | None:
     action's secrets, URL passwords, ``password=`` settings, this process's own
     secrets); a remote worker cannot store a credential in clear."""
     return None if text is None else redact(text, secrets)
+
+
+def _output(claimed: ClaimedRun, sent: CommandOutputIn | None, secrets: set[str]) -> str | None:
+    """A remote worker's command output as the attempt keeps it: the rule a cronwheel
+    worker's follows (cronwheel.security.output), so that no secret of the command is
+    stored in clear and no more than 64 KiB of each stream is kept. Refused for another
+    action: only a command run has an output to show."""
+    if sent is None:
+        return None
+    kind = claimed.action.get("type")
+    if kind != "command":
+        raise InvalidInput(
+            "output",
+            f"only a command run has an output; run {claimed.run.id} is a {kind} run:"
+            " leave output out (an error goes in error_class and error_message)",
+        )
+    return output_record(
+        sent.exit_code,
+        sent.signal,
+        kept_text(sent.stdout, secrets),
+        kept_text(sent.stderr, secrets),
+    )
 
 
 def _report(run_id: int, progress: ProgressIn | None, checkpoint: CheckpointIn | None) -> RunReport:
