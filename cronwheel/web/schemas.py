@@ -438,15 +438,26 @@ class WorkerOut(_Out):
     in_flight: int | None
     started_at: Instant
     last_seen_at: Instant
+    commands: list[str] = Field(
+        description="The patterns of the executables it runs for command actions (none:"
+        " it runs no command). Shown to every tenant: what the operator allows tenants to"
+        " run is the offer a command job is checked against."
+    )
+    brokers: dict[str, str] = Field(
+        description="The brokers it publishes to: name → kind (nats, rabbitmq, redis),"
+        " never their URLs."
+    )
 
     @classmethod
     def of(cls, worker: WorkerInfo, shown_id: str) -> WorkerOut:
         """One of the tenant's own remote workers, in full."""
         return cls(
-            **fields(worker, cls, "id", "pools", "shared"),
+            **fields(worker, cls, "id", "pools", "shared", "commands", "brokers"),
             id=shown_id,
             shared=False,
             pools=list(worker.pools),
+            commands=list(worker.commands),
+            brokers=dict(worker.brokers),
         )
 
     @classmethod
@@ -462,6 +473,8 @@ class WorkerOut(_Out):
             in_flight=worker.in_flight if full else None,
             started_at=worker.started_at,
             last_seen_at=worker.last_seen_at,
+            commands=list(worker.commands),
+            brokers=dict(worker.brokers),
         )
 
 

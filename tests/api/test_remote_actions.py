@@ -282,3 +282,22 @@ def test_the_broker_kinds_a_worker_may_announce_are_the_ones_cronwheel_publishes
 
     assert MAX_OUTPUT == KEPT
     assert set(typing.get_args(BrokerKindIn)) == set(KINDS)
+
+
+async def test_the_workers_list_shows_what_each_worker_runs_and_names(
+    app: FastAPI, client: httpx.AsyncClient, store: Store
+) -> None:
+    now = datetime.now(UTC)
+    shared = WorkerInfo(
+        "box", SHARED_WORKERS, "h", (POOL,), 4, 0, now, now, {"events": "nats"}, ("pg_dump",)
+    )
+    await store.register_worker(shared)
+    async with await remote_worker(app, client) as worker:
+        await claim(worker, commands=["/opt/jobs/*"], brokers={"local": "redis"})
+        items = (await worker.get("/v1/workers")).json()["items"]
+    shown = [(w["id"], w["shared"], w["commands"], w["brokers"], w["host"]) for w in items]
+    assert shown == [
+        ("w1", False, ["/opt/jobs/*"], {"local": "redis"}, "127.0.0.1"),
+        # What the operator allows tenants is shown to them; the host is not.
+        ("box", True, ["pg_dump"], {"events": "nats"}, None),
+    ]
