@@ -19,7 +19,7 @@ from cronwheel.core.model import SHARED_WORKERS, WorkerInfo
 from cronwheel.store.base import Store
 from cronwheel.web.auth import SESSION_COOKIE
 from tests.api.conftest import connect
-from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, problem, spec
+from tests.api.helpers import ADMIN_TOKEN, new_key, new_tenant, pipeline, problem, spec
 
 POOL = "remote"
 KEPT = 64 * 1024
@@ -221,6 +221,21 @@ async def test_the_commands_a_remote_worker_announces_decide_what_its_tenant_may
         await claim(worker, "w2", commands=["backup-*"])
     assert (await create(client, command("backup-db"))).status_code == 201
     problem(await create(client, command("pg_restore")), 422, "action.argv")
+
+
+async def test_a_pipeline_task_counts_its_tenants_remote_workers(
+    app: FastAPI, client: httpx.AsyncClient, store: Store
+) -> None:
+    now = datetime.now(UTC)
+    shared = WorkerInfo("box", SHARED_WORKERS, "h", (POOL,), 4, 0, now, now, commands=("curl",))
+    await store.register_worker(shared)
+    sent = pipeline()
+    sent["tasks"]["extract"] = {"action": command("/opt/etl/extract"), "pool": POOL}
+    problem(await client.post("/v1/pipelines", json=sent), 422, "tasks.extract.action.argv")
+    async with await remote_worker(app, client) as worker:
+        await claim(worker, commands=["/opt/etl/*"])
+    created = await client.post("/v1/pipelines", json=sent)
+    assert created.status_code == 201, created.text
 
 
 async def test_another_tenants_remote_worker_is_no_help(
