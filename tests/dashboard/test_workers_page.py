@@ -87,3 +87,31 @@ async def test_a_read_key_of_the_default_tenant_is_not_a_system_admin(
     html = (await _page(app, token)).text
     assert 'data-worker="remote-a"' in html and "remote-b" not in html
     assert "scheduler-host-s-1" not in html and "maintenance-77" not in html
+
+
+async def test_each_worker_shows_the_commands_it_runs_and_the_brokers_it_names(
+    app: FastAPI, store: Store
+) -> None:
+    now = SystemClock().now()
+    await store.register_worker(
+        WorkerInfo(
+            "dev-worker-1",
+            SHARED_WORKERS,
+            "host-shared",
+            ("default",),
+            4,
+            0,
+            now,
+            now,
+            {"events": "nats"},
+            ("pg_dump", "/opt/jobs/*"),
+        )
+    )
+    await store.register_worker(
+        WorkerInfo("default/edge-1", "default", "edge", ("edge",), 1, 0, now, now)
+    )
+    async with connect(app, ADMIN_TOKEN) as api:
+        token = (await new_key(api, "read"))["token"]
+    html = (await _page(app, token)).text
+    assert "pg_dump, /opt/jobs/*</span>; publishes to events (nats)" in html
+    assert "no command, no broker" in html  # the remote worker announced neither

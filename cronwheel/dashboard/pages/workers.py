@@ -51,6 +51,11 @@ class WorkerRow:
     started_at: datetime
     last_seen_at: datetime
     age: float
+    commands: tuple[str, ...] = ()
+    """The patterns of what it runs for command actions: shown to every viewer, as by
+    GET /v1/workers (the offer a command job is checked against, decision 0054)."""
+    brokers: tuple[str, ...] = ()
+    """Its brokers as ``name (kind)``, never their URLs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,8 @@ def fleet_for(
                 started_at=w.started_at,
                 last_seen_at=w.last_seen_at,
                 age=max(0.0, (now - w.last_seen_at).total_seconds()),
+                commands=tuple(w.commands),
+                brokers=tuple(f"{name} ({kind})" for name, kind in sorted(w.brokers.items())),
             )
         )
     workers.sort(key=lambda r: (r.shared, r.tenant_id or "", r.id))
