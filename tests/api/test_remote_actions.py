@@ -236,6 +236,15 @@ async def test_a_pipeline_task_counts_its_tenants_remote_workers(
         await claim(worker, commands=["/opt/etl/*"])
     created = await client.post("/v1/pipelines", json=sent)
     assert created.status_code == 201, created.text
+    # A publish task likewise counts the brokers the tenant's remote worker names.
+    publish = {"type": "publish", "broker": "events", "to": "etl.done"}
+    sent = pipeline()
+    sent["tasks"]["notify"] = {"action": publish, "pool": POOL}
+    problem(await client.post("/v1/pipelines", json=sent), 422, "tasks.notify.action.broker")
+    async with await remote_worker(app, client) as worker:
+        await claim(worker, brokers={"events": "nats"})
+    created = await client.post("/v1/pipelines", json=sent)
+    assert created.status_code == 201, created.text
 
 
 async def test_another_tenants_remote_worker_is_no_help(
