@@ -151,3 +151,13 @@ def test_a_publish_job_is_created_through_the_form(tab: Tab, dashboard: Dashboar
         "to": "orders.created",
         "body": {"order": 42},
     }
+
+
+def test_the_command_fields_fit_a_phone(phone_tab: Tab, dashboard: Dashboard) -> None:
+    _new_form(phone_tab, dashboard, "phone-command", "command")
+    long_line = "df " + " ".join(f"/srv/volumes/volume-{i:03d}/data" for i in range(12))
+    _field(phone_tab, "Command line").fill(long_line)
+    expect(phone_tab.page.locator("#argv-words")).to_contain_text("volume-011", timeout=TIMEOUT)
+    width = phone_tab.page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width} px wide on a 390 px screen"
+    phone_tab.check("new-command-phone")
