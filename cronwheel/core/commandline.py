@@ -3,9 +3,9 @@
 ``cronwheel jobs create --command LINE`` and the dashboard's job form both read a command
 line by this one rule (decision 0053): words split at blanks, ``'...'`` and ``"..."``
 quote, ``\\`` escapes (POSIX :func:`shlex.split`). No shell runs the result: ``|``, ``>``,
-``&&``, ``;``, ``` `...` `` and ``$(...)`` would reach the program as literal words, so a
-line with one of them outside quotes is refused with the way to write it instead, rather
-than turned into a job that quietly does something else. ``$NAME`` is not expanded
+``&&``, ``;`` (outside quotes), ``` `...` `` and ``$(...)`` (outside single quotes) would
+reach the program as literal words, so such a line is refused with the way to write it
+instead, rather than turned into a job that quietly does something else. ``$NAME`` is not expanded
 either, and is left alone: a literal ``$`` is a common argument (a password's, a regex).
 """
 
@@ -18,7 +18,8 @@ _OPERATOR_CHARS = "|&;<>`"
 
 
 def _unquoted_operator(line: str) -> str | None:
-    """The first shell operator (or command substitution) outside quotes, or None."""
+    """The first shell operator outside quotes, or command substitution outside single
+    quotes, or None."""
     quote: str | None = None
     i = 0
     while i < len(line):
@@ -27,10 +28,13 @@ def _unquoted_operator(line: str) -> str | None:
             if c == "'":
                 quote = None
         elif quote == '"':
+            # A shell substitutes commands between double quotes too.
             if c == "\\":
                 i += 1
             elif c == '"':
                 quote = None
+            elif c == "`" or (c == "$" and line[i + 1 : i + 2] == "("):
+                return c if c == "`" else "$("
         elif c == "\\":
             i += 1
         elif c in "'\"":
@@ -65,7 +69,7 @@ def split_command_line(line: str) -> list[str]:
     if operator is not None:
         shell = shlex.join(["sh", "-c", line])
         raise ValueError(
-            f"{operator!r} is outside quotes, but no shell runs the command: its words"
+            f"{operator!r} is shell syntax, but no shell runs the command: its words"
             f" become the program's arguments as they are. For a shell, write {shell}"
             f" (and the workers must allow sh); to pass {operator!r} as an argument, quote it"
         )

@@ -86,7 +86,7 @@ async def test_the_form_splits_a_command_line_by_the_clis_rule(
     assert ok.status_code == 200 and ok.json() == {"argv": ["pg_dump", "-f", "/b/db 1.sql", "a b"]}
     assert piped.status_code == 422
     [error] = piped.json()["errors"]
-    assert error["field"] == "action.argv" and "'|' is outside quotes" in error["reason"]
+    assert error["field"] == "action.argv" and "'|' is shell syntax" in error["reason"]
     assert "sh -c 'pg_dump | gzip'" in error["reason"]
     assert open_quote.status_code == 422 and "no closing quotation" in open_quote.text
     assert nonsense.status_code == 400 and '{"line":' in nonsense.json()["errors"][0]["reason"]

@@ -75,10 +75,10 @@ def test_a_command_line_that_cannot_be_argv_is_refused_naming_the_option(api_url
     assert "is empty" in refused("   ")
     # A shell's operators would reach the program as words: refused, with the way out.
     piped = refused("pg_dump main | gzip > /backups/db.gz")
-    assert "'|' is outside quotes" in piped
+    assert "'|' is shell syntax" in piped
     assert "sh -c 'pg_dump main | gzip > /backups/db.gz'" in piped
-    assert "'&&' is outside quotes" in refused("cd /backups&&ls")
-    assert "'$(' is outside quotes" in refused("echo $(date)")
+    assert "'&&' is shell syntax" in refused("cd /backups&&ls")
+    assert "'$(' is shell syntax" in refused("echo $(date)")
     # Quoted, or escaped, an operator is an argument like any other.
     quoted = _created(api_url, "--name", "quoted", "--now", "--command", "grep '|' \\> \"a;b\"")
     assert quoted["action"]["argv"] == ["grep", "|", ">", "a;b"]
