@@ -71,3 +71,42 @@ async def test_a_reader_gets_403_and_another_tenants_job_is_not_found(
         answer = await nobody.get("/ui/jobs/new")
     assert answer.status_code == 303
     assert answer.headers["location"] == "/ui/signin?next=/ui/jobs/new"
+
+
+async def test_the_form_splits_a_command_line_by_the_clis_rule(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    writer = await new_key(client, "write")
+    reader = await new_key(client, "read")
+    async with _page(app, writer["token"]) as browser:
+        ok = await browser.post("/ui/jobs/argv", json={"line": "pg_dump -f '/b/db 1.sql' a\\ b"})
+        piped = await browser.post("/ui/jobs/argv", json={"line": "pg_dump | gzip"})
+        open_quote = await browser.post("/ui/jobs/argv", json={"line": "echo 'a"})
+        nonsense = await browser.post("/ui/jobs/argv", json={"words": ["a"]})
+    assert ok.status_code == 200 and ok.json() == {"argv": ["pg_dump", "-f", "/b/db 1.sql", "a b"]}
+    assert piped.status_code == 422
+    [error] = piped.json()["errors"]
+    assert error["field"] == "action.argv" and "'|' is shell syntax" in error["reason"]
+    assert "sh -c 'pg_dump | gzip'" in error["reason"]
+    assert open_quote.status_code == 422 and "no closing quotation" in open_quote.text
+    assert nonsense.status_code == 400 and '{"line":' in nonsense.json()["errors"][0]["reason"]
+    async with _page(app, reader["token"]) as browser:
+        assert (await browser.post("/ui/jobs/argv", json={"line": "df"})).status_code == 403
+
+
+async def test_a_command_jobs_edit_page_writes_its_argv_as_one_line(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    action = {
+        "type": "command",
+        "argv": ["sh", "-c", "df | tail -1"],
+        "env": {"A_TOKEN": "hunter2x"},
+    }
+    created = await client.post("/v1/jobs", json=spec(action=action))
+    assert created.status_code == 201, created.text
+    key = await new_key(client, "write")
+    async with _page(app, key["token"]) as browser:
+        answer = await browser.get(f"/ui/jobs/{created.json()['id']}/edit")
+    assert answer.status_code == 200, answer.text
+    assert 'value="sh -c &#39;df | tail -1&#39;"' in answer.text
+    assert "A_TOKEN=***" in answer.text and "hunter2x" not in answer.text

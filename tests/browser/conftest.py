@@ -111,10 +111,12 @@ class Dashboard:
         return job
 
 
-def _start(store_url: str, folder: Path, *, auth: bool) -> Iterator[Dashboard]:
+def _start(
+    store_url: str, folder: Path, *, auth: bool, extra: tuple[str, ...] = ()
+) -> Iterator[Dashboard]:
     port = free_port()
     log = folder / "dev.log"
-    args = ["dev", "--db", store_url, "--port", str(port), "--pool", "default=4"]
+    args = ["dev", "--db", store_url, "--port", str(port), "--pool", "default=4", *extra]
     if auth:
         args += ["--admin-token", ADMIN_TOKEN]
     env = {**os.environ, "PYTHONPATH": str(REPO), "CRONWHEEL_LOG_LEVEL": "warning"}
@@ -154,15 +156,18 @@ def _start(store_url: str, folder: Path, *, auth: bool) -> Iterator[Dashboard]:
 def dashboard(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Dashboard]:
-    """``cronwheel dev --admin-token`` on a fresh store of each backend, for a module."""
+    """``cronwheel dev --admin-token`` on a fresh store of each backend, for a module.
+    A module may give its ``cronwheel dev`` more options with a ``dev_options`` list
+    (tests/browser/test_jobform_actions.py: a worker that allows a command, a broker)."""
     folder = tmp_path_factory.mktemp(f"dashboard-{request.param}")
+    extra = tuple(getattr(request.module, "dev_options", ()))
     if request.param == "sqlite":
-        yield from _start(f"sqlite:///{folder / 'dev.db'}", folder, auth=True)
+        yield from _start(f"sqlite:///{folder / 'dev.db'}", folder, auth=True, extra=extra)
         return
     request.getfixturevalue("pg_dsn")  # fails in CI, skips elsewhere, if PostgreSQL is down
     name, dsn = pg.create_database("cronwheel_ui")
     try:
-        yield from _start(dsn, folder, auth=True)
+        yield from _start(dsn, folder, auth=True, extra=extra)
     finally:
         pg.drop_database(name)
 

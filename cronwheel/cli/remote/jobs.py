@@ -23,6 +23,7 @@ from cronwheel.cli.remote._base import (
     wall_clock,
 )
 from cronwheel.cli.tables import Column, print_table
+from cronwheel.core.commandline import split_command_line
 from cronwheel.core.model import JobOrder
 from cronwheel.sdk import Client
 
@@ -71,18 +72,99 @@ def _schedule(
     return {"kind": "immediate"}
 
 
+ACTION_OPTIONS = ("--webhook", "--handler", "--command", "--publish")
+_ONLY_WITH = {
+    "method": ("--method", "--webhook"),
+    "body": ("--body", "--webhook or --publish"),
+    "env": ("--env", "--command"),
+    "secret_env": ("--secret-env", "--command"),
+    "cwd": ("--cwd", "--command"),
+    "timeout": ("--timeout", "--command"),
+    "permanent_exit_codes": ("--permanent-exit-code", "--command"),
+}
+"""The options that shape one kind of action: given with another kind, a usage error
+names the option and the kind it belongs to rather than dropping it."""
+
+
+def _env(values: tuple[str, ...]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(
+                f"{value!r}: expected NAME=VALUE, e.g. --env PGHOST=db.internal",
+                param_hint="--env",
+            )
+        if name in env:
+            raise click.BadParameter(f"{name} is given twice", param_hint="--env")
+        env[name] = text
+    return env
+
+
+def _command(options: dict[str, Any]) -> dict[str, Any]:
+    try:
+        argv = split_command_line(options["command"])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--command") from None
+    action: dict[str, Any] = {"type": "command", "argv": argv}
+    if options["env"]:
+        action["env"] = _env(options["env"])
+    if options["secret_env"]:
+        action["secret_env"] = list(options["secret_env"])
+    if options["cwd"] is not None:
+        action["cwd"] = options["cwd"]
+    if options["timeout"] is not None:
+        action["timeout_seconds"] = options["timeout"]
+    if options["permanent_exit_codes"]:
+        action["permanent_exit_codes"] = list(options["permanent_exit_codes"])
+    return action
+
+
+def _publish(options: dict[str, Any]) -> dict[str, Any]:
+    broker, sep, to = options["publish"].partition(":")
+    if not sep or not broker or not to:
+        raise click.BadParameter(
+            f"{options['publish']!r}: expected BROKER:TO, the NAME of a worker's"
+            " --broker NAME=URL and where the message goes (--publish events:orders.created,"
+            " --publish billing:invoices/created, --publish audit:audit-stream)",
+            param_hint="--publish",
+        )
+    return {"type": "publish", "broker": broker, "to": to}
+
+
+def _action(options: dict[str, Any]) -> dict[str, Any]:
+    chosen = [o for o in ACTION_OPTIONS if options[o[2:]] is not None]
+    if len(chosen) != 1:
+        given = f" (given: {', '.join(chosen)})" if chosen else ""
+        raise click.UsageError(
+            "give exactly one action: --webhook URL, --handler NAME, --command LINE or"
+            f" --publish BROKER:TO{given}"
+        )
+    kind = chosen[0][2:]
+    for key, (option, owner) in _ONLY_WITH.items():
+        if options[key] not in (None, ()) and f"--{kind}" not in owner:
+            raise click.UsageError(f"{option} goes with {owner}, not --{kind}")
+    action: dict[str, Any]
+    if kind == "webhook":
+        action = {"type": "webhook", "url": options["webhook"]}
+        action["method"] = options["method"] or "POST"
+    elif kind == "handler":
+        action = {"type": "handler", "name": options["handler"]}
+    elif kind == "command":
+        action = _command(options)
+    else:
+        action = _publish(options)
+    if options["body"] is not None:
+        action["body"] = _json_value(options["body"], "--body")
+    return action
+
+
 def _spec(options: dict[str, Any]) -> dict[str, Any]:
     if options["file"]:
         return dict(json.load(options["file"]))
     if not options["name"]:
         raise click.UsageError("--name is required (or give the whole spec with --file)")
-    if bool(options["webhook"]) == bool(options["handler"]):
-        raise click.UsageError("give exactly one of --webhook URL or --handler NAME")
-    action = (
-        {"type": "webhook", "url": options["webhook"], "method": options["method"]}
-        if options["webhook"]
-        else {"type": "handler", "name": options["handler"]}
-    )
+    action = _action(options)
     spec: dict[str, Any] = {
         "name": options["name"],
         "schedule": _schedule(
@@ -120,9 +202,51 @@ def _spec(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--every", type=float, help="Every N seconds.")
 @click.option("--now", is_flag=True, help="Run once, right now.")
 @click.option("--manual", is_flag=True, help="Never by itself: only when triggered or enqueued to.")
-@click.option("--webhook", help="Call this URL.")
-@click.option("--method", default="POST", show_default=True)
-@click.option("--handler", help="Run this registered handler.")
+@click.option("--webhook", metavar="URL", help="Call this URL.")
+@click.option("--method", default=None, help="The webhook's HTTP method  [default: POST]")
+@click.option("--handler", metavar="NAME", help="Run this registered handler.")
+@click.option(
+    "--command",
+    metavar="LINE",
+    help="Run this command line on a worker that allows it, split into words as a shell"
+    " would ('...' and \"...\" quote) but run without one: | > && ; are refused"
+    " (write sh -c '...').",
+)
+@click.option(
+    "--env", multiple=True, metavar="NAME=VALUE", help="A variable for --command (repeatable)."
+)
+@click.option(
+    "--secret-env",
+    multiple=True,
+    metavar="NAME",
+    help="Store this --env variable encrypted, besides those whose name says they are secret.",
+)
+@click.option("--cwd", metavar="PATH", help="The directory --command runs in  [default: /]")
+@click.option(
+    "--timeout",
+    type=float,
+    metavar="SECONDS",
+    help="How long one attempt of --command may run (the job's timeout too, by default).",
+)
+@click.option(
+    "--permanent-exit-code",
+    "permanent_exit_codes",
+    type=int,
+    multiple=True,
+    metavar="CODE",
+    help="An exit code of --command that no retry fixes: dead at once (repeatable).",
+)
+@click.option(
+    "--publish",
+    metavar="BROKER:TO",
+    help="Publish a message to the workers' broker BROKER (their --broker NAME=URL), to"
+    " TO: a subject, exchange/routing key or stream.",
+)
+@click.option(
+    "--body",
+    metavar="JSON",
+    help="The message of --publish or the request body of --webhook (default: the run's envelope).",
+)
 @click.option("--pool", default="default", show_default=True)
 @click.option("--payload", help="JSON payload.")
 @click.option("--max-attempts", type=int, default=None)
@@ -130,7 +254,11 @@ def _spec(options: dict[str, Any]) -> dict[str, Any]:
 def jobs_create(
     url: str, token: str | None, as_json: bool, idempotency_key: str | None, **options: Any
 ) -> None:
-    """Create a job (from options, or --file spec.json)."""
+    """Create a job (from options, or --file spec.json).
+
+    Its action is one of --webhook, --handler, --command or --publish, e.g.
+    --command 'pg_dump -f /backups/db.sql' --env PGHOST=db.internal, or
+    --publish events:orders.created --body '{"order": 42}'."""
     spec = _spec(options)
     with client(url, token) as cw:
         show_job(cw.create_job(spec, idempotency_key=idempotency_key), as_json)

@@ -6,18 +6,24 @@ or ``PATCH /v1/jobs/{id}`` (with ``If-Match`` the version the page was rendered 
 a job made here gets exactly the API's validation; the API's field errors are shown next
 to their fields. As the schedule is typed, ``POST /v1/schedules/preview`` shows what it
 will do. A viewer who may not write gets a 403 page instead of a form that would fail.
+
+A command action's argv is typed as one line; ``POST /ui/jobs/argv`` splits it by the
+rule ``cronwheel jobs create --command`` follows (cronwheel.core.commandline, decision
+0053), so the form and the CLI cannot disagree about the words a line makes.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 import zoneinfo
 from functools import lru_cache
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
+from cronwheel.core.commandline import join_command_line, split_command_line
 from cronwheel.core.ids import checked_job_id
 from cronwheel.core.jobspec import JobSpec, spec_of
 from cronwheel.core.model import Backoff, Delivery, MisfireMode, Overlap
@@ -74,7 +80,30 @@ SCHEDULE_KEYS = (
     "start_at",
     "end_at",
 )
-ACTION_KEYS = ("type", "name", "url", "method", "headers", "body")
+ACTION_KEYS = (
+    "type",
+    "name",
+    "url",
+    "method",
+    "headers",
+    "body",
+    "argv",
+    "env",
+    "secret_env",
+    "cwd",
+    "timeout_seconds",
+    "permanent_exit_codes",
+    "broker",
+    "to",
+)
+ACTION_TYPES = [
+    ("handler", "Python handler"),
+    ("webhook", "Webhook (HTTP request)"),
+    ("command", "Command (a program a worker runs)"),
+    ("publish", "Publish (a message to a broker)"),
+]
+MAX_COMMAND_LINE = 64 * 1024
+"""As a command's argv may be (cronwheel.core.jobspec.MAX_ARGV_BYTES)."""
 """Every key a schedule or an action can have: the form has a field for each, empty when
 the job's kind has none."""
 assert set(GAPS) == set(GAP_POLICIES) and set(OVERLAPS) == set(OVERLAP_POLICIES)
@@ -103,7 +132,10 @@ def _new_spec() -> dict[str, Any]:
             "action": {"type": "handler", "name": "handler"},
         }
     ).model_dump(mode="json")
+    # Left empty, the job's timeout is the API's default (300 s), or a command's own
+    # timeout: prefilled, a command given an hour would be refused as longer than it.
     defaults.update(
+        timeout_seconds=None,
         name="",
         schedule={"kind": "cron", "cron": "", "timezone": "UTC"},
         action={"type": "handler", "name": ""},
@@ -116,6 +148,10 @@ def _form(
 ) -> HTMLResponse:
     schedule = dict.fromkeys(SCHEDULE_KEYS) | dict(spec["schedule"])
     action = dict.fromkeys(ACTION_KEYS) | dict(spec["action"])
+    # A command's argv and env as the form's text fields write them.
+    argv = action["argv"] or []
+    command_line = join_command_line(argv) if argv else ""
+    env_lines = "\n".join(f"{k}={v}" for k, v in (action["env"] or {}).items())
     return page(
         request,
         viewer,
@@ -124,6 +160,10 @@ def _form(
         spec=spec,
         schedule=schedule,
         action=action,
+        action_types=ACTION_TYPES,
+        command_line=command_line,
+        argv=argv,
+        env_lines=env_lines,
         kinds=KINDS,
         gaps=GAPS,
         overlaps=OVERLAPS,
@@ -162,4 +202,41 @@ async def edit_job(job_id: str, request: Request, viewer: CurrentViewer) -> HTML
         title=f"Edit {job.name}",
         job=job,
         idempotency_key="",
+    )
+
+
+@router.post("/ui/jobs/argv")
+async def split_line(request: Request, viewer: CurrentViewer) -> JSONResponse:
+    """``{"line": "pg_dump -f '/backups/db 1.sql'"}`` → ``{"argv": [...]}``, or a 422
+    problem naming ``action.argv`` and why (an open quote, a shell operator). Nothing is
+    stored; only the form's script asks, for a viewer who may write jobs."""
+    _writer(viewer, "create")
+    body = await request.body()
+    line = None
+    if len(body) <= MAX_COMMAND_LINE + 1024:
+        try:
+            found = json.loads(body)
+        except ValueError:
+            found = None
+        if isinstance(found, dict) and isinstance(found.get("line"), str):
+            line = found["line"]
+    if line is None:
+        reason = 'expected {"line": "the command line"}, up to 64 KiB'
+        return _argv_problem(400, reason)
+    try:
+        return JSONResponse({"argv": split_command_line(line)})
+    except ValueError as exc:
+        return _argv_problem(422, str(exc))
+
+
+def _argv_problem(status: int, reason: str) -> JSONResponse:
+    return JSONResponse(
+        {
+            "title": "The command line cannot be a command's argv",
+            "status": status,
+            "detail": f"action.argv: {reason}",
+            "errors": [{"field": "action.argv", "reason": reason}],
+        },
+        status_code=status,
+        media_type="application/problem+json",
     )

@@ -67,11 +67,96 @@
       return s;
     }
 
+    // A command's line is split into argv by the dashboard (POST /ui/jobs/argv), by the
+    // rule `cronwheel jobs create --command` follows: one rule, never a second splitter
+    // here that could disagree with it. `split` holds the answer for the line last asked.
+    const argvInput = input("action.argv");
+    const words = document.getElementById("argv-words");
+    let split = { line: argvInput ? argvInput.value.trim() : "", argv: argvInput ? JSON.parse(argvInput.dataset.argv || "[]") : [], reason: null };
+
+    async function splitLine() {
+      const line = val("action.argv");
+      if (line === split.line && (split.argv.length || split.reason)) return split;
+      let answer = null;
+      try {
+        const meta = document.querySelector('meta[name="csrf-token"]');
+        const response = await fetch("/ui/jobs/argv", {
+          method: "POST",
+          credentials: "same-origin",
+          headers: {
+            "Content-Type": "application/json",
+            Accept: "application/json",
+            "X-CSRF-Token": meta ? meta.content : "",
+          },
+          body: JSON.stringify({ line }),
+        });
+        answer = await response.json();
+      } catch (e) {
+        answer = { errors: [{ reason: `the command line could not be checked: ${e.message}` }] };
+      }
+      const found = answer.argv
+        ? { line, argv: answer.argv, reason: null }
+        : { line, argv: [], reason: ((answer.errors || [])[0] || {}).reason || "cannot be split into words" };
+      if (line === val("action.argv")) split = found; // not an older line's late answer
+      showWords();
+      return found;
+    }
+
+    function showWords() {
+      if (!words) return;
+      words.textContent = split.argv.length && split.line === val("action.argv") ? `argv: ${JSON.stringify(split.argv)}` : "";
+    }
+
+    function listOf(field) {
+      const text = val(field);
+      return text === "" ? [] : text.split(/[\s,]+/).filter(Boolean);
+    }
+
+    function env(errors) {
+      const out = {};
+      const el = input("action.env");
+      for (const raw of (el ? el.value : "").split("\n")) {
+        const line = raw.replace(/\r$/, "");
+        if (line.trim() === "") continue;
+        const at = line.indexOf("=");
+        if (at <= 0) {
+          errors.push({ field: "action.env", reason: `${JSON.stringify(line)}: expected NAME=VALUE` });
+          continue;
+        }
+        const name = line.slice(0, at).trim();
+        if (name in out) errors.push({ field: "action.env", reason: `${name} is given twice` });
+        out[name] = line.slice(at + 1);
+      }
+      return out;
+    }
+
     function action(errors) {
-      if (val("action.type") === "webhook") {
+      const type = val("action.type");
+      if (type === "webhook") {
         const a = { type: "webhook", url: val("action.url"), method: val("action.method") };
         a.headers = json("action.headers", errors, {});
         a.body = json("action.body", errors, null);
+        return a;
+      }
+      if (type === "command") {
+        if (split.line !== val("action.argv") || split.reason) {
+          errors.push({ field: "action.argv", reason: split.reason || "is being checked: try again" });
+        }
+        const a = { type: "command", argv: split.argv };
+        const vars = env(errors);
+        if (Object.keys(vars).length) a.env = vars;
+        const secret = listOf("action.secret_env");
+        if (secret.length) a.secret_env = secret;
+        put(a, "cwd", val("action.cwd"));
+        put(a, "timeout_seconds", num("action.timeout_seconds"));
+        const codes = listOf("action.permanent_exit_codes").map((c) => (/^-?\d+$/.test(c) ? Number(c) : c));
+        if (codes.length) a.permanent_exit_codes = codes;
+        return a;
+      }
+      if (type === "publish") {
+        const a = { type: "publish", broker: val("action.broker"), to: val("action.to") };
+        const body = json("action.body", errors, null);
+        if (body !== null) a.body = body;
         return a;
       }
       return { type: "handler", name: val("action.name") };
@@ -105,7 +190,7 @@
       form.querySelectorAll("[data-kind]").forEach((el) => { el.hidden = el.dataset.kind !== kind; });
       form.querySelector("[data-bounds]").hidden = kind === "manual";
       const type = val("action.type");
-      form.querySelectorAll("[data-action-type]").forEach((el) => { el.hidden = el.dataset.actionType !== type; });
+      form.querySelectorAll("[data-action-type]").forEach((el) => { el.hidden = !el.dataset.actionType.split(" ").includes(type); });
     }
 
     // -- field errors --------------------------------------------------------------------
@@ -169,6 +254,9 @@
       event.preventDefault();
       clearErrors();
       cw.flash("");
+      button.disabled = true;
+      if (val("action.type") === "command") await splitLine();
+      button.disabled = false;
       const errors = [];
       const body = spec(errors);
       if (errors.length) {
@@ -306,8 +394,14 @@
       if (response.ok) render(answer); else refuse(answer);
     }
 
+    let splitTimer = null;
     function changed(event) {
       showKind();
+      if (event.target === argvInput) {
+        showWords();
+        clearTimeout(splitTimer);
+        splitTimer = setTimeout(splitLine, DEBOUNCE_MS);
+      }
       if (event.target.closest("#schedule")) {
         clearTimeout(timer);
         timer = setTimeout(preview, DEBOUNCE_MS);
@@ -323,6 +417,7 @@
     form.addEventListener("input", changed);
     form.addEventListener("change", changed);
     showKind();
+    showWords();
     preview();
   }
 
