@@ -1222,8 +1222,7 @@ class PostgresStore(Store):
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         async with self._connection() as conn:
             await _history.drop_partitions(conn, before=before)
-            status = await conn.execute(sql.DELETE_HISTORY, before, limit)
-            deleted = int(status.rsplit(" ", 1)[-1])
+            deleted = int(await conn.fetchval(sql.DELETE_HISTORY, before, limit))
             deleted += await _history.delete_default(conn, before=before, limit=limit)
             await conn.execute(sql.DELETE_PIPELINE_HISTORY, before, limit)
         return deleted
