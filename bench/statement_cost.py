@@ -18,11 +18,13 @@ it is the floor a redesign could approach, not a like-for-like system.
     python bench/statement_cost.py                 # 20,000 runs, 3 rounds each
     python bench/statement_cost.py --runs 100000 --rounds 1
     python bench/statement_cost.py --claim 250 --only cronwheel --only cronwheel-full
+    python bench/statement_cost.py --only cronwheel --ddl "DROP INDEX runs_tenant_state"
 
 ``cronwheel`` claims as the store chooses (here the lean claim: one tenant's runs, no
 policy), ``cronwheel-full`` with the full claim statement on the same data (decision
-0047). The server's CPU is read from /proc for this database's backends (the server must
-run on this machine).
+0047). ``--ddl`` runs SQL on the bench database after its migration (a piece of the
+schema taken away, to see what it costs: decision 0035). The server's CPU is read from
+/proc for this database's backends (the server must run on this machine).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from cronwheel.store.base import Completion
 PG = os.environ.get("CWBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 CLAIM = 2_500  # --claim: a saturated W1 worker's claims are of 250 to 2,500
 COMPLETE = 1_000
+DDL: list[str] = []  # --ddl: run after the migration, before the runs are enqueued
 DB = f"cwbench_stmt_{os.getpid()}"
 
 
@@ -135,6 +138,8 @@ async def cronwheel_round(n: int, *, lean: bool = True) -> dict[str, float]:
         has_two = hasattr(store, "claims_by_statement")
         if has_two:
             store._lean_claims = lean  # type: ignore[attr-defined]
+        for ddl in DDL:
+            await store._execute(ddl)  # type: ignore[attr-defined]
         job = await cw.create(
             name="q", schedule={"kind": "manual"}, action={"type": "handler", "name": "noop"}
         )
@@ -265,8 +270,16 @@ async def main() -> None:
         help="measure only these (repeatable; default: all, alternating)",
     )
     p.add_argument("--claim", type=int, default=CLAIM, help="runs a claim (%(default)s)")
+    p.add_argument(
+        "--ddl",
+        action="append",
+        default=[],
+        help="SQL run on the store's database after its migration (repeatable; "
+        "not on the lean table)",
+    )
     a = p.parse_args()
     CLAIM = a.claim
+    DDL.extend(a.ddl)
     print(
         f"µs per run, {a.runs:,} runs, claims of {CLAIM:,}, completions of {COMPLETE:,}; "
         "wall (client CPU, server CPU)\n"

@@ -256,3 +256,55 @@ class TestPoliciesOnSwitchStatements(PoliciesOnContract):
             return  # which statement its first claim used depends on the race
         used = pg_store.claims_by_statement
         assert used["lean"] >= 1 and used["full"] >= 1, dict(used)
+
+
+async def _plans(store: PostgresStore, statement: str) -> tuple[int, int]:
+    """How many times this session's prepared ``statement`` ran with a generic plan and
+    with a custom one (pg_prepared_statements is per session: the store has one)."""
+    async with store._connection() as conn:
+        row = await conn.fetchrow(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+            statement,
+        )
+    return (0, 0) if row is None else (row["generic_plans"], row["custom_plans"])
+
+
+async def test_a_workers_claims_are_planned_once_and_a_tenants_at_every_claim(
+    pg_store: PostgresStore, pg_dsn: str
+) -> None:
+    # Decision 0047's addendum: a worker's claim has no parameter whose value changes its
+    # plan (generic); a claim for one tenant needs the tenant as an index condition,
+    # behind another tenant's backlog (custom), whatever PostgreSQL's "auto" would pick
+    # from the costs of the claims before.
+    await pg_store.create_tenant(Tenant("a", "a", T0))
+    await pg_store.create_tenant(Tenant("b", "b", T0))
+    a, b, plain = make_job(tenant_id="a"), make_job(tenant_id="b"), make_job(pool="plain")
+    await pg_store.create_jobs([a, b, plain])
+    await pg_store.materialize_runs([make_run(a, at(-i / 100)) for i in range(1, 3001)], [])
+    await pg_store.materialize_runs([make_run(b, at(-i)) for i in range(1, 21)], [])
+    await pg_store.materialize_runs([make_run(plain, at(-i)) for i in range(1, 21)], [])
+    one = await PostgresStore.connect(pg_dsn, min_size=1, max_size=1)  # one session
+    try:
+
+        async def claim(pool: str, limit: int, tenant_id: str | None = None) -> int:
+            found = await one.claim_runs(
+                "w",
+                [pool],
+                limit=limit,
+                now=at(0),
+                prefetch_until=at(0),
+                lease_seconds=30,
+                tenant_id=tenant_id,
+            )
+            return len(found)
+
+        for _ in range(7):
+            assert await claim("plain", 1) == 1
+        assert await _plans(one, _lean.CLAIM_RUNS_LEAN) == (7, 0)
+        for _ in range(8):
+            assert await claim("default", 100, "a") == 100
+            assert await claim("default", 1, "b") == 1
+        assert await _plans(one, _lean.CLAIM_RUNS_LEAN) == (7, 16)
+        assert one.claims_by_statement == {"lean": 23}
+    finally:
+        await one.close()

@@ -60,7 +60,7 @@ _HISTORY = (("run_history", "finished_at"), ("attempt_history", "run_finished_at
 # one that a retry holds (the retry brings its task runs back into runs and sets it
 # running again, in one transaction). SKIP LOCKED on the runs: two maintenance passes
 # never move the same run, and a run being replayed is left alone. The attempts move with
-# their run; the foreign key's cascade finds them already gone.
+# their run (no foreign key would delete them: migration 0024).
 ARCHIVE = f"""
 WITH picked AS (
     SELECT r.id FROM runs AS r

@@ -1130,6 +1130,7 @@ SELECT array(SELECT id FROM released WHERE state = 'pending' ORDER BY id) AS ret
        array(SELECT id FROM released WHERE state = 'cancelled' ORDER BY id) AS cancelled,
        (SELECT count(*) FROM woken) AS woken"""
 
+# A run's attempts go with it: no foreign key deletes them (migration 0024).
 DELETE_HISTORY = f"""
 WITH doomed AS (
     SELECT id FROM runs
@@ -1137,8 +1138,14 @@ WITH doomed AS (
     ORDER BY finished_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+),
+gone AS (
+    DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id RETURNING r.id
+),
+gone_attempts AS (
+    DELETE FROM attempts AS a USING gone WHERE a.run_id = gone.id
 )
-DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"""
+SELECT count(*) FROM gone"""
 
 # Pool rate limits (decision 0033). Params of the take: $1 pool, $2 tokens wanted
 # (negative: given back), $3 now. The bucket holds one second's worth (at least one).

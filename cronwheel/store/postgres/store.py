@@ -144,6 +144,23 @@ _JOBS_PER_STATEMENT: Final = 1000
 # How many (pools, tenant) claim hints a store keeps before it forgets them all.
 _CLAIM_SHAPES: Final = 1024
 
+# How a claim is planned (decision 0047, addendum). A worker's claim (any tenant) has no
+# parameter whose value changes its plan: the tenant and the pools it reads come from the
+# guard's CTEs or are index conditions either way, so the plan made once per connection
+# (generic) is the plan made at every execution (custom), without the 1-5 ms of planning a
+# claim: 3-10 us a run in claims of 250 (bench/README.md, "Issue 28 store steps"). A claim
+# for one tenant (the HTTP claim of a remote worker) is the opposite: only a custom plan
+# can use the tenant as an index condition (``$7 IS NULL OR tenant_id = $7``), and a
+# generic one reads the pool's index through every other tenant's runs first (1.6 ms
+# against 14 for 10 runs behind another tenant's 100,000). PostgreSQL's own choice
+# ("auto") may pick either after five executions, by costs averaged over every tenant
+# claimed, so both are set, per claim, on the claim's connection (the pool's reset on
+# release, RESET ALL, takes the setting back).
+_CLAIM_PLANS: Final = {
+    True: "SET plan_cache_mode = force_generic_plan",
+    False: "SET plan_cache_mode = force_custom_plan",
+}
+
 # How many times save_response inserts before giving up (see there): twice in practice.
 _SAVE_RESPONSE_TRIES: Final = 3
 
@@ -1016,35 +1033,37 @@ class PostgresStore(Store):
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
         aging = max(priority_aging_seconds, 1e-6)  # a period, never zero: it divides
         shape = (tuple(unique_pools), tenant_id)
-        if self._lean_claims and self._claim_shapes.get(shape, True):
-            found = await self._fetch(
-                _lean.CLAIM_RUNS_LEAN,
+        async with self._connection() as conn:
+            await conn.execute(_CLAIM_PLANS[tenant_id is None])
+            if self._lean_claims and self._claim_shapes.get(shape, True):
+                found = await conn.fetch(
+                    _lean.CLAIM_RUNS_LEAN,
+                    worker_id,
+                    unique_pools,
+                    prefetch_until,
+                    limit,
+                    now,
+                    lease_seconds,
+                    tenant_id,
+                    aging,
+                    started,
+                )
+                if found[0]["lean"]:
+                    self.claims_by_statement["lean"] += 1
+                    return Claim(rows.claimed(r) for r in found if r["id"] is not None)
+            found = await conn.fetch(
+                sql.CLAIM_RUNS,
                 worker_id,
                 unique_pools,
                 prefetch_until,
                 limit,
                 now,
                 lease_seconds,
+                REASON_OVERLAP_SKIP,
                 tenant_id,
                 aging,
                 started,
             )
-            if found[0]["lean"]:
-                self.claims_by_statement["lean"] += 1
-                return Claim(rows.claimed(r) for r in found if r["id"] is not None)
-        found = await self._fetch(
-            sql.CLAIM_RUNS,
-            worker_id,
-            unique_pools,
-            prefetch_until,
-            limit,
-            now,
-            lease_seconds,
-            REASON_OVERLAP_SKIP,
-            tenant_id,
-            aging,
-            started,
-        )
         self.claims_by_statement["full"] += 1
         # Always at least one row, carrying the skip count and whether the lean claim
         # would have done; with nothing claimed, its run columns are NULL.
@@ -1203,8 +1222,7 @@ class PostgresStore(Store):
     async def delete_history(self, *, before: datetime, limit: int = 10_000) -> int:
         async with self._connection() as conn:
             await _history.drop_partitions(conn, before=before)
-            status = await conn.execute(sql.DELETE_HISTORY, before, limit)
-            deleted = int(status.rsplit(" ", 1)[-1])
+            deleted = int(await conn.fetchval(sql.DELETE_HISTORY, before, limit))
             deleted += await _history.delete_default(conn, before=before, limit=limit)
             await conn.execute(sql.DELETE_PIPELINE_HISTORY, before, limit)
         return deleted

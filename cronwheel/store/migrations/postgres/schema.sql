@@ -134,7 +134,7 @@ CREATE INDEX runs_dead ON runs (tenant_id, pool) WHERE state = 'dead';
 CREATE TABLE attempts (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant_id      text NOT NULL,
-    run_id         bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    run_id         bigint NOT NULL,  -- its run's id: no foreign key, see 0024
     job_id         uuid NOT NULL,
     attempt        integer NOT NULL,
     worker_id      text,

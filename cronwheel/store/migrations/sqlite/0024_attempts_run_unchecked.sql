@@ -1,0 +1,3 @@
+-- cronwheel SQLite schema, step 24: nothing changes. On PostgreSQL an attempt's run is no
+-- longer a foreign key (its check cost every completion); SQLite keeps its own schema,
+-- where the key's check is an in-process lookup of a page the completion just wrote.
