@@ -365,6 +365,8 @@ async def store_round(target: Target, variant: Variant, n: int) -> dict[str, flo
                         started_at=now,
                         finished_at=now,
                         lag_seconds=0.001,
+                        # A task's ending moves its pipeline run on, as the worker's does.
+                        pipeline_run_id=r.run.pipeline_run_id,
                     )
                     for r in claim
                 ),
