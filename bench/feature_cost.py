@@ -43,11 +43,17 @@ manual job of N runs, no policy, warning logs, no tracer, nobody scraping):
   sampled, or 1 in 10 (``TraceIdRatioBased``);
 - ``logs``: JSON logs at info (a line per attempt, to /dev/null) against warning.
 
+``--custom-plans`` sets ``plan_cache_mode = force_custom_plan`` on the bench database:
+PostgreSQL then plans each execution for its parameters, never switching a connection's
+prepared statement to its generic plan (from its sixth execution, when the generic one
+looks no costlier), so that a cost the generic plan alone adds can be told apart.
+
 Webhook signing is not measured here: it needs an HTTP target (``bench/webhooks.py``).
 
     python bench/feature_cost.py                           # every feature, 3 rounds
     python bench/feature_cost.py --only fairness --only logs --rounds 5
     python bench/feature_cost.py --store sqlite            # the worker and store on SQLite
+    python bench/feature_cost.py --only fairness --custom-plans   # no generic plans
 
 Ends with a table of the ranges (lowest to highest over the rounds), in Markdown.
 """
@@ -273,8 +279,9 @@ def _features(tenants: int) -> None:
 class Target:
     """Where the runs live: a fresh PostgreSQL database or SQLite file per measurement."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, custom_plans: bool = False) -> None:
         self.kind = kind
+        self.custom_plans = custom_plans
         self.path = os.path.join(tempfile.gettempdir(), f"{DB}.db")
 
     @property
@@ -288,6 +295,10 @@ class Target:
             try:
                 await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
                 await admin.execute(f'CREATE DATABASE "{DB}"')
+                if self.custom_plans:
+                    await admin.execute(
+                        f'ALTER DATABASE "{DB}" SET plan_cache_mode = force_custom_plan'
+                    )
                 try:
                     cw = await cronwheel.connect(f"{PG.rsplit('/', 1)[0]}/{DB}")
                     try:
@@ -585,6 +596,12 @@ async def main() -> None:
     p.add_argument("--tenants", type=int, default=10, help="tenants for fairness (%(default)s)")
     p.add_argument("--concurrency", type=int, default=ASYNC_CONCURRENCY)
     p.add_argument("--scrape-seconds", type=float, default=1.0)
+    p.add_argument(
+        "--custom-plans",
+        action="store_true",
+        help="PostgreSQL plans every statement for its parameters (plan_cache_mode ="
+        " force_custom_plan on the bench database), never a generic plan",
+    )
     p.add_argument("--no-worker", action="store_true", help="the store's statements only")
     p.add_argument("--no-store", action="store_true", help="the worker only")
     a = p.parse_args()
@@ -595,10 +612,11 @@ async def main() -> None:
         p.error(f"--only: no feature {', '.join(sorted(unknown))}; features: {', '.join(FEATURES)}")
     os.environ.setdefault("CRONWHEEL_WEBHOOK_SECRET", "bench")  # no warning line
     configure("text", "warning")
-    target = Target(a.store)
+    target = Target(a.store, custom_plans=a.custom_plans)
     print(
         f"µs per run, {a.runs:,} runs, {a.store}, claims of {CLAIM:,}, completions of "
-        f"{COMPLETE:,}, worker concurrency {a.concurrency:,}",
+        f"{COMPLETE:,}, worker concurrency {a.concurrency:,}"
+        + (", custom plans only" if a.custom_plans else ""),
         flush=True,
     )
     # Warm up (imports, the first connections, the statements' first plans): unreported.
