@@ -62,10 +62,12 @@ BUSY = 2 * CORES
 CRON_JOBS = 100
 CHAOS_SECONDS = scale(15, 30)
 """The cron jobs' window, and the span the delayed jobs fall due in; the kills go on
-all along it (one every KILL_EVERY: six, two of them SIGTERMs, in 15 s)."""
+all along it (one every KILL_EVERY: four to six in 15 s)."""
 WEBHOOK_JOBS = scale(250, 500)
 """As many per second of the window either way."""
 KILL_EVERY = 3.0
+TURNS = [("scheduler", False), ("worker", False), ("worker", True), ("scheduler", True)]
+"""Who is stopped at each kill, in turn, and whether by SIGTERM (else SIGKILL)."""
 SEED = 20_260_426
 SHARDS = 16
 SHARD_LEASE = 6.0
@@ -245,20 +247,20 @@ async def test_chaos_on_saturated_cores_loses_and_misses_nothing(
             )  # the last occurrence of all
 
             # -- chaos: a scheduler or a worker SIGKILLed every few seconds ---------------
-            # (every third one is stopped with SIGTERM instead, while it works: a graceful
-            # stop under load must keep to its grace period too; so each kind is both
-            # SIGKILLed and SIGTERMed within six kills)
+            # (one in two is stopped with SIGTERM instead, while it works: a graceful stop
+            # under load must keep to its grace period too). The kinds and signals go in
+            # turn, so that the first four kills hit each kind with each signal, however
+            # short the window (a seeded coin could spare one of them).
             end = time.monotonic() + (last - await store.now()).total_seconds() + 1
             kills: list[str] = []
             stopping: list[tuple[Proc, asyncio.Future[float | None]]] = []
             while time.monotonic() + KILL_EVERY < end:
                 await asyncio.sleep(KILL_EVERY)
-                # Schedulers and workers in turn (a seeded coin could spare one kind in a
-                # short window); which one of them, at random.
-                group = workers if len(kills) % 2 else schedulers
+                kind, graceful = TURNS[len(kills) % len(TURNS)]
+                group = schedulers if kind == "scheduler" else workers
                 victim = group.pop(rng.randrange(len(group)))
                 assert victim.alive, f"{victim.name} died on its own:\n{victim.output()}"
-                if len(kills) % 3 == 2:
+                if graceful:
                     bound = STOP_SLACK + (GRACE if group is workers else 0.0)
                     stop = asyncio.ensure_future(asyncio.to_thread(victim.terminate, bound + 30))
                     stopping.append((victim, stop))
