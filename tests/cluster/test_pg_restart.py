@@ -74,7 +74,9 @@ def restart() -> list[str]:
         if pg.REQUIRED:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    databases_dropped()  # an earlier test's database, dropped in the background, is gone
+    # An earlier test's database may still be being dropped in the background: a restart
+    # would cut the drop short, and fail the session at its end.
+    databases_dropped()
     return command
 
 
