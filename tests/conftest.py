@@ -89,10 +89,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         tier = tier_of[item] = tiers.tier_of(item.path)
         item.add_marker(getattr(pytest.mark, tier))
-        # The cluster suite kills processes, restarts PostgreSQL and drives 2,000 runs a
-        # second: it must have the machine to itself, so scripts/test runs it alone, after
-        # the rest.
-        if item.path.is_relative_to(SERIAL):
+        # The cluster suite kills processes, restarts PostgreSQL, saturates the cores and
+        # bounds how long a failover takes: it must have the machine to itself, so
+        # scripts/test runs it alone, after the rest; but for the tests marked
+        # beside_others, which time nothing and share nothing (decision 0038).
+        if item.path.is_relative_to(SERIAL) and item.get_closest_marker("beside_others") is None:
             item.add_marker(pytest.mark.serial)
         if (
             tier in ("service", "process")

@@ -9,11 +9,16 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
+import pytest
+
 import cronwheel
 from cronwheel.core.clock import SystemClock
 from cronwheel.core.model import RunState
 from cronwheel.engine.maintenance import MAINTENANCE_LEASE, Maintenance, MaintenanceConfig
 from tests.engine.helpers import eventually
+
+# In-process, its own database, nothing timed: it runs in the parallel phase (decision 0038).
+pytestmark = pytest.mark.beside_others
 
 
 async def test_a_node_an_hour_ahead_rescues_no_live_lease(cw: cronwheel.JobService) -> None:

@@ -43,7 +43,15 @@ import pytest
 import cronwheel
 from cronwheel.core.model import REASON_MISFIRE, Attempt, AttemptOutcome, Run, RunState
 from cronwheel.store.base import Store
-from tests.cluster.conftest import Cluster, Execution, Proc, all_runs, executions, shards_of
+from tests.cluster.conftest import (
+    Cluster,
+    Execution,
+    Proc,
+    all_runs,
+    executions,
+    scale,
+    shards_of,
+)
 from tests.e2e.procs import free_port
 from tests.engine.helpers import eventually
 from tests.engine.webhook_target import Received, webhook_target
@@ -52,11 +60,14 @@ CORES = os.cpu_count() or 1
 BUSY = 2 * CORES
 """Busy processes (``while True: pass``) beside the cluster: twice the cores."""
 CRON_JOBS = 100
-WEBHOOK_JOBS = 500
-CHAOS_SECONDS = 30
+CHAOS_SECONDS = scale(15, 30)
 """The cron jobs' window, and the span the delayed jobs fall due in; the kills go on
-all along it."""
+all along it (one every KILL_EVERY: four to six in 15 s)."""
+WEBHOOK_JOBS = scale(250, 500)
+"""As many per second of the window either way."""
 KILL_EVERY = 3.0
+TURNS = [("scheduler", False), ("worker", False), ("worker", True), ("scheduler", True)]
+"""Who is stopped at each kill, in turn, and whether by SIGTERM (else SIGKILL)."""
 SEED = 20_260_426
 SHARDS = 16
 SHARD_LEASE = 6.0
@@ -235,18 +246,21 @@ async def test_chaos_on_saturated_cores_loses_and_misses_nothing(
                 [last, *(datetime.fromisoformat(j["next_fire_at"]) for j in jobs)]
             )  # the last occurrence of all
 
-            # -- chaos: one scheduler or one worker SIGKILLed every few seconds ------------
-            # (every third one is stopped with SIGTERM instead, while it works: a graceful
-            # stop under load must keep to its grace period too)
+            # -- chaos: a scheduler or a worker SIGKILLed every few seconds ---------------
+            # (one in two is stopped with SIGTERM instead, while it works: a graceful stop
+            # under load must keep to its grace period too). The kinds and signals go in
+            # turn, so that the first four kills hit each kind with each signal, however
+            # short the window (a seeded coin could spare one of them).
             end = time.monotonic() + (last - await store.now()).total_seconds() + 1
             kills: list[str] = []
             stopping: list[tuple[Proc, asyncio.Future[float | None]]] = []
             while time.monotonic() + KILL_EVERY < end:
                 await asyncio.sleep(KILL_EVERY)
-                group = schedulers if rng.random() < 0.5 else workers
+                kind, graceful = TURNS[len(kills) % len(TURNS)]
+                group = schedulers if kind == "scheduler" else workers
                 victim = group.pop(rng.randrange(len(group)))
                 assert victim.alive, f"{victim.name} died on its own:\n{victim.output()}"
-                if len(kills) % 3 == 2:
+                if graceful:
                     bound = STOP_SLACK + (GRACE if group is workers else 0.0)
                     stop = asyncio.ensure_future(asyncio.to_thread(victim.terminate, bound + 30))
                     stopping.append((victim, stop))

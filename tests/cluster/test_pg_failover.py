@@ -54,6 +54,11 @@ from tests.e2e.procs import free_port
 from tests.engine.helpers import eventually
 from tests.engine.webhook_target import Received, webhook_target
 
+# It asserts no duration (the failover time is printed; bench/failover.py measures it)
+# and shares nothing: its primary and standby are its own, on free ports, and the
+# machine's PostgreSQL is not touched. It runs in the parallel phase (decision 0038).
+pytestmark = pytest.mark.beside_others
+
 CRON_JOBS = 30
 WEBHOOK_JOBS = 60
 WINDOW_SECONDS = 16

@@ -21,14 +21,25 @@ import cronwheel
 from cronwheel.core.model import SCHEDULER_TENANT, SHARED_WORKERS, RunState
 from cronwheel.errors import StoreUnavailable
 from tests import pg
-from tests.cluster.conftest import Cluster, Proc, all_runs, check_history, executions, quiet
+from tests.cluster.conftest import (
+    Cluster,
+    Proc,
+    all_runs,
+    check_history,
+    databases_dropped,
+    executions,
+    quiet,
+    scale,
+)
 from tests.engine.helpers import eventually
 
 JOBS = 200
-LOAD_BEFORE_SECONDS = 5
-"""How long the cluster works normally before the restart."""
-LOAD_AFTER_SECONDS = 10
-"""How much of the schedule after the restart the window covers."""
+LOAD_BEFORE_SECONDS = scale(3, 5)
+"""How long the cluster works normally before the restart (then the test waits until
+every process has worked since the window began)."""
+LOAD_AFTER_SECONDS = scale(5, 10)
+"""How much of the schedule after the restart the window covers (beyond the recovery,
+which the test waits for on its own: every process working again)."""
 SHARDS = 16
 SHARD_LEASE = 3.0
 WORKER_LEASE = 10.0
@@ -63,6 +74,9 @@ def restart() -> list[str]:
         if pg.REQUIRED:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
+    # An earlier test's database may still be being dropped in the background: a restart
+    # would cut the drop short, and fail the session at its end.
+    databases_dropped()
     return command
 
 

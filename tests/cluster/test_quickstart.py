@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests import pg
+from tests.cluster.conftest import drop_later
 from tests.e2e.procs import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,6 +27,9 @@ MARK = (
     "<!-- docs-test: covered by"
     " tests/cluster/test_quickstart.py::test_readme_cluster_quickstart -->"
 )
+# It times nothing and shares nothing (its own database, free ports, its own process
+# group): it runs in the parallel phase, beside other tests (decision 0038).
+pytestmark = pytest.mark.beside_others
 # What a user does once and this test's environment has done already: the virtualenv
 # (the test runs in one, with honcho from the `test` extra) and installing honcho.
 SETUP = (". .venv/bin/activate", "pip install honcho")
@@ -53,12 +57,12 @@ def without_setup(block: str) -> str:
 @pytest.fixture
 def fresh_db(pg_dsn: str) -> Iterator[tuple[str, str]]:
     """The name and URL of a database that does not exist yet (the README creates it),
-    dropped at the end."""
+    dropped after the test (in the background)."""
     name = f"cronwheel_quickstart_{uuid.uuid4().hex[:12]}"
     try:
         yield name, pg._with_database(pg.DSN, name)
     finally:
-        pg.drop_database(name)
+        drop_later(name)
 
 
 @pytest.mark.timeout(180)

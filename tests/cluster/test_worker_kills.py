@@ -1,5 +1,6 @@
-"""5,000 runs while a worker is SIGKILLed ten times at random moments: every run ends
-succeeded, and every duplicate execution is the execution of a lost attempt (I3, I4)."""
+"""Runs (5,000 with CRONWHEEL_CLUSTER_FULL=1, 2,000 otherwise) while a worker is
+SIGKILLed at random moments (ten times, five otherwise): every run ends succeeded, and
+every duplicate execution is the execution of a lost attempt (I3, I4)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,28 @@ import time
 import pytest
 
 import cronwheel
-from tests.cluster.conftest import Cluster, all_runs, check_history, executions, quiet
+from tests.cluster.conftest import Cluster, all_runs, check_history, executions, quiet, scale
 from tests.engine.helpers import eventually
 
-RUNS = 5_000
-KILLS = 10
+# It asserts no duration and shares nothing (its own database; it kills only its own
+# workers): it runs in the parallel phase, beside other tests, where a loaded machine
+# only makes it slower (decision 0038).
+pytestmark = pytest.mark.beside_others
+
+RUNS = scale(2_000, 5_000)
+KILLS = scale(5, 10)
+"""Each kill waits for the restarted victim's first execution, then a random moment of
+its working life: about 3 s a kill here, and the runs outlast the kills."""
 SEED = 20_240_605
 LEASE = 2.0
 CONCURRENCY = 5
 HANDLER_SECONDS = 0.1
-"""Long enough that a kill always finds runs executing (and the ten kills fall within
-the work), short enough for the 5,000 to take about 45 s on three workers."""
+"""Long enough that a kill always finds runs executing (and the kills fall within the
+work), short enough for the 5,000 to take about 45 s on three workers (2,000: 18 s)."""
 
 
 @pytest.mark.timeout(300)
-async def test_a_worker_killed_ten_times_loses_nothing(
+async def test_a_worker_killed_again_and_again_loses_nothing(
     cw: cronwheel.JobService, cluster: Cluster
 ) -> None:
     rng = random.Random(SEED)
