@@ -26,6 +26,9 @@ manual job of N runs, no policy, warning logs, no tracer, nobody scraping):
 - ``concurrency-key``: the job has ``concurrency = {key: "acct-{payload.k}", limit:
   1000}`` over 20 keys (never reached: the cost of counting, not of waiting);
 - ``tenant-cap``: the tenant has ``max_running = 1,000,000`` (never reached);
+- ``many-jobs``: N one-time jobs (``immediate``, overlap ``allow``), one run each, so that
+  every claim and completion holds runs of as many jobs as runs (a herd of cron jobs, W2
+  and W3, has this shape), against the plain case's runs of one job;
 - ``overlap``: N one-time jobs (``immediate``), one run each, with ``overlap`` ``queue``
   or ``skip`` against ``allow`` (a job is never busy: the policy's cost, not its waits);
 - ``notify``: the job has a notification target on ``failed``/``dead`` (nothing to
@@ -234,6 +237,10 @@ def _features(tenants: int) -> None:
                 ],
             ),
             "tenant-cap": (True, [PLAIN, Variant("max_running", _capped)]),
+            "many-jobs": (
+                True,
+                [PLAIN, Variant("one-time jobs, a run each", _one_time("allow"))],
+            ),
             "overlap": (
                 True,
                 [

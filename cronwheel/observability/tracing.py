@@ -181,7 +181,6 @@ async def attempt(
     # of its start (a worker, which calls this, has it loaded already).
     from cronwheel.core.lifecycle import OutcomeKind
 
-    run = claimed.run
     kind = claimed.action.get("type")
     target = (
         "webhook"
@@ -192,7 +191,42 @@ async def attempt(
         if kind == "command"
         else str(claimed.action.get("name"))
     )
-    attributes: dict[str, Any] = {
+    with found.start_as_current_span(
+        f"cronwheel.attempt {target}",
+        # A root: scheduled work runs long after (and often many times after) the request
+        # that created it, so it links to that request instead of growing its trace.
+        context=otel_context.Context(),
+        kind=otel_trace.SpanKind.CONSUMER,
+        links=_links(claimed.traceparent),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        # The attributes are made only for a span that records: an attempt the sampler
+        # dropped costs its span and its context, not eleven attributes (an isoformat
+        # among them) that nothing would keep (+17-18 us a run sampled 1 in 10 before:
+        # bench/README.md, "Each feature's cost per run"). A sampler therefore sees the
+        # span's name, kind and links, not these attributes.
+        recording = span.is_recording()
+        if recording:
+            span.set_attributes(_attributes(claimed, kind, started, worker_id))
+        ctx.trace = _headers()
+        outcome = await execute
+        if recording:
+            span.set_attribute("cronwheel.outcome", outcome.kind.value)
+            if outcome.kind is not OutcomeKind.SUCCEEDED:
+                if outcome.error_class:
+                    span.set_attribute("error.type", outcome.error_class)
+                message = f"{outcome.error_class}: {outcome.error_message}"
+                span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, message))
+    return outcome
+
+
+def _attributes(
+    claimed: ClaimedRun, kind: object, started: datetime, worker_id: str
+) -> dict[str, Any]:
+    """An attempt span's attributes (docs/observability.md#traces)."""
+    run = claimed.run
+    return {
         "cronwheel.run.id": run.id,
         "cronwheel.job.id": run.job_id,
         "cronwheel.job.name": claimed.job_name,
@@ -205,26 +239,6 @@ async def attempt(
         "cronwheel.action": kind if kind in ("webhook", "publish", "command") else "handler",
         "cronwheel.engine.worker.id": worker_id,
     }
-    with found.start_as_current_span(
-        f"cronwheel.attempt {target}",
-        # A root: scheduled work runs long after (and often many times after) the request
-        # that created it, so it links to that request instead of growing its trace.
-        context=otel_context.Context(),
-        kind=otel_trace.SpanKind.CONSUMER,
-        links=_links(claimed.traceparent),
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        ctx.trace = _headers()
-        outcome = await execute
-        span.set_attribute("cronwheel.outcome", outcome.kind.value)
-        if outcome.kind is not OutcomeKind.SUCCEEDED:
-            if outcome.error_class:
-                span.set_attribute("error.type", outcome.error_class)
-            message = f"{outcome.error_class}: {outcome.error_message}"
-            span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, message))
-    return outcome
 
 
 def _links(traceparent: str | None) -> list[Any]:

@@ -193,9 +193,18 @@ _CHANNEL = "CASE WHEN octet_length({t}) <= 63 THEN {t} ELSE 'cw:' || md5({t}) EN
 # source's rows (aliased ``s``) or the caller's params. An event id is the run's, the
 # event's and the attempt's: the same for every target and every delivery, so a
 # receiver deduplicates on it.
+#
+# The jobs found are one row, a JSON object by job id that each run looks its job up in
+# (a binary search of the keys), computed once (MATERIALIZED) before any run is read
+# again: no join of the runs with their jobs is left for the planner to nest. Joined,
+# a batch of runs of many jobs was quadratic whenever the plan nested the probe under
+# the runs (a generic plan always did; a custom one when the runs' estimate was low):
+# 1,000 runs of 1,000 one-time jobs probed jobs_pkey a million times (decision 0035's
+# addendum, bench/README.md "Runs of many jobs").
 _OUTBOX = """
-noisy AS (
-    SELECT j.id, j.name, j.notify
+noisy AS MATERIALIZED (
+    SELECT jsonb_object_agg(j.id::text, jsonb_build_object('name', j.name, 'notify', j.notify))
+        AS jobs
     FROM (SELECT DISTINCT s.job_id FROM {source} AS s WHERE {event} IS NOT NULL) AS b
     CROSS JOIN LATERAL (
         SELECT id, name, notify FROM jobs WHERE id = b.job_id AND notify IS NOT NULL OFFSET 0
@@ -205,15 +214,17 @@ outbox AS (
     INSERT INTO notifications (tenant_id, event_id, event, job_id, job_name, run_id,
                                scheduled_for, attempt, error, occurred_at, target, url, next_at)
     SELECT s.tenant_id, 'run-' || s.id || '-' || e.event || '-' || s.attempt, e.event,
-           s.job_id, n.name, s.id, s.scheduled_for, s.attempt, e.error, e.at, t.i - 1,
+           s.job_id, n.job->>'name', s.id, s.scheduled_for, s.attempt, e.error, e.at, t.i - 1,
            t.target->>'url', e.at
     FROM {source} AS s
-    JOIN noisy AS n ON n.id = s.job_id
+    CROSS JOIN LATERAL (SELECT (SELECT jobs FROM noisy) -> s.job_id::text AS job) AS n
     CROSS JOIN LATERAL (
         SELECT {event} AS event, left({error}, {max_error}) AS error, {at} AS at
     ) AS e
-    CROSS JOIN LATERAL jsonb_array_elements(n.notify) WITH ORDINALITY AS t(target, i)
-    WHERE e.event IS NOT NULL AND t.target->'on' ? e.event
+    CROSS JOIN LATERAL jsonb_array_elements(n.job->'notify') WITH ORDINALITY AS t(target, i)
+    -- No job of the batch has a target (the usual case): one test, no run read again.
+    WHERE (SELECT jobs FROM noisy) IS NOT NULL
+      AND e.event IS NOT NULL AND t.target->'on' ? e.event
     ORDER BY s.id, t.i
 ),"""
 

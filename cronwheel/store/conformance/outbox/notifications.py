@@ -125,6 +125,45 @@ class NotificationsContract:
             "attempt": 1,
         }
 
+    async def test_a_batch_of_many_jobs_runs_writes_each_jobs_own_events(
+        self, store: Store
+    ) -> None:
+        # The outbox finds each run's job among the batch's jobs (on PostgreSQL, by a
+        # lookup made once per batch): with many jobs, each with its own targets or none,
+        # every run gets its own job's targets, name and target indexes, and no other's.
+        kinds: list[tuple[dict[str, Any], ...]] = [
+            TARGETS,
+            ({"on": ["succeeded"], "url": B},),
+            (),
+            ({"on": ["failed"], "url": A}, {"on": ["succeeded", "failed"], "url": B}),
+        ]
+        jobs = [make_job(notify=kinds[k % len(kinds)]) for k in range(24)]
+        await store.create_jobs(jobs)
+        await store.materialize_runs([make_run(j, at(t)) for j in jobs for t in (0, 1)], [])
+        claim = await store.claim_runs(
+            "w", ["default"], limit=100, now=at(2), prefetch_until=at(2), lease_seconds=5
+        )
+        by_id = {j.id: j for j in jobs}
+        runs = sorted((c.run.id, by_id[c.run.job_id]) for c in claim)
+        assert len(runs) == 48
+        states = [RunState.SUCCEEDED if i % 3 else RunState.PENDING for i in range(len(runs))]
+        accepted = await store.complete_runs(
+            [_done(r, state, 3) for (r, _), state in zip(runs, states, strict=True)]
+        )
+        assert sorted(accepted) == [r for r, _ in runs]
+        expected = []
+        for (run, job), state in zip(runs, states, strict=True):
+            event = "succeeded" if state is RunState.SUCCEEDED else "failed"
+            for i, target in enumerate(job.notify):
+                if event in target["on"]:
+                    expected.append((f"run-{run}-{event}-1", event, target["url"], job.name, i))
+        found = await store.list_notifications("default", limit=500)
+        got = [
+            (n.event_id, n.event.value, n.url, n.job_name, n.target)
+            for n in sorted(found, key=lambda n: (n.run_id, n.target))
+        ]
+        assert got == expected and len(expected) > 30  # both events, all four kinds
+
     async def test_a_stale_completion_writes_no_event(self, store: Store) -> None:
         await _job(store, 0)
         [run] = await _claim(store, 0)
