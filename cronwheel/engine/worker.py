@@ -1009,8 +1009,6 @@ class Worker:
         outage = Outage(log, "recording starts")
         while True:
             await self._starting.wait()
-            while self._pumping:  # one write for the starts of a claim's slices
-                await asyncio.sleep(0)
             self._starting.clear()
             if not self._starts:
                 continue
@@ -1039,10 +1037,6 @@ class Worker:
     async def _completion_loop(self) -> None:
         while True:
             first = await self._completions.get()
-            # While a claim's runs begin a slice a turn, their completions come a slice a
-            # turn too: one write for the claim, not one per slice (W1's statements).
-            while self._pumping and self._completions.qsize() < self.config.completion_batch:
-                await asyncio.sleep(0)
             batch = [first]
             while len(batch) < self.config.completion_batch and not self._completions.empty():
                 batch.append(self._completions.get_nowait())
