@@ -22,9 +22,6 @@ import asyncio
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Generic, TypeVar
-
-T = TypeVar("T")
 
 Lane = str | None
 """A webhook's target origin (``https://host:443``), or None for a run that needs no
@@ -171,37 +168,3 @@ class FairSlots:
                     waiter.set_result(None)
                 return True
         return False
-
-
-class FairQueue(Generic[T]):
-    """Items queued per tenant and taken round robin by tenant, in order within one
-    tenant's: a tenant that starts waiting behind thousands of another's items gets the
-    next turn but one, not the place after them (the worker's runs due to begin,
-    decision 0037's addendum "Runs begin in slices, in turn by tenant")."""
-
-    def __init__(self) -> None:
-        self._queues: OrderedDict[str, deque[T]] = OrderedDict()
-        self._len = 0
-
-    def __len__(self) -> int:
-        return self._len
-
-    def put(self, tenant: str, item: T) -> None:
-        queue = self._queues.get(tenant)
-        if queue is None:
-            queue = self._queues[tenant] = deque()
-        queue.append(item)
-        self._len += 1
-
-    def get(self) -> T:
-        """The next tenant's first item (that tenant goes to the back of the turn);
-        IndexError when empty."""
-        for tenant, queue in self._queues.items():
-            item = queue.popleft()
-            self._len -= 1
-            if queue:
-                self._queues.move_to_end(tenant)
-            else:
-                del self._queues[tenant]
-            return item
-        raise IndexError("get from an empty FairQueue")

@@ -51,7 +51,7 @@ from cronwheel.core.pipelines.model import PipelineRunStart
 from cronwheel.core.records import Completion, HeartbeatResult, Release, RunReport, Start
 from cronwheel.engine._aio import first_of, sleep_or_stop
 from cronwheel.engine._outage import Outage
-from cronwheel.engine.fairslots import FairQueue, FairSlots, Lane, Lanes
+from cronwheel.engine.fairslots import FairSlots, Lane, Lanes
 from cronwheel.observability import metrics as _metrics
 from cronwheel.observability import tracing
 from cronwheel.observability.attempt_log import log_attempt_end
@@ -165,11 +165,6 @@ begin at once, one more waits claimed ahead (see claim)."""
 REFILL_FRACTION = 10
 """A saturated pool claims again once a tenth of its slots are free, not at every run's
 end: one statement per batch of runs. A run enqueued meanwhile is taken by a peek."""
-START_SLICE = 64
-"""Runs begun per turn of the event loop. A claim of a thousand runs begun in one turn
-kept the loop from its sockets for that turn (tens of milliseconds on a busy machine):
-another tenant's notification and the peek claim's answer waited for it, twice (W6).
-In slices, a turn is short and the runs go in turn by tenant (see _begin)."""
 LOOP_TICK = 0.1
 """How often the worker checks that its event loop turns (seconds)."""
 LOOP_STALL = 1.0
@@ -257,10 +252,6 @@ class Worker:
         """Claimed runs per pool whose instant has come and whose action is not over:
         running, or waiting for a slot or a connection. Runs due now are claimed only
         for the rest of the pool's concurrency (backpressure)."""
-        self._to_begin: FairQueue[_InFlight] = FairQueue()
-        """Runs due whose task is not made yet, by tenant: :meth:`_pump` begins them a
-        slice per turn of the loop, round robin by tenant."""
-        self._pumping = False
         self._instants: dict[datetime, list[_InFlight]] = {}
         """Runs waiting for their instant, grouped so that every run due at one instant
         costs one timer, and all of them start in one pass of the loop."""
@@ -433,11 +424,8 @@ class Worker:
         starts = asyncio.create_task(self._start_loop(), name="starts")
         try:
             claimed = await self.claim()
-            while self._instants or self._pumping:
-                if not self._instants:  # runs still to begin, a slice a turn
-                    await asyncio.sleep(0)
-                    continue
-                soonest = min(self._instants)  # runs claimed ahead of their instant
+            while self._instants:  # runs claimed ahead of their instant: wait for it
+                soonest = min(self._instants)
                 await asyncio.sleep(max(0.0, (soonest - self.clock.now()).total_seconds()))
             tasks = [f.task for f in list(self._inflight.values()) if f.task is not None]
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -524,10 +512,8 @@ class Worker:
         # One reading of both clocks: every timer of the batch is set on the loop's
         # clock from it, so the time spent starting the batch does not delay them.
         origin = (self.clock.now(), asyncio.get_running_loop().time())
-        for i, c in enumerate(claimed, 1):
+        for c in claimed:
             self._start(c, origin, ahead)
-            if i % START_SLICE == 0 and i < len(claimed):
-                await asyncio.sleep(0)  # a turn for the sockets (see START_SLICE)
         return len(claimed)
 
     async def _pool_rates(self, now: datetime) -> dict[str, float]:
@@ -759,31 +745,10 @@ class Worker:
                 self._begin(flight, loop)
 
     def _begin(self, flight: _InFlight, loop: asyncio.AbstractEventLoop) -> None:
-        """The run's instant has come: it goes for a slot (and its lane) and runs, in
-        its tenant's turn (see _pump)."""
+        """The run's instant has come: it goes for a slot (and its lane) and runs."""
+        flight.task = loop.create_task(self._fire(flight))
         flight.due = True
-        run = flight.claimed.run
-        self._due[run.pool] += 1
-        self._to_begin.put(run.tenant_id, flight)
-        if not self._pumping:
-            self._pumping = True
-            loop.call_soon(self._pump, loop)
-
-    def _pump(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Make the tasks of up to START_SLICE runs due, round robin by tenant, and come
-        back at the next turn for the rest. The tasks run at the next turn, after the
-        loop has looked at its sockets: a turn begins a slice, not a whole claim, so a
-        newly waiting tenant's notification, its peek claim's answer and its run are
-        behind one slice of another tenant's runs, not behind a thousand."""
-        queue = self._to_begin
-        for _ in range(min(START_SLICE, len(queue))):
-            flight = queue.get()
-            if not flight.forgotten:  # else released (stop, lease lost) while it waited
-                flight.task = loop.create_task(self._fire(flight))
-        if queue:
-            loop.call_soon(self._pump, loop)
-        else:
-            self._pumping = False
+        self._due[flight.claimed.run.pool] += 1
 
     def _settle(self, flight: _InFlight) -> None:
         """The run's action is over (or will never begin): its slot is free for another

@@ -24,7 +24,7 @@ from cronwheel.core.model import (
     RetryPolicy,
     RunState,
 )
-from cronwheel.engine.worker import START_SLICE, Worker, WorkerConfig
+from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.security.egress import LOOPBACK
 from cronwheel.store.base import Completion, Store
 from cronwheel.store.conformance.factories import make_job, make_run
@@ -623,45 +623,6 @@ async def test_a_full_worker_claims_a_run_enqueued_meanwhile_at_once(store: Stor
         await eventually(lambda: _runs_in(store, "bobco", other.id, "succeeded"))
 
 
-async def test_claimed_runs_begin_a_slice_a_turn_and_in_turn_by_tenant(store: Store) -> None:
-    """W6: a worker that begins a claim of a thousand runs in one turn of its loop keeps
-    its sockets waiting for that turn (another tenant's notification, its peek claim's
-    answer), and a run claimed after them begins after all of them. Runs begin a slice
-    a turn, round robin by tenant (decision 0037's addendum)."""
-    worker = Worker(store, replace(FAST, pools={"default": 1000}))
-    began: list[str] = []
-    all_began = asyncio.Event()
-    backlog = START_SLICE * 4
-
-    @worker.handler("noop")
-    async def noop(ctx: RunContext) -> None:
-        began.append(ctx.tenant_id)
-        if len(began) == backlog + 1:
-            all_began.set()
-
-    await store.ensure_tenant("bobco", "Bobco", now=datetime.now(UTC))
-    now = datetime.now(UTC)
-    noop_action = {"type": "handler", "name": "noop"}
-    a = replace(make_job(action=noop_action), next_fire_at=None)
-    b = replace(make_job(tenant_id="bobco", action=noop_action), next_fire_at=None)
-    await store.create_jobs([a], [make_run(a, now - timedelta(seconds=i)) for i in range(backlog)])
-    await store.create_jobs([b], [make_run(b, now)])
-    claim = {"limit": backlog, "now": now, "prefetch_until": now, "lease_seconds": 30.0}
-    a_runs = await store.claim_runs(worker.id, ["default"], tenant_id="default", **claim)
-    b_runs = await store.claim_runs(worker.id, ["default"], tenant_id="bobco", **claim)
-    assert (len(a_runs), len(b_runs)) == (backlog, 1)
-    # A's backlog is handed to the worker first, B's run last, in one turn of the loop.
-    loop = asyncio.get_running_loop()
-    origin = (worker.clock.now(), loop.time())
-    for c in [*a_runs, *b_runs]:
-        worker._start(c, origin, False)
-    at_next_turn: list[int] = []
-    loop.call_soon(lambda: at_next_turn.append(len(began)))
-    await asyncio.wait_for(all_began.wait(), timeout=30)
-    assert at_next_turn[0] <= START_SLICE  # the loop turned before the backlog had begun
-    assert began.index("bobco") == 1  # after A's first run, not after A's whole backlog
-
-
 async def _runs_in(store: Store, tenant: str, job_id: str, state: str) -> list[Any]:
     return [r for r in await store.list_runs(tenant, job_id=job_id) if r.state == state]
 
@@ -680,7 +641,6 @@ async def test_a_heartbeat_that_raced_a_completion_does_not_call_the_run_lost(
     await job_with_run(store)
     assert await worker.claim() == 1
     [flight] = worker._inflight.values()
-    await asyncio.sleep(0)  # runs claimed begin at the loop's next turn, a slice a turn
     assert flight.task is not None
     await flight.task  # the handler ran; its completion is queued, not yet written
     # The completion loop's write lands first (the worker has not read its answer yet).

@@ -1,13 +1,10 @@
-"""A worker's slots, and its runs due to begin, go round robin by tenant (decisions 0028
-and 0037)."""
+"""A worker's slots go round robin by tenant (decision 0028)."""
 
 from __future__ import annotations
 
 import asyncio
 
-import pytest
-
-from cronwheel.engine.fairslots import FairQueue, FairSlots, Lanes
+from cronwheel.engine.fairslots import FairSlots, Lanes
 
 
 async def test_a_freed_slot_goes_to_the_next_tenant_in_turn() -> None:
@@ -141,17 +138,3 @@ async def test_a_cancelled_lane_waiter_gives_back_nothing_it_did_not_take() -> N
     assert (lanes.used, slots.free) == (0, 2)
     async with slots.hold("a", "http://x:80"), slots.hold("b", None):
         assert lanes.used == 1
-
-
-def test_a_fair_queue_serves_tenants_in_turn_and_each_in_order() -> None:
-    queue: FairQueue[str] = FairQueue()
-    for i in range(5):
-        queue.put("a", f"a{i}")
-    queue.put("b", "b0")  # B starts waiting behind A's five: it is served second
-    queue.put("b", "b1")
-    assert len(queue) == 7
-    order = [queue.get() for _ in range(7)]
-    assert order == ["a0", "b0", "a1", "b1", "a2", "a3", "a4"]
-    assert len(queue) == 0
-    with pytest.raises(IndexError):
-        queue.get()
