@@ -16,9 +16,10 @@ import httpx
 
 from cronwheel.core.model import SCHEDULER_TENANT, SEEN_WINDOW
 from cronwheel.store import open_store
+from tests.e2e.apiserver import api_url_per_test  # noqa: F401  (the fixture)
 from tests.e2e.procs import cronwheel
 from tests.e2e.procs import wait_until as _wait_until
-from tests.e2e.test_cli import TOKEN, api_url  # noqa: F401  (the fixture)
+from tests.e2e.test_cli import TOKEN
 from tests.e2e.test_cli_views import piped_process
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -56,7 +57,7 @@ def _not_healthy(body: dict[str, Any]) -> None:
 
 
 def test_status_is_not_healthy_once_the_only_scheduler_stops_or_dies(
-    api_url: str,  # noqa: F811
+    api_url: str,
     store_url: str,
     tmp_path: Path,
 ) -> None:
