@@ -81,6 +81,15 @@ async def store2(
 SERIAL = Path(__file__).parent / "cluster"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist (3.x) sorts a --dist loadfile queue by each file's number of tests, most
+    # first, unless told not to: the slow tiers' files, with few tests each, then started
+    # last, after the unit tier's, and left one process working alone at the end. The
+    # order of pytest_collection_modifyitems below is the one wanted.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     one_store = tiers.stores_for_one_store_tiers()
     kept: list[pytest.Item] = []

@@ -40,7 +40,7 @@ _FILES = {
     "docs/test_blocks.py": "unit",
 }
 
-STORE_PARAMS = ("store", "store_url", "dashboard")
+STORE_PARAMS = ("store", "store_url", "dashboard", "api_store")
 """The fixtures parametrised by backend (tests/conftest.py, e2e, browser)."""
 
 BACKENDS = ("sqlite", "postgres")

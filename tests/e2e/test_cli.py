@@ -8,43 +8,22 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import httpx
-import pytest
 
 from cronwheel.observability.logs import json_lines
 from cronwheel.sdk import Client
 from cronwheel.security.redact import redact
 from tests.e2e import clirun
-from tests.e2e.procs import cronwheel as cronwheel_proc
-from tests.e2e.procs import free_port, wait_until
 
-TOKEN = "admin-token-for-the-cli-tests"
-SECRETS_KEY = "t3QxM0VYbZ8p2m5Jc7uF1dR9sW4yK6hL0aN8eG2vB5o="
-"""The API's key for secret webhook headers (docs/security.md#secrets-at-rest)."""
-
-
-@pytest.fixture
-def api_url(store_url: str, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    args = ["api", "--db", store_url, "--port", str(port), "--admin-token", TOKEN]
-    args += ["--secrets-key", SECRETS_KEY]
-    log = tmp_path / "api.log"
-    with cronwheel_proc(*args, log=log) as proc:
-        url = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(
-                    f"cronwheel api exited ({proc.returncode}):\n{log.read_text()}"
-                )
-            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
-
-        wait_until("cronwheel api answers", ready, 60, [log])
-        yield url
+# The fixtures: one `cronwheel api` for this file, its store put back before each test.
+from tests.e2e.apiserver import (  # noqa: F401
+    SECRETS_KEY,
+    TOKEN,
+    api_store,
+    api_url_per_module,
+    shared_api,
+)
 
 
 def _env(url: str, token: str) -> dict[str, str]:

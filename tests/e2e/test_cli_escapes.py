@@ -12,11 +12,12 @@ from datetime import UTC, datetime, timedelta
 from cronwheel.core.model import AttemptOutcome, RunState
 from cronwheel.store import open_store
 from cronwheel.store.conformance.factories import make_job, make_run, succeeded
-from tests.e2e import clirun, test_cli
+from tests.e2e import clirun
+
+# The fixture: a `cronwheel api` of the test's own, on its store_url.
+from tests.e2e.apiserver import api_url_per_test  # noqa: F401  (the fixture)
 from tests.e2e.test_cli import TOKEN
 from tests.e2e.test_cli_views import on_terminal_process
-
-api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
 
 # ESC (a terminal command: clear the screen), a C1 CSI (the same, in one byte, to many
 # terminals), a right-to-left override (the name reads in another order) and a newline

@@ -14,14 +14,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e import test_cli
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py), on SQLite.
+from tests.e2e.apiserver import TOKEN, SharedApi, api_url_per_module, shared_api  # noqa: F401
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.e2e.procs import free_port, wait_until
 from tests.e2e.test_cli import cli
 from tests.e2e.test_cli_views import on_terminal, piped
 
-api_url = test_cli.api_url
-pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+
+@pytest.fixture(scope="module")
+def api_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The shared server's store: SQLite only (above)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('api') / 'e2e.db'}"
 
 
 def _pending_run(url: str, name: str) -> int:
@@ -122,11 +127,9 @@ def test_a_paused_job_shows_no_next_fire(api_url: str) -> None:
     assert job["next_fire_at"] not in described
 
 
-def test_an_api_without_an_admin_token_says_nobody_can_sign_in(
-    store_url: str, tmp_path: Path
-) -> None:
+def test_an_api_without_an_admin_token_says_nobody_can_sign_in(tmp_path: Path) -> None:
     port, log = free_port(), tmp_path / "bare-api.log"
-    args = ("api", "--db", store_url, "--port", str(port))
+    args = ("api", "--db", f"sqlite:///{tmp_path / 'e2e.db'}", "--port", str(port))
     with cronwheel_proc(*args, env={"CRONWHEEL_ADMIN_TOKEN": ""}, log=log) as proc:
         url = f"http://127.0.0.1:{port}"
         wait_until("cronwheel api answers", lambda: _ready(url), 60, [log])
@@ -139,9 +142,12 @@ def test_an_api_without_an_admin_token_says_nobody_can_sign_in(
         assert "nobody can sign in" in warned[0] and "bootstrap" in warned[0]
 
 
-def test_an_api_with_an_admin_token_says_nothing_of_it(api_url: str, tmp_path: Path) -> None:
+def test_an_api_with_an_admin_token_says_nothing_of_it(
+    api_url: str,
+    shared_api: SharedApi,  # noqa: F811
+) -> None:
     assert _ready(api_url)
-    assert "no admin token" not in (tmp_path / "api.log").read_text()
+    assert "no admin token" not in shared_api.log.read_text()  # its whole log, from its start
 
 
 def test_the_server_root_leads_to_the_dashboard(api_url: str) -> None:
@@ -153,11 +159,14 @@ def test_the_server_root_leads_to_the_dashboard(api_url: str) -> None:
     assert "text/html" in landed.headers["content-type"]
 
 
-def test_the_access_log_masks_only_secret_query_values(api_url: str, tmp_path: Path) -> None:
-    auth = {"Authorization": f"Bearer {test_cli.TOKEN}"}
+def test_the_access_log_masks_only_secret_query_values(
+    api_url: str,
+    shared_api: SharedApi,  # noqa: F811
+) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
     query = "name=nightly&limit=5&token=s3cr3t-in-the-url&api_key=k3y-in-the-url"
     assert httpx.get(f"{api_url}/v1/jobs?{query}", headers=auth).status_code == 200
-    log = tmp_path / "api.log"
+    log = shared_api.log
     wanted = '"GET /v1/jobs?name=nightly&limit=5&token=***&api_key=*** HTTP/1.1" 200'
     wait_until("the access line", lambda: wanted in log.read_text(), 10, [log])
     assert "s3cr3t-in-the-url" not in log.read_text()

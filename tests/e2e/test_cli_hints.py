@@ -16,12 +16,18 @@ from datetime import datetime
 
 import pytest
 
-from tests.e2e import test_cli
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py), on SQLite.
+from tests.e2e.apiserver import api_url_per_module, shared_api  # noqa: F401
 from tests.e2e.test_cli import cli
 from tests.e2e.test_cli_views import on_terminal, piped
 
-api_url = test_cli.api_url
-pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+
+@pytest.fixture(scope="module")
+def api_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The shared server's store: SQLite only (above)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('api') / 'e2e.db'}"
+
 
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\+00:00"
 JOB_HEADER = ["id", "name", "state", "next_fire_at", "pool", "version"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.test_cli import api_url, cli
-
-__all__ = ["api_url"]  # the fixture, for pytest
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, shared_api  # noqa: F401
+from tests.e2e.test_cli import cli
 
 
 def test_control_verbs_answer_the_same_every_time(api_url: str) -> None:

@@ -13,8 +13,12 @@ import click
 
 from cronwheel.cli import main
 from cronwheel.cli._logs import leaves
+
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, shared_api  # noqa: F401
 from tests.e2e.procs import REPO, free_port
-from tests.e2e.test_cli import TOKEN, api_url, cli  # noqa: F401  # api_url is a fixture
+from tests.e2e.test_cli import TOKEN, cli
 
 LONG_RUNNING = {"api", "dev", "worker", "scheduler", "migrate"}
 
@@ -86,7 +90,7 @@ def test_an_unreachable_server_in_json_is_one_json_line_without_the_password() -
 
 
 def test_debug_shows_the_http_requests_on_stderr_and_the_results_on_stdout(
-    api_url: str,  # noqa: F811
+    api_url: str,
 ) -> None:
     created = cli(api_url, "jobs", "create", "--name", "ping", "--manual", "--handler", "h")
     assert created.returncode == 0, created.stderr
@@ -106,7 +110,7 @@ def test_debug_shows_the_http_requests_on_stderr_and_the_results_on_stdout(
     assert any(line["logger"] == "httpx" and "/v1/jobs" in line["message"] for line in lines)
 
 
-def test_api_errors_and_hints_in_json_are_json_lines(api_url: str) -> None:  # noqa: F811
+def test_api_errors_and_hints_in_json_are_json_lines(api_url: str) -> None:
     missing = cli(api_url, "runs", "get", "999999", "--log-format", "json")
     assert missing.returncode == 3
     [line] = _json_lines(missing.stderr)

@@ -14,12 +14,13 @@ from typing import Any
 
 import httpx
 
-from tests.e2e import test_cli
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, shared_api  # noqa: F401
 from tests.e2e.procs import REPO, wait_until
 from tests.e2e.test_cli import TOKEN, cli
 from tests.e2e.test_cli_views import ok, on_terminal, piped
 
-api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 POOL = "cli-pipelines"
 # report waits for extract and for load: it sits under load, "also after: extract".

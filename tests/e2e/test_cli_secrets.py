@@ -17,14 +17,16 @@ from cronwheel.control.pipelines import PipelineService
 from cronwheel.control.service import JobService
 from cronwheel.security.sealing import PREFIX, Sealer, generate_key, open_url
 from cronwheel.store.sqlite import SqliteStore
-from tests.e2e import test_cli
+
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, shared_api  # noqa: F401
 from tests.e2e.procs import REPO, free_port, wait_until
 from tests.e2e.procs import cronwheel as cronwheel_proc
 from tests.e2e.test_cli import cli
 from tests.e2e.test_cli_views import ok, on_terminal_process, piped_process
 from tests.engine.webhook_target import webhook_target
 
-api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
 BEARER = "Bearer dev-t0ken-4f2a9c"
 
 

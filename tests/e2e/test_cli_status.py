@@ -5,16 +5,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests import pg
-from tests.e2e import test_cli
+
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, running_api, shared_api  # noqa: F401
 from tests.e2e.test_cli import TOKEN, cli
 from tests.e2e.test_cli_views import created, manual, ok, on_terminal, on_terminal_process, piped
 
-api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -112,9 +115,11 @@ def test_jobs_why_bad_input_and_unknown_jobs(api_url: str) -> None:
 # PostgreSQL only: a SQLite file cannot stop answering while its API runs.
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 @pytest.mark.both_stores  # the stores differ here
-def test_status_exits_6_when_the_store_does_not_answer(api_url: str, store_url: str) -> None:
-    pg.drop_database(store_url.rpartition("/")[2])  # the API's database is gone
-    result = piped(api_url, "status")
+def test_status_exits_6_when_the_store_does_not_answer(store_url: str, tmp_path: Path) -> None:
+    # A server of its own: its database is dropped under it.
+    with running_api(store_url, tmp_path / "api.log") as api_url:
+        pg.drop_database(store_url.rpartition("/")[2])  # the API's database is gone
+        result = piped(api_url, "status")
     assert result.returncode == 6, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     [head, values] = result.stdout.splitlines()[:2]

@@ -16,10 +16,12 @@ from typing import Any
 
 import httpx
 
-from tests.e2e import clirun, test_cli
-from tests.e2e.test_cli import TOKEN, cli
+from tests.e2e import clirun
 
-api_url = test_cli.api_url  # the fixture: `cronwheel api` as a real process, on each store
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, shared_api  # noqa: F401
+from tests.e2e.test_cli import TOKEN, cli
 
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\+00:00")
 
