@@ -9,9 +9,11 @@ import json
 from typing import Any
 
 from tests.e2e import clirun
-from tests.e2e.test_cli import TOKEN, api_url, cli
 
-__all__ = ["api_url"]  # the fixture, for pytest
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, shared_api  # noqa: F401
+from tests.e2e.test_cli import TOKEN, cli
 
 
 def _created(url: str, *args: str) -> dict[str, Any]:

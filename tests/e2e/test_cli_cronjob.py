@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.test_cli import api_url, cli, cli_process
-
-__all__ = ["api_url"]  # the fixture, for pytest
+# The fixtures: one `cronwheel api` for this file, its store put back before each test
+# (tests/e2e/apiserver.py).
+from tests.e2e.apiserver import api_store, api_url_per_module, shared_api  # noqa: F401
+from tests.e2e.test_cli import cli, cli_process
 
 MANIFESTS = """\
 apiVersion: v1
