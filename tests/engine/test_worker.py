@@ -736,3 +736,54 @@ async def test_a_peek_claims_while_every_pooled_connection_is_busy(pg_dsn: str) 
         await worker._release([flight], "test over")
     finally:
         await store.close()
+
+
+async def test_a_peek_claims_in_the_turn_of_the_loop_its_notification_woke(store: Store) -> None:
+    """Every turn of a saturated worker's loop is long (decision 0037, addendum): the peek
+    loop goes from the store's wake-up to its claim without letting the loop turn."""
+    turns = 0
+
+    def tick() -> None:
+        nonlocal turns
+        turns += 1
+        ticker[0] = asyncio.get_running_loop().call_soon(tick)
+
+    ticker = [asyncio.get_running_loop().call_soon(tick)]
+    woke: list[int] = []
+    claimed: list[int] = []
+    real_wait, real_claim = store.wait, store.claim_runs
+
+    async def wait(topics: Any, timeout: float) -> bool:
+        woken = await real_wait(topics, timeout)
+        if woken:
+            woke.append(turns)
+        return woken
+
+    async def claim_runs(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("urgent"):
+            claimed.append(turns)
+        return await real_claim(*args, **kwargs)
+
+    store.wait = wait  # type: ignore[method-assign]
+    store.claim_runs = claim_runs  # type: ignore[method-assign]
+    worker = Worker(store, FAST)
+
+    @worker.handler("noop")
+    async def noop(ctx: RunContext) -> None:
+        pass
+
+    try:
+        async with running(worker):
+            # Once its first claim has read the pools' rate limits (a read every few
+            # seconds, not at every claim).
+            await eventually(lambda: _true(worker._rates_read_at is not None))
+            await job_with_run(store)
+            await eventually(lambda: _true(bool(claimed)))
+        assert woke and claimed
+        assert claimed[0] in woke  # no turn of the loop between a wake-up and the peek
+    finally:
+        ticker[0].cancel()
+
+
+async def _true(value: bool) -> bool:
+    return value
