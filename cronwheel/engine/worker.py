@@ -277,8 +277,6 @@ class Worker:
         self._news = asyncio.Event()
         """Set by the peek loop when runs were enqueued (it may have taken the
         notification the idle claim loop waits for)."""
-        self._peek_waiting = False
-        """The peek loop waits for a notification (it may be cancelled: see run)."""
         self._room = asyncio.Event()
         """Set when runs leave the in-flight set: a full worker claims again at once."""
         self._started_at: datetime | None = None
@@ -403,8 +401,6 @@ class Worker:
         peeks = asyncio.create_task(self._peek_loop(stop), name="peeks")
         try:
             await self._claim_loop(stop)
-            if self._peek_waiting:  # waiting for news, not claiming: nothing to lose
-                peeks.cancel()
             await asyncio.gather(peeks, return_exceptions=True)  # no claim after the drain
             await self._drain()
         finally:
@@ -573,15 +569,11 @@ class Worker:
         outage = Outage(log, "claiming new runs")
         while not stop.is_set():
             try:
-                # Awaited directly, not raced against ``stop`` by first_of: each layer of
-                # tasks costs a turn of the loop between the notification and the claim,
-                # and a saturated worker's turns are long. run() cancels this wait at stop.
-                self._peek_waiting = True
-                try:
-                    woken = await self.store.wait(self._topics, timeout=self.config.poll_seconds)
-                finally:
-                    self._peek_waiting = False
-                if not woken or stop.is_set():
+                woken = asyncio.ensure_future(
+                    self.store.wait(self._topics, timeout=self.config.poll_seconds)
+                )
+                await first_of(woken, stop.wait())
+                if not _woken(woken) or stop.is_set():
                     continue
                 # The claim loop may be waiting on the same notification, which woke
                 # only us: tell it, in case more came than a peek takes.
@@ -1134,3 +1126,8 @@ def lane_of(action: Mapping[str, Any]) -> Lane:
     if action.get("type") != "webhook":
         return None
     return origin_of(str(action.get("url")))
+
+
+def _woken(wait: asyncio.Future[bool]) -> bool:
+    """Whether a finished wait for new runs was woken (not timed out, failed, cancelled)."""
+    return wait.done() and not wait.cancelled() and wait.exception() is None and wait.result()

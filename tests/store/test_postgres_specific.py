@@ -192,28 +192,6 @@ async def test_concurrent_claimers_on_many_connections_share_without_overlap(
     assert {r.fence for r in runs} == {1}
 
 
-async def test_a_waiter_resumes_at_the_next_turn_after_its_notification(
-    store: PostgresStore,
-) -> None:
-    # A saturated worker's loop turns slowly (decision 0037, addendum): a wake-up that
-    # goes through a layer of callbacks more costs the peek a turn more.
-    assert await store.wait(["runs:turns"], timeout=0.01) is False  # now listening
-    waiter = asyncio.create_task(store.wait(["runs:turns"], timeout=30))
-    await eventually_waiting(store, "runs:turns")
-    # What the LISTEN connection's reader does when the notification arrives:
-    store._listener._on_notification(None, 0, "runs:turns", "")
-    await asyncio.sleep(0)  # one turn of the loop
-    assert waiter.done() and waiter.result() is True
-
-
-async def eventually_waiting(store: PostgresStore, topic: str) -> None:
-    for _ in range(1000):
-        if store._listener._waiters.get(topic):
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"nobody waits on {topic}")
-
-
 async def test_an_urgent_claim_waits_for_no_pooled_connection(dsn: str) -> None:
     # A saturated worker's claims and completions hold the pool's connections; its peek
     # at an enqueue (decision 0028) claims on a connection of its own.

@@ -55,18 +55,12 @@ class Listener:
         for topic in topics:
             self._waiters.setdefault(topic, set()).add(woken)
         try:
-            # The future itself is awaited (not through asyncio.wait): its waiter resumes
-            # at the loop's next turn after the notification, not two turns later, and a
-            # saturated worker's turns are long (decision 0037, addendum).
-            async with asyncio.timeout(timeout):
-                await woken
-            return True
-        except TimeoutError:
-            return False
+            done, _ = await asyncio.wait({woken}, timeout=timeout)
         finally:
             for topic in topics:
                 self._waiters.get(topic, set()).discard(woken)
             woken.cancel()
+        return bool(done)
 
     async def close(self) -> None:
         self._closed = True
