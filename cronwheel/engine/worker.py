@@ -450,7 +450,7 @@ class Worker:
             if peek:
                 room = min(PEEK_CLAIM, ahead + PEEK_OVERFLOW)
                 if room > 0:
-                    total += await self._claim_pool(pool, room, now, until, ahead=True)
+                    total += await self._claim_pool(pool, room, now, until, ahead=True, urgent=True)
                 continue
             # Backpressure: runs due now are claimed for the slots no claimed run needs,
             # and one pool's worth more (claimed ahead: they begin as slots free up, so
@@ -480,7 +480,14 @@ class Worker:
         return total
 
     async def _claim_pool(
-        self, pool: str, room: int, now: datetime, until: datetime, *, ahead: bool
+        self,
+        pool: str,
+        room: int,
+        now: datetime,
+        until: datetime,
+        *,
+        ahead: bool,
+        urgent: bool = False,
     ) -> int:
         """One claim of up to ``room`` runs of ``pool`` due by ``until``. ``ahead``: the
         runs may wait (for their instant, or past the free slots) before they begin, and
@@ -505,6 +512,7 @@ class Worker:
             prefetch_until=until,
             lease_seconds=self.config.lease_seconds,
             started=not ahead,
+            urgent=urgent,
         )
         if limited and len(claimed) < room:
             await self.store.take_pool_tokens(pool, len(claimed) - room, now=now)

@@ -265,6 +265,7 @@ class Queue(Protocol):
         tenant_id: str | None = None,
         priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
         started: bool = True,
+        urgent: bool = False,
     ) -> Claim:
         """Claim up to ``limit`` pending runs of ``pools`` due by ``prefetch_until`` (of
         one tenant only, with ``tenant_id``: a remote worker acts for its tenant). Each
@@ -312,7 +313,12 @@ class Queue(Protocol):
         The result's ``overlap_skipped`` counts the runs this claim skipped so.
 
         A run whose ``attempt`` has reached its ``max_attempts`` is never claimed: no
-        claim exceeds a run's attempt budget."""
+        claim exceeds a run's attempt budget.
+
+        ``urgent``: a small claim that must not wait behind the claimer's other
+        statements (a worker's peek at an enqueue, decision 0028): the same claim, made
+        where the store can on a connection of its own. A store without such connections
+        makes it as any other."""
 
     @abc.abstractmethod
     async def heartbeat(

@@ -715,3 +715,24 @@ async def test_a_run_begun_before_its_start_was_stored_is_never_run_again_as_the
     assert [a.outcome for a in await store.list_attempts("default", run.id)] == [
         AttemptOutcome.LOST
     ]
+
+
+async def test_a_peek_claims_while_every_pooled_connection_is_busy(pg_dsn: str) -> None:
+    """A saturated worker's claims and completions hold the store's pooled connections;
+    its peek at an enqueue is made on a connection of its own (decision 0037, addendum),
+    so it waits for none of them and for no per-claim setting or reset."""
+    from cronwheel.store.postgres import PostgresStore
+
+    store = await PostgresStore.connect(pg_dsn, max_size=1)
+    try:
+        await store.migrate()
+        await store.truncate_all_for_tests()
+        worker = Worker(store, FAST)
+        assert await worker.claim() == 0  # nothing yet (and the pools' rate limits read)
+        await job_with_run(store)
+        async with store._connection():  # the pool's only connection, busy
+            assert await asyncio.wait_for(worker.claim(peek=True), 10) == 1
+        [flight] = worker._inflight.values()
+        await worker._release([flight], "test over")
+    finally:
+        await store.close()

@@ -192,6 +192,46 @@ async def test_concurrent_claimers_on_many_connections_share_without_overlap(
     assert {r.fence for r in runs} == {1}
 
 
+async def test_an_urgent_claim_waits_for_no_pooled_connection(dsn: str) -> None:
+    # A saturated worker's claims and completions hold the pool's connections; its peek
+    # at an enqueue (decision 0028) claims on a connection of its own.
+    s = await PostgresStore.connect(dsn, max_size=1)
+    try:
+        await s.migrate()
+        await s.truncate_all_for_tests()
+        job = make_job()
+        await s.create_jobs([job], [make_run(job, at(0)), make_run(job, at(1))])
+
+        async def urgent() -> list[int]:
+            got = await s.claim_runs(
+                "w",
+                ["default"],
+                limit=1,
+                now=at(5),
+                prefetch_until=at(5),
+                lease_seconds=30,
+                started=False,
+                urgent=True,
+            )
+            return [c.run.id for c in got]
+
+        async with s._connection():  # the pool's only connection, busy
+            first = await asyncio.wait_for(urgent(), 10)
+        assert len(first) == 1
+        # A lost connection is opened again: at worst the claim that finds it gone fails
+        # (asyncpg may not have read the server's goodbye yet; the worker's peek loop
+        # retries), never a later one.
+        assert s._urgent is not None
+        await _admin(f"SELECT pg_terminate_backend({s._urgent.get_server_pid()})")
+        try:
+            second = await urgent()
+        except Exception:
+            second = await urgent()
+        assert len(second) == 1 and second != first
+    finally:
+        await s.close()
+
+
 async def test_claim_skips_rows_locked_by_another_transaction(store: PostgresStore) -> None:
     job = make_job()
     await store.create_jobs([job], [make_run(job, at(0)), make_run(job, at(1))])

@@ -272,6 +272,8 @@ class PostgresStore(Store):
         self.claims_by_statement: Counter[str] = Counter()
         """How many claims each statement (``lean``, ``full``) made: tests and bench."""
         self._listener = Listener(self._connect_listener)
+        self._urgent: asyncpg.Connection[asyncpg.Record] | None = None
+        self._urgent_lock = asyncio.Lock()
         self._standbys = StandbyLog(log, dsn)
 
     @classmethod
@@ -316,6 +318,38 @@ class PostgresStore(Store):
                 raise error from None
             raise StoreUnavailable(str(error)) from None
         return conn
+
+    @contextlib.asynccontextmanager
+    async def _urgent_connection(self) -> AsyncIterator[Connection]:
+        """The connection of urgent claims (a worker's peeks), kept out of the pool.
+
+        A pooled claim costs three round trips (the plan mode set, the claim, the reset
+        at release) and each waits for a turn of the caller's event loop, which a
+        saturated worker's loop makes long: an urgent claim makes one. Opened at the
+        first, with a worker's claims' plan mode (see _CLAIM_PLANS) for good; one claim
+        at a time. A failure closes it (the next opens another)."""
+        async with self._urgent_lock:
+            try:
+                if self._urgent is None or self._urgent.is_closed():
+                    self._urgent = None
+                    conn = await self._connect_listener()
+                    try:
+                        await _init_connection(conn)
+                        await conn.execute(_CLAIM_PLANS[True])
+                    except BaseException:
+                        conn.terminate()
+                        raise
+                    self._urgent = conn
+                try:
+                    yield self._urgent
+                except BaseException:
+                    # Cancelled mid-statement, or the server went: its state is unknown.
+                    conn, self._urgent = self._urgent, None
+                    if conn is not None:
+                        conn.terminate()
+                    raise
+            except UNAVAILABLE as exc:
+                raise StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}") from exc
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Connection]:
@@ -377,6 +411,10 @@ class PostgresStore(Store):
 
     async def close(self) -> None:
         await self._listener.close()
+        urgent, self._urgent = self._urgent, None
+        if urgent is not None:
+            with contextlib.suppress(Exception):
+                await urgent.close(timeout=5)
         await self._pool.close()
 
     async def now(self) -> datetime:
@@ -1021,6 +1059,7 @@ class PostgresStore(Store):
         tenant_id: str | None = None,
         priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
         started: bool = True,
+        urgent: bool = False,
     ) -> Claim:
         """One statement: apply overlap policies, share the batch fairly among tenants,
         lock with SKIP LOCKED, lease, and join each run's job.
@@ -1033,37 +1072,54 @@ class PostgresStore(Store):
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
         aging = max(priority_aging_seconds, 1e-6)  # a period, never zero: it divides
         shape = (tuple(unique_pools), tenant_id)
+        args = (worker_id, unique_pools, prefetch_until, limit, now, lease_seconds)
+        if urgent and tenant_id is None:
+            async with self._urgent_connection() as conn:
+                return await self._claim_on(conn, shape, args, aging, started)
         async with self._connection() as conn:
             await conn.execute(_CLAIM_PLANS[tenant_id is None])
-            if self._lean_claims and self._claim_shapes.get(shape, True):
-                found = await conn.fetch(
-                    _lean.CLAIM_RUNS_LEAN,
-                    worker_id,
-                    unique_pools,
-                    prefetch_until,
-                    limit,
-                    now,
-                    lease_seconds,
-                    tenant_id,
-                    aging,
-                    started,
-                )
-                if found[0]["lean"]:
-                    self.claims_by_statement["lean"] += 1
-                    return Claim(rows.claimed(r) for r in found if r["id"] is not None)
+            return await self._claim_on(conn, shape, args, aging, started)
+
+    async def _claim_on(
+        self,
+        conn: Connection,
+        shape: tuple[tuple[str, ...], str | None],
+        args: tuple[Any, ...],
+        aging: float,
+        started: bool,
+    ) -> Claim:
+        """claim_runs' statements on ``conn`` (its plan cache mode set)."""
+        worker_id, unique_pools, prefetch_until, limit, now, lease_seconds = args
+        tenant_id = shape[1]
+        if self._lean_claims and self._claim_shapes.get(shape, True):
             found = await conn.fetch(
-                sql.CLAIM_RUNS,
+                _lean.CLAIM_RUNS_LEAN,
                 worker_id,
                 unique_pools,
                 prefetch_until,
                 limit,
                 now,
                 lease_seconds,
-                REASON_OVERLAP_SKIP,
                 tenant_id,
                 aging,
                 started,
             )
+            if found[0]["lean"]:
+                self.claims_by_statement["lean"] += 1
+                return Claim(rows.claimed(r) for r in found if r["id"] is not None)
+        found = await conn.fetch(
+            sql.CLAIM_RUNS,
+            worker_id,
+            unique_pools,
+            prefetch_until,
+            limit,
+            now,
+            lease_seconds,
+            REASON_OVERLAP_SKIP,
+            tenant_id,
+            aging,
+            started,
+        )
         self.claims_by_statement["full"] += 1
         # Always at least one row, carrying the skip count and whether the lean claim
         # would have done; with nothing claimed, its run columns are NULL.

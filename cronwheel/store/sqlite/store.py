@@ -900,6 +900,7 @@ class SqliteStore(Store):
         tenant_id: str | None = None,
         priority_aging_seconds: float = PRIORITY_AGING_SECONDS,
         started: bool = True,
+        urgent: bool = False,  # one writer at a time: an urgent claim waits as any other
     ) -> Claim:
         now_us, ttl_us = rows.us(now), round(lease_seconds * 1_000_000)
         # The tenant filter is written into the text only when asked for, so the common

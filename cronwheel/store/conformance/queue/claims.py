@@ -104,6 +104,56 @@ class ClaimsContract:
             == []
         )
 
+    async def test_an_urgent_claim_is_the_same_claim(self, store: Store) -> None:
+        # A worker's peek (decision 0028) claims with urgent=True, beside its other claims:
+        # the same order, leases and fences, never a run another claim holds.
+        low, critical = make_job(priority=Priority.LOW), make_job(priority=Priority.CRITICAL)
+        await store.create_jobs([low, critical])
+        await store.materialize_runs(
+            [make_run(low, at(-30)), make_run(critical, at(-5)), make_run(low, at(-20))], []
+        )
+        urgent, plain = await asyncio.gather(
+            store.claim_runs(
+                "w1",
+                ["default"],
+                limit=2,
+                now=at(0),
+                prefetch_until=at(0),
+                lease_seconds=30,
+                started=False,
+                urgent=True,
+            ),
+            store.claim_runs(
+                "w1", ["default"], limit=10, now=at(0), prefetch_until=at(0), lease_seconds=30
+            ),
+        )
+        assert len(urgent) + len(plain) == 3
+        assert {c.run.id for c in urgent}.isdisjoint(c.run.id for c in plain)
+        alone = await store.claim_runs(
+            "w1", ["default"], limit=2, now=at(0), prefetch_until=at(60), lease_seconds=30
+        )
+        assert alone == []
+        again = [make_run(low, at(1)), make_run(critical, at(2))]
+        await store.materialize_runs(again, [])
+        got = await store.claim_runs(
+            "w1",
+            ["default"],
+            limit=5,
+            now=at(0),
+            prefetch_until=at(5),
+            lease_seconds=30,
+            started=False,
+            urgent=True,
+        )
+        assert [(c.run.job_id, c.run.scheduled_for) for c in got] == [
+            (critical.id, at(2)),
+            (low.id, at(1)),
+        ]
+        assert {(c.run.state, c.run.fence, c.run.started_at) for c in got} == {
+            (RunState.RUNNING, 1, None)
+        }
+        assert [c.run.lease_expires_at for c in got] == [at(32), at(31)]
+
     async def test_concurrent_claimers_never_get_the_same_run(
         self, store: Store, store2: Store
     ) -> None:
