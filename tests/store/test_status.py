@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 from cronwheel.store.base import Store
 from cronwheel.store.conformance.factories import T0
@@ -22,23 +23,26 @@ async def test_status_reads_go_through_indexes(store: Store) -> None:
     if isinstance(store, PostgresStore):
         # Each read names the index it needs: with sequential scans off, a plan without
         # it would fall back on a whole-index scan of runs_tenant_state instead.
-        statements = [
+        statements: list[tuple[Any, ...]] = [
             # runs_fair and runs_keyed (0016, 0018) hold tenant_id too: index-only reads.
-            ("runs_fair", pg_status.DUE, None, T0),
-            ("runs_keyed", pg_status.DUE, None, T0),
-            ("runs_leases", pg_status.RUNNING, None),
-            ("runs_dead", pg_status.DEAD, None),
+            (("runs_fair",), pg_status.DUE, None, T0),
+            (("runs_keyed",), pg_status.DUE, None, T0),
+            # Two partial indexes hold only running runs (runs_leases, runs_running_by_job):
+            # on a table this small the planner's costs tie, and it takes either.
+            (("runs_leases", "runs_running_by_job"), pg_status.RUNNING, None),
+            (("runs_dead",), pg_status.DEAD, None),
             # A window that is not empty: an empty one is pruned from the plan whole.
-            ("attempts_finished", pg_status.RECENT, None, T0, T0 - timedelta(hours=1)),
-            ("attempts_finished", pg_status.RECENT, "default", T0, T0 - timedelta(hours=1)),
+            (("attempts_finished",), pg_status.RECENT, None, T0, T0 - timedelta(hours=1)),
+            (("attempts_finished",), pg_status.RECENT, "default", T0, T0 - timedelta(hours=1)),
         ]
         async with store._connection() as conn:
             await conn.execute("SET enable_seqscan = off")
             try:
-                for index, statement, *args in statements:
+                for names, statement, *args in statements:
                     plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args)
                     text = plan if isinstance(plan, str) else json.dumps(plan)
-                    assert "Seq Scan" not in text and index in text, (statement, text)
+                    assert "Seq Scan" not in text, (statement, text)
+                    assert any(name in text for name in names), (statement, text)
             finally:
                 await conn.execute("RESET enable_seqscan")
         return
