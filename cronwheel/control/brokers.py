@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from cronwheel.core.brokers import target_problem
-from cronwheel.core.model import SEEN_WINDOW, SHARED_WORKERS, WorkerInfo
+from cronwheel.core.model import SEEN_WINDOW, WorkerInfo
 from cronwheel.errors import InvalidInput
 from cronwheel.store.base import Store
 
@@ -32,7 +32,7 @@ def broker_problem(live: list[WorkerInfo], use: PublishUse) -> tuple[str, str] |
     named: dict[str, str] = {}
     served = False
     for worker in live:
-        if pool in worker.pools and worker.tenant_id in (SHARED_WORKERS, tenant_id):
+        if worker.serves(tenant_id, pool):
             served = True
             named.update(worker.brokers)
     if not served:

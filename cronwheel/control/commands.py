@@ -14,16 +14,13 @@ code), and the job's ``no_live_worker`` notice says its runs wait (cronwheel.web
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from cronwheel.core.model import SHARED_WORKERS, WorkerInfo
+from cronwheel.core.model import SEEN_WINDOW, WorkerInfo
 from cronwheel.errors import InvalidInput
 from cronwheel.security.commands import AllowList
 from cronwheel.store.base import Store
-
-LIVE_WINDOW = timedelta(seconds=60)
-"""A worker heard from within this window is live (as for the notices and GET /v1/workers)."""
 
 CommandUse = tuple[str, str, str, Mapping[str, Any]]
 """Where a command is used (the action's field, ``action`` or ``tasks.x.action``), the
@@ -43,12 +40,10 @@ async def check_commands(store: Store, now: datetime, uses: Iterable[CommandUse]
     commands = [u for u in uses if u[3].get("type") == "command"]
     if not commands:
         return
-    live = await store.list_live_workers(seen_since=now - LIVE_WINDOW)
+    live = await store.list_live_workers(seen_since=now - SEEN_WINDOW)
     for field, tenant_id, pool, action in commands:
         # Another tenant's remote worker never gets this tenant's runs: it is no help.
-        serving = [
-            w for w in live if pool in w.pools and w.tenant_id in (SHARED_WORKERS, tenant_id)
-        ]
+        serving = [w for w in live if w.serves(tenant_id, pool)]
         program = str((action.get("argv") or [""])[0])
         if not serving or any(_may_run(w, program) for w in serving):
             continue

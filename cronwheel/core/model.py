@@ -824,6 +824,11 @@ class WorkerInfo:
     """The patterns of the executables its operator allows it to run (``--allow-command``):
     the API refuses a command job that no live worker of its pool would run."""
 
+    def serves(self, tenant_id: str, pool: str) -> bool:
+        """Whether runs of ``tenant_id`` in ``pool`` can reach this worker: an in-process
+        worker serves every tenant's pools, a remote one only its own tenant's."""
+        return pool in self.pools and self.tenant_id in (SHARED_WORKERS, tenant_id)
+
 
 @dataclass(frozen=True, slots=True)
 class StoredResponse:

@@ -1071,26 +1071,29 @@ class PostgresStore(Store):
             return Claim()
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
         aging = max(priority_aging_seconds, 1e-6)  # a period, never zero: it divides
-        shape = (tuple(unique_pools), tenant_id)
         args = (worker_id, unique_pools, prefetch_until, limit, now, lease_seconds)
         if urgent and tenant_id is None:
             async with self._urgent_connection() as conn:
-                return await self._claim_on(conn, shape, args, aging, started)
+                return await self._claim_on(conn, *args, tenant_id, aging, started)
         async with self._connection() as conn:
             await conn.execute(_CLAIM_PLANS[tenant_id is None])
-            return await self._claim_on(conn, shape, args, aging, started)
+            return await self._claim_on(conn, *args, tenant_id, aging, started)
 
     async def _claim_on(
         self,
         conn: Connection,
-        shape: tuple[tuple[str, ...], str | None],
-        args: tuple[Any, ...],
+        worker_id: str,
+        unique_pools: list[str],
+        prefetch_until: datetime,
+        limit: int,
+        now: datetime,
+        lease_seconds: float,
+        tenant_id: str | None,
         aging: float,
         started: bool,
     ) -> Claim:
         """claim_runs' statements on ``conn`` (its plan cache mode set)."""
-        worker_id, unique_pools, prefetch_until, limit, now, lease_seconds = args
-        tenant_id = shape[1]
+        shape = (tuple(unique_pools), tenant_id)
         if self._lean_claims and self._claim_shapes.get(shape, True):
             found = await conn.fetch(
                 _lean.CLAIM_RUNS_LEAN,
