@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+from cronwheel.engine import eventloop
 from cronwheel.store.base import Store
 from tests import pg, tiers
 
 BACKENDS = ["sqlite", "postgres"]
 _pg_skipped: list[str] = []
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every async test runs on the loop cronwheel's processes run on (its turns bounded,
+    urgent work first: cronwheel.engine.eventloop), not asyncio's default one."""
+    return {"cronwheel": eventloop.new_event_loop}
 
 
 @pytest.fixture(scope="session")

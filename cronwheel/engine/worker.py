@@ -49,8 +49,10 @@ from cronwheel.core.model import (
 )
 from cronwheel.core.pipelines.model import PipelineRunStart
 from cronwheel.core.records import Completion, HeartbeatResult, Release, RunReport, Start
+from cronwheel.engine import eventloop
 from cronwheel.engine._aio import first_of, sleep_or_stop
 from cronwheel.engine._outage import Outage
+from cronwheel.engine.eventloop import URGENT, urgent_context
 from cronwheel.engine.fairslots import FairSlots, Lane, Lanes
 from cronwheel.observability import metrics as _metrics
 from cronwheel.observability import tracing
@@ -398,7 +400,9 @@ class Worker:
             asyncio.create_task(self._clock_loop(stop), name="clock"),
             asyncio.create_task(self._loop_watch(stop), name="loop-watch"),
         ]
-        peeks = asyncio.create_task(self._peek_loop(stop), name="peeks")
+        # Urgent (eventloop.URGENT): a peek's notification, its claim's answer and the
+        # start of what it claims go before the work in flight on this module's loop.
+        peeks = asyncio.create_task(self._peek_loop(stop), name="peeks", context=urgent_context())
         try:
             await self._claim_loop(stop)
             await asyncio.gather(peeks, return_exceptions=True)  # no claim after the drain
@@ -520,7 +524,12 @@ class Worker:
         # One reading of both clocks: every timer of the batch is set on the loop's
         # clock from it, so the time spent starting the batch does not delay them.
         origin = (self.clock.now(), asyncio.get_running_loop().time())
-        for c in claimed:
+        for i, c in enumerate(claimed):
+            if i and not i % eventloop.TURN_HANDLES:
+                # A claim of thousands begun in one step would be one callback of tens of
+                # milliseconds, which no bounded turn splits (eventloop): a turn's worth
+                # at a time, the sockets read between.
+                await asyncio.sleep(0)
             self._start(c, origin, ahead)
         return len(claimed)
 
@@ -551,11 +560,14 @@ class Worker:
                 )
             elif claimed == 0:
                 self._news.clear()
-                await first_of(
+                # The wait is urgent as the peek's is: whichever opens the store's LISTEN
+                # connection opens it in an urgent context, so a notification is read
+                # before the work in flight (its callbacks inherit the context).
+                waiting = asyncio.create_task(
                     self.store.wait(self._topics, timeout=self.config.poll_seconds),
-                    stop.wait(),
-                    self._news.wait(),
+                    context=urgent_context(),
                 )
+                await first_of(waiting, stop.wait(), self._news.wait())
 
     async def _peek_loop(self, stop: asyncio.Event) -> None:
         """Claim runs as soon as they are enqueued, beside the claim loop.
@@ -806,6 +818,10 @@ class Worker:
                     self._forget(flight)  # no longer this worker's (lease lost, cancelled)
                     return
             flight.started = True
+            if URGENT.get():
+                # A peeked run begins first (eventloop.URGENT); once begun, it takes its
+                # turns with the others.
+                URGENT.set(False)
             if self._tracer is None:
                 outcome = await self._execute(flight)
             else:
@@ -1034,7 +1050,9 @@ class Worker:
                 await asyncio.sleep(self._completion_outage.failed(exc))
         recorded = []
         limited = set()
-        for done, flight in zip(batch, flights, strict=True):
+        for i, (done, flight) in enumerate(zip(batch, flights, strict=True)):
+            if i and not i % eventloop.TURN_HANDLES:
+                await asyncio.sleep(0)  # as a claim's runs are begun: see _claim_pool
             if flight is not None and flight.claimed.run.fence == done.fence:
                 self._forget(flight)
             else:

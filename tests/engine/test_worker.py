@@ -24,6 +24,7 @@ from cronwheel.core.model import (
     RetryPolicy,
     RunState,
 )
+from cronwheel.engine import eventloop
 from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.security.egress import LOOPBACK
 from cronwheel.store.base import Completion, Store
@@ -736,3 +737,64 @@ async def test_a_peek_claims_while_every_pooled_connection_is_busy(pg_dsn: str) 
         await worker._release([flight], "test over")
     finally:
         await store.close()
+
+
+async def test_a_run_enqueued_while_the_loop_is_saturated_begins_before_the_work_queued(
+    pg_dsn: str,
+) -> None:
+    """Issue 26, W6: a worker whose loop is saturated (thousands of callbacks queued, as
+    when it begins a claim of thousands of runs) starts a run enqueued meanwhile without
+    waiting for them. Its peek reads the notification, claims and begins the run urgently
+    (decision 0037, "Urgent work first"); on asyncio's own loop each of those steps waits
+    for every queued callback. Counted in rounds of the queue, not in time: a round here
+    is 2,000 callbacks of 50 µs each (about 0.1 s), and the peek's path takes at least
+    six rounds when it is not urgent."""
+    from cronwheel.store.postgres import PostgresStore
+
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, eventloop.PriorityEventLoop)
+    store = await PostgresStore.connect(pg_dsn)
+    try:
+        await store.migrate()
+        await store.truncate_all_for_tests()
+        worker = Worker(store, FAST)
+        began: list[int] = []
+        rounds = 0
+
+        @worker.handler("noop")
+        async def noop(ctx: RunContext) -> None:
+            began.append(rounds)
+
+        def busy() -> None:
+            until = time.perf_counter() + 50e-6
+            while time.perf_counter() < until:
+                pass
+
+        flooding = True
+
+        async def flood() -> None:
+            nonlocal rounds
+            while flooding:
+                rounds += 1
+                for _ in range(2000):
+                    loop.call_soon(busy)
+                await asyncio.sleep(0)
+
+        async with running(worker):
+            await job_with_run(store)  # the peek's connections opened, as in a running worker
+            await eventually(lambda: _true(len(began) == 1))
+            flooder = asyncio.create_task(flood())
+            await eventually(lambda: _true(rounds >= 3))  # saturated before the enqueue
+            enqueued_at = rounds
+            # Enqueued urgently too: the test's own awaits must not wait for rounds.
+            await asyncio.create_task(job_with_run(store), context=eventloop.urgent_context())
+            await eventually(lambda: _true(len(began) == 2), timeout=120)
+            flooding = False
+            await flooder
+        assert began[1] - enqueued_at <= 2, (enqueued_at, began)
+    finally:
+        await store.close()
+
+
+async def _true(value: bool) -> bool:
+    return value

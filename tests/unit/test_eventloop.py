@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import math
 import selectors
+import socket
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,185 @@ def test_new_event_loop_is_built_on_the_on_time_selector() -> None:
         assert isinstance(loop._selector, eventloop.OnTimeEpollSelector)  # type: ignore[attr-defined]
     finally:
         loop.close()
+
+
+# -- bounded turns, urgent work first (decision 0037, "Urgent work first") -------------------
+
+priority_loop = pytest.mark.skipif(
+    not eventloop._has_turn_hooks(), reason="this interpreter's asyncio lacks the turn hooks"
+)
+
+
+def _on_priority_loop(main: Any) -> Any:
+    loop = eventloop.new_event_loop()
+    assert isinstance(loop, eventloop.PriorityEventLoop)
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_this_interpreter_gets_the_priority_loop() -> None:
+    # Not a skip counted as a pass: CI's Python must have the hooks the loop builds on.
+    assert eventloop._has_turn_hooks()
+    loop = eventloop.new_event_loop()
+    try:
+        assert isinstance(loop, eventloop.PriorityEventLoop)
+    finally:
+        loop.close()
+
+
+@priority_loop
+def test_a_ready_socket_is_read_after_at_most_one_turn_of_waiting_callbacks() -> None:
+    """asyncio runs every waiting callback before it polls again: with thousands waiting,
+    a socket that is ready waits for all of them. Here it waits for one turn at most."""
+    order: list[object] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        left, right = socket.socketpair()
+        try:
+            right.send(b"x")  # readable before the loop's next poll
+            loop.add_reader(left.fileno(), lambda: (order.append("read"), left.recv(1)))
+            for i in range(5 * eventloop.TURN_HANDLES):
+                loop.call_soon(order.append, i)
+            await _until(lambda: len(order) > 5 * eventloop.TURN_HANDLES)
+            loop.remove_reader(left.fileno())
+        finally:
+            left.close()
+            right.close()
+
+    _on_priority_loop(main)
+    assert order.index("read") <= eventloop.TURN_HANDLES
+    # Everything else kept asyncio's order.
+    assert [x for x in order if x != "read"] == list(range(5 * eventloop.TURN_HANDLES))
+
+
+@priority_loop
+def test_an_urgent_callback_runs_before_every_waiting_one_and_urgent_ones_keep_their_order() -> (
+    None
+):
+    order: list[object] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(1000):
+            loop.call_soon(order.append, i)
+        urgent = eventloop.urgent_context()
+        for name in ("a", "b", "c"):  # as a future's callbacks are: clean-up first
+            loop.call_soon(order.append, name, context=urgent)
+        await _until(lambda: len(order) == 1003)
+
+    _on_priority_loop(main)
+    assert order[:3] == ["a", "b", "c"]
+    assert order[3:] == list(range(1000))
+
+
+@priority_loop
+def test_an_urgent_task_goes_through_its_awaits_before_the_waiting_callbacks() -> None:
+    """A peek's chain of awaits: each would wait behind everything queued on asyncio."""
+    ran: list[int] = []
+    finished_at: list[int] = []
+
+    async def chain() -> None:
+        for _ in range(10):
+            await asyncio.sleep(0)
+        finished_at.append(len(ran))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(10 * eventloop.TURN_HANDLES):
+            loop.call_soon(ran.append, i)
+        await asyncio.create_task(chain(), context=eventloop.urgent_context())
+        await _until(lambda: len(ran) == 10 * eventloop.TURN_HANDLES)
+
+    _on_priority_loop(main)
+    # On asyncio's loop each of the ten awaits waits for every queued callback.
+    assert finished_at == [0]
+    assert ran == list(range(10 * eventloop.TURN_HANDLES))
+
+
+@priority_loop
+def test_urgent_work_that_never_ends_does_not_hold_the_rest_back() -> None:
+    ran: list[int] = []
+    spins = 0
+
+    async def spin() -> None:
+        nonlocal spins
+        while len(ran) < 10:
+            spins += 1
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(10):
+            loop.call_soon(ran.append, i)
+        await asyncio.wait_for(asyncio.create_task(spin(), context=eventloop.urgent_context()), 5)
+
+    _on_priority_loop(main)
+    assert ran == list(range(10))
+    # It had its turns first, a drain's worth, before the others had theirs.
+    assert spins >= eventloop.TURN_HANDLES
+
+
+@priority_loop
+def test_callbacks_pushed_out_of_a_turn_by_urgent_ones_keep_their_place() -> None:
+    """An urgent callback scheduled during a turn runs within it, and one of the turn's
+    callbacks is left for the next: it must still run before the backlog behind it."""
+    order: list[int] = []
+    urgent = eventloop.urgent_context()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        def step(i: int) -> None:
+            order.append(i)
+            if i % 7 == 0:
+                loop.call_soon(lambda: None, context=urgent)
+
+        for i in range(4 * eventloop.TURN_HANDLES):
+            loop.call_soon(step, i)
+        await _until(lambda: len(order) == 4 * eventloop.TURN_HANDLES)
+
+    _on_priority_loop(main)
+    assert order == list(range(4 * eventloop.TURN_HANDLES))
+
+
+@priority_loop
+def test_a_socket_opened_in_an_urgent_context_is_read_first() -> None:
+    """The worker opens the LISTEN and peek connections in an urgent context: their
+    sockets' callbacks, and what those schedule, go first."""
+    order: list[object] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        left, right = socket.socketpair()
+        try:
+            right.send(b"x")
+            urgent = eventloop.urgent_context()
+            urgent.run(loop.add_reader, left.fileno(), lambda: (order.append("read"), left.recv(1)))
+            for i in range(1000):
+                loop.call_soon(order.append, i)
+            await _until(lambda: len(order) == 1001)
+            loop.remove_reader(left.fileno())
+        finally:
+            left.close()
+            right.close()
+
+    _on_priority_loop(main)
+    assert order[0] == "read"
+
+
+async def _until(done: Any) -> None:
+    """Until ``done()``, asked again each time the callbacks queued before it have run."""
+    loop = asyncio.get_running_loop()
+    finished: asyncio.Future[None] = loop.create_future()
+
+    def check() -> None:
+        if done():
+            finished.set_result(None)
+        else:
+            loop.call_soon(check)
+
+    loop.call_soon(check)
+    await asyncio.wait_for(finished, 30)
