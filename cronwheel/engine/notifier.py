@@ -58,8 +58,6 @@ class NotifierStore(StoreClock, Outbox, Protocol):
     """What the notifier needs of a store: the outbox, nothing else."""
 
 
-USER_AGENT = f"cronwheel/{installed_version()}"  # as webhook actions say
-
 EVENT_ID_HEADER = "Cronwheel-Event-Id"
 EVENT_HEADER = "Cronwheel-Event"
 MAX_ERROR = 500
@@ -279,7 +277,7 @@ class Notifier:
         # idempotency key, and a notification has no fence (0).
         return {
             "Content-Type": "application/json",
-            "User-Agent": USER_AGENT,
+            "User-Agent": f"cronwheel/{installed_version()}",  # as webhook actions say
             EVENT_ID_HEADER: n.event_id,
             EVENT_HEADER: n.event.value,
             signing.TENANT_ID_HEADER: n.tenant_id,

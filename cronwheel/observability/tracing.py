@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Awaitable, Iterator, Mapping
 from datetime import datetime
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwheel._version import installed_version
@@ -282,6 +281,8 @@ def _exporter(name: str, environ: Mapping[str, str]) -> Any:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         return ConsoleSpanExporter()
+    from importlib import metadata
+
     found = metadata.entry_points(group="opentelemetry_traces_exporter", name=name)
     for entry in found:
         return entry.load()()

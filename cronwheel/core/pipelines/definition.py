@@ -20,7 +20,6 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -39,6 +38,8 @@ from cronwheel.core.jobspec import (
     with_command_timeout,
 )
 from cronwheel.core.model import DEFAULT_POOL, MAX_NOTIFY_TARGETS
+from cronwheel.core.pipelines.model import EdgeCondition as EdgeCondition
+from cronwheel.core.pipelines.model import FailurePolicy as FailurePolicy
 from cronwheel.errors import InvalidInput
 
 MAX_TASKS = 100
@@ -51,23 +52,6 @@ this; a parent's list longer than the task's ``max`` fails that parent's run).""
 TaskName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-
-
-class EdgeCondition(StrEnum):
-    """Which ending of the upstream task lets the downstream one run."""
-
-    ON_SUCCESS = "on_success"
-    ON_FAILURE = "on_failure"
-    ON_FINISHED = "on_finished"
-
-
-class FailurePolicy(StrEnum):
-    """What a pipeline run does after a task has failed for good (ended dead)."""
-
-    STOP = "stop"
-    """Start no new task; the tasks already running finish; the run ends ``failed``."""
-    CONTINUE = "continue"
-    """Run every task whose edges still allow it; the run ends ``failed`` all the same."""
 
 
 class FanOutSpec(BaseModel):

@@ -15,9 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cronwheel.core.pipelines.definition import Definition, EdgeCondition, FailurePolicy
+from cronwheel.core.pipelines.model import EdgeCondition, FailurePolicy
+
+if TYPE_CHECKING:  # a store plans with a parsed definition; parsing is pydantic's, not here
+    from cronwheel.core.pipelines.definition import Definition
 
 
 class TaskState(StrEnum):

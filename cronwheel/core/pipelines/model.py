@@ -15,6 +15,24 @@ from enum import StrEnum
 from cronwheel.core.model import JSON, new_id
 
 
+class EdgeCondition(StrEnum):
+    """An edge's condition (the definition's ``on``, cronwheel.core.pipelines.definition):
+    which ending of the upstream task lets the downstream one run."""
+
+    ON_SUCCESS = "on_success"
+    ON_FAILURE = "on_failure"
+    ON_FINISHED = "on_finished"
+
+
+class FailurePolicy(StrEnum):
+    """What a pipeline run does after a task has failed for good (ended dead)."""
+
+    STOP = "stop"
+    """Start no new task; the tasks already running finish; the run ends ``failed``."""
+    CONTINUE = "continue"
+    """Run every task whose edges still allow it; the run ends ``failed`` all the same."""
+
+
 class PipelineState(StrEnum):
     """A pipeline is live until deleted; a deleted one keeps its versions for audit and
     frees its name."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronwheel.core.model import Priority
-from cronwheel.core.pipelines.definition import Definition
 from cronwheel.core.pipelines.engine import StartTask
+
+if TYPE_CHECKING:
+    from cronwheel.core.pipelines.definition import Definition
 
 _PRIORITIES = {p.name.lower(): p for p in Priority}
 

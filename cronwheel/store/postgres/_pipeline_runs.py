@@ -24,7 +24,6 @@ from asyncpg import Record
 from cronwheel.core import overlap
 from cronwheel.core.lifecycle import attempt_budget, replay_reason
 from cronwheel.core.model import Overlap
-from cronwheel.core.pipelines.definition import Definition, parse_definition
 from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
     TaskRow,
@@ -42,6 +41,8 @@ from cronwheel.store.postgres._sql import _CHANNEL  # the pools' wake-up channel
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
+
+    from cronwheel.core.pipelines.definition import Definition
 
     Connection: TypeAlias = asyncpg.Connection[Record] | PoolConnectionProxy[Record]
 
@@ -140,6 +141,10 @@ WHERE pr.id = $1"""
 def _definition(text: str) -> Definition:
     """A stored definition, parsed once per distinct version (every ending of every
     task of its runs plans with it)."""
+    # Here, not at the top: parsing is pydantic's, which a worker without pipelines never
+    # needs: with the job specs it pulls in, it was a fifth of a worker's start (issue 28).
+    from cronwheel.core.pipelines.definition import parse_definition
+
     return parse_definition(json.loads(text))
 
 

@@ -13,11 +13,11 @@ import json
 import logging
 import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from cronwheel.core import overlap
 from cronwheel.core.lifecycle import attempt_budget
 from cronwheel.core.model import Overlap
-from cronwheel.core.pipelines.definition import Definition, parse_definition
 from cronwheel.core.pipelines.engine import (
     REASON_PIPELINE_CANCELLED,
     TaskRow,
@@ -32,6 +32,9 @@ from cronwheel.core.pipelines.model import PipelineRun, PipelineRunStart, Pipeli
 from cronwheel.core.pipelines.tasks import has_keys, task_runs
 from cronwheel.store.sqlite import _ops as ops
 from cronwheel.store.sqlite import _rows as rows
+
+if TYPE_CHECKING:
+    from cronwheel.core.pipelines.definition import Definition
 
 log = logging.getLogger("cronwheel.pipelines")
 
@@ -54,6 +57,10 @@ WHERE pipeline_tasks.pipeline_run_id = ? AND pipeline_tasks.state = 'started'
 
 @functools.lru_cache(maxsize=256)
 def _definition(text: str) -> Definition:
+    # Here, not at the top: parsing is pydantic's, which a worker without pipelines never
+    # needs: with the job specs it pulls in, it was a fifth of a worker's start (issue 28).
+    from cronwheel.core.pipelines.definition import parse_definition
+
     return parse_definition(json.loads(text))
 
 
