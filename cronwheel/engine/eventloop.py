@@ -197,8 +197,11 @@ class PriorityEventLoop(asyncio.SelectorEventLoop):
                 backlog.extendleft(
                     reversed([ready.popleft() for _ in range(min(jumped, len(ready)))])
                 )
-            backlog.extend(ready)
-            ready.clear()
+            # One at a time, not extend-then-clear: another thread's call_soon_threadsafe
+            # may append between the two, and that callback would be lost.
+            take, park = ready.popleft, backlog.append
+            for _ in range(len(ready)):
+                park(take())
             popleft, append = backlog.popleft, ready.append
             for _ in range(min(TURN_HANDLES, len(backlog))):
                 append(popleft())

@@ -7,6 +7,7 @@ import math
 import selectors
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
@@ -271,3 +272,44 @@ async def _until(done: Any) -> None:
 
     loop.call_soon(check)
     await asyncio.wait_for(finished, 30)
+
+
+@priority_loop
+def test_no_callback_from_another_thread_is_lost_while_turns_are_cut() -> None:
+    """Sync handlers' results and the SQLite store's answers come back through
+    ``call_soon_threadsafe`` while the loop moves waiting callbacks between its queues: a
+    callback appended between two of those moves must not be dropped."""
+    sent, threads = 100_000, 3
+    ran = 0
+
+    def hit() -> None:
+        nonlocal ran
+        ran += 1
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        def pump() -> None:
+            for _ in range(sent):
+                loop.call_soon_threadsafe(hit)
+
+        pumps = [threading.Thread(target=pump) for _ in range(threads)]
+        for t in pumps:
+            t.start()
+        while any(t.is_alive() for t in pumps):
+            for _ in range(2 * eventloop.TURN_HANDLES):  # turns are cut all along
+                loop.call_soon(lambda: None)
+            await asyncio.sleep(0)
+        for t in pumps:
+            t.join()
+        await _until(lambda: ran >= sent * threads)
+
+    # Threads take turns every microsecond or so: a race between two of the loop's
+    # statements shows up within one run instead of one in many.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _on_priority_loop(main)
+    finally:
+        sys.setswitchinterval(interval)
+    assert ran == sent * threads
