@@ -248,6 +248,8 @@ class Worker:
         """What a worker waits on for new runs: one wake-up topic per pool it serves."""
         self._held: Counter[str] = Counter()
         """Claimed runs per pool: a claim asks for the room left, without a scan."""
+        self._held_by_tenant: Counter[str] = Counter()
+        """Claimed runs per tenant: a tenant's only run begins first (see _begin)."""
         self._refill = {p: max(1, n // REFILL_FRACTION) for p, n in self.config.pools.items()}
         """Free slots that wake a saturated claim loop (see REFILL_FRACTION)."""
         self._due: Counter[str] = Counter()
@@ -742,6 +744,7 @@ class Worker:
         flight = _InFlight(claimed, ctx, ahead=ahead)
         self._inflight[run.id] = flight
         self._held[run.pool] += 1
+        self._held_by_tenant[run.tenant_id] += 1
         loop = asyncio.get_running_loop()
         now, loop_now = origin
         if run.available_at <= now:  # due: no timer, and no arithmetic on datetimes
@@ -765,8 +768,16 @@ class Worker:
                 self._begin(flight, loop)
 
     def _begin(self, flight: _InFlight, loop: asyncio.AbstractEventLoop) -> None:
-        """The run's instant has come: it goes for a slot (and its lane) and runs."""
-        flight.task = loop.create_task(self._fire(flight))
+        """The run's instant has come: it goes for a slot (and its lane) and runs.
+
+        A tenant's only run in this worker begins urgently (eventloop.URGENT), ahead of
+        the steps of the runs in flight: a tenant that enqueues now and then beside one
+        that saturates the worker is not made to wait for the other's batch, whichever
+        claim (a peek or the claim loop's) brought its run."""
+        if self._held_by_tenant[flight.claimed.run.tenant_id] == 1 and not URGENT.get():
+            flight.task = loop.create_task(self._fire(flight), context=urgent_context())
+        else:
+            flight.task = loop.create_task(self._fire(flight))
         flight.due = True
         self._due[flight.claimed.run.pool] += 1
 
@@ -787,6 +798,10 @@ class Worker:
         flight.forgotten = True
         self._settle(flight)
         self._held[flight.claimed.run.pool] -= 1
+        tenant = flight.claimed.run.tenant_id
+        self._held_by_tenant[tenant] -= 1
+        if not self._held_by_tenant[tenant]:
+            del self._held_by_tenant[tenant]  # bounded by the tenants with runs held
         if self._inflight.get(flight.claimed.run.id) is flight:
             del self._inflight[flight.claimed.run.id]
 

@@ -796,5 +796,45 @@ async def test_a_run_enqueued_while_the_loop_is_saturated_begins_before_the_work
         await store.close()
 
 
-async def _true(value: bool) -> bool:
-    return value
+async def test_a_tenants_only_run_begins_before_the_steps_of_the_runs_in_flight(
+    store: Store,
+) -> None:
+    """Whichever claim brings it (here the claim loop's, not a peek), a run of a tenant
+    holding no other run in the worker begins ahead of the callbacks already queued (a
+    saturating tenant's steps); a tenant that holds other runs takes its turn."""
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, eventloop.PriorityEventLoop)
+    worker = Worker(store, FAST)
+    ran = 0  # queued callbacks that have run
+    began: dict[str, list[int]] = {}
+
+    @worker.handler("noop")
+    async def noop(ctx: RunContext) -> None:
+        began.setdefault(ctx.tenant_id, []).append(ran)
+
+    def filler() -> None:
+        nonlocal ran
+        ran += 1
+
+    flooding = True
+
+    async def flood() -> None:  # always a queue of callbacks ahead of anything new
+        while flooding:
+            for _ in range(2000):
+                loop.call_soon(filler)
+            await asyncio.sleep(0)
+
+    for tenant in ("a", "b"):
+        await store.ensure_tenant(tenant, tenant, now=datetime.now(UTC))
+    for tenant in ("a", "a", "b"):
+        await job_with_run(store, tenant_id=tenant)
+    flooder = asyncio.create_task(flood())
+    try:
+        assert await worker.claim() == 3
+        claimed_at = ran  # the runs were begun in the step that returned
+        await eventually(lambda: _true(len(began.get("a", [])) == 2 and "b" in began))
+    finally:
+        flooding = False
+        await flooder
+    await worker._flush_all()
+    assert began["b"] == [claimed_at]  # before any queued callback ran
