@@ -18,6 +18,7 @@ from cronwheel.store.conformance.queue.policies_on import PoliciesOnContract
 from cronwheel.store.postgres import PostgresStore, _lean
 from cronwheel.store.postgres import _rows as rows
 from cronwheel.store.postgres import _sql as sql
+from cronwheel.store.postgres.store import STATEMENT_CACHE_BYTES
 
 
 class Both:
@@ -267,6 +268,35 @@ async def _plans(store: PostgresStore, statement: str) -> tuple[int, int]:
             statement,
         )
     return (0, 0) if row is None else (row["generic_plans"], row["custom_plans"])
+
+
+async def test_a_full_claim_is_prepared_once_per_session(
+    pg_store: PostgresStore, pg_dsn: str
+) -> None:
+    # asyncpg keeps a prepared statement only up to its max_cacheable_statement_size: a
+    # longer claim statement is planned again at every claim (STATEMENT_CACHE_BYTES).
+    await pg_store.create_tenant(Tenant("a", "a", T0))
+    await pg_store.create_tenant(Tenant("b", "b", T0))
+    a, b = make_job(tenant_id="a"), make_job(tenant_id="b")
+    await pg_store.create_jobs([a, b])
+    await pg_store.materialize_runs(
+        [make_run(job, at(-i)) for job in (a, b) for i in range(1, 11)], []
+    )
+    one = await PostgresStore.connect(pg_dsn, min_size=1, max_size=1)  # one session
+    try:
+        for _ in range(5):
+            found = await one.claim_runs(
+                "w", ["default"], limit=2, now=at(0), prefetch_until=at(0), lease_seconds=30
+            )
+            assert len(found) == 2
+        assert one.claims_by_statement == {"full": 5}
+        assert await _plans(one, sql.CLAIM_RUNS) == (5, 0)
+        assert all(
+            len(statement.encode()) <= STATEMENT_CACHE_BYTES
+            for statement in (sql.CLAIM_RUNS, _lean.CLAIM_RUNS_LEAN)
+        )
+    finally:
+        await one.close()
 
 
 async def test_a_workers_claims_are_planned_once_and_a_tenants_at_every_claim(

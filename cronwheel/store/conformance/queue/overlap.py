@@ -7,7 +7,15 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from cronwheel.core.model import AttemptOutcome, ClaimedRun, Job, Overlap, RunState, new_id
+from cronwheel.core.model import (
+    AttemptOutcome,
+    ClaimedRun,
+    Job,
+    Overlap,
+    Priority,
+    RunState,
+    new_id,
+)
 from cronwheel.core.overlap import Verdict, busy, verdict
 from cronwheel.core.pipelines.definition import parse_definition
 from cronwheel.core.pipelines.model import Pipeline, PipelineRun, PipelineRunStart
@@ -302,6 +310,49 @@ class OverlapContract:
         assert third.run.scheduled_for == at(20)
         triggers = [(t, s) for t, s, _ in await _states(store, job) if t in (0, 10, 20)]
         assert triggers == [(0, "succeeded"), (10, "skipped"), (20, "running")]
+
+    async def test_a_claim_smaller_than_the_heads_takes_them_in_turn_order(
+        self, store: Store
+    ) -> None:
+        """Heads of many jobs under ``queue``, more than the claim's limit: the claim
+        takes the first free ones in effective priority (aged a level per period), then
+        due order, passing over a busy job's head and a lower one left behind."""
+        jobs = [make_job(overlap=Overlap.QUEUE) for _ in range(8)]
+        await store.create_jobs(jobs)
+        # (priority, due): one low run aged a period (100 s) to normal, the others not.
+        plan = [
+            (Priority.LOW, -150),  # effective NORMAL, the oldest normal: third
+            (Priority.LOW, -20),  # stays LOW: not taken
+            (Priority.NORMAL, -30),  # fourth, but its job is busy
+            (Priority.NORMAL, -10),  # fifth: taken in the busy one's place
+            (Priority.HIGH, -5),  # second
+            (Priority.CRITICAL, -1),  # first
+            (Priority.NORMAL, -5),  # sixth: past the limit
+            (Priority.LOW, -50),  # LOW: not taken
+        ]
+        await store.materialize_runs(
+            [
+                make_run(j, at(t), overlap=Overlap.QUEUE, priority=p)
+                for j, (p, t) in zip(jobs, plan, strict=True)
+            ],
+            [],
+        )
+        busy_job = jobs[2]
+        await store.materialize_runs([make_run(busy_job, at(-400), overlap=Overlap.QUEUE)], [])
+        [running] = await store.claim_runs(
+            "w", ["default"], limit=1, now=at(-399), prefetch_until=at(-399), lease_seconds=600
+        )
+        assert running.run.job_id == busy_job.id
+        claim = await store.claim_runs(
+            "w",
+            ["default"],
+            limit=4,
+            now=at(0),
+            prefetch_until=at(0),
+            lease_seconds=60,
+            priority_aging_seconds=100,
+        )
+        assert [c.run.job_id for c in claim] == [jobs[5].id, jobs[4].id, jobs[0].id, jobs[3].id]
 
     @pytest.mark.parametrize("policy", [Overlap.QUEUE, Overlap.SKIP, Overlap.REPLACE])
     @pytest.mark.parametrize("situation", list(_SITUATIONS))
