@@ -338,3 +338,33 @@ async def test_a_workers_claims_are_planned_once_and_a_tenants_at_every_claim(
         assert one.claims_by_statement == {"lean": 23}
     finally:
         await one.close()
+
+
+async def test_a_peeks_claim_is_planned_at_every_claim(pg_store: PostgresStore) -> None:
+    # The peek's connection lives as long as the worker: a plan made at its first claim
+    # would be a plan for the table then, however large it has grown since (W6: B's runs
+    # 258-396 ms late in the first second of a 100,000-run drain; bench/README.md, "Which
+    # pass, narrowed").
+    job = make_job()
+    await pg_store.create_jobs([job])
+    await pg_store.materialize_runs([make_run(job, at(-i)) for i in range(1, 11)], [])
+    for _ in range(3):
+        found = await pg_store.claim_runs(
+            "w",
+            ["default"],
+            limit=2,
+            now=at(0),
+            prefetch_until=at(0),
+            lease_seconds=30,
+            started=False,
+            urgent=True,
+        )
+        assert len(found) == 2
+    [(kind, count)] = pg_store.claims_by_statement.items()
+    statement = _lean.CLAIM_RUNS_LEAN if kind == "lean" else sql.CLAIM_RUNS
+    assert pg_store._urgent is not None
+    row = await pg_store._urgent.fetchrow(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+        statement,
+    )
+    assert row is not None and (row["generic_plans"], row["custom_plans"]) == (0, count)

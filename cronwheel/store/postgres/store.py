@@ -335,8 +335,18 @@ class PostgresStore(Store):
         A pooled claim costs three round trips (the plan mode set, the claim, the reset
         at release) and each waits for a turn of the caller's event loop, which a
         saturated worker's loop makes long: an urgent claim makes one. Opened at the
-        first, with a worker's claims' plan mode (see _CLAIM_PLANS) for good; one claim
-        at a time. A failure closes it (the next opens another)."""
+        first, planned at every claim (force_custom_plan, for good); one claim at a time.
+        A failure closes it (the next opens another).
+
+        Not planned once like the pool's claims of a worker: the connection lives as long
+        as the worker and a plan made at its first peek is a plan for the table then,
+        which a burst of enqueues makes a thousand times larger faster than statistics
+        follow (a custom plan sees the table's pages as they are). Measured in W6: with
+        the peek's plan made while `runs` held a few dozen runs, tenant B's runs sent in
+        the first second of A's 100,000-run drain started 258-396 ms late; planned at
+        every peek, 85-101 ms at most (bench/README.md, "Which pass, narrowed"). A peek
+        is a claim of a few runs: its planning (1-3 ms) is worth a plan for the table
+        as it is."""
         async with self._urgent_lock:
             try:
                 if self._urgent is None or self._urgent.is_closed():
@@ -344,7 +354,7 @@ class PostgresStore(Store):
                     conn = await self._connect_listener()
                     try:
                         await _init_connection(conn)
-                        await conn.execute(_CLAIM_PLANS[True])
+                        await conn.execute(_CLAIM_PLANS[False])
                     except BaseException:
                         conn.terminate()
                         raise
