@@ -17,8 +17,10 @@ read, a claim's answer read and its task begun, waits for several such turns. Th
 runs at most :data:`TURN_HANDLES` of the waiting callbacks a turn, in their order, and
 polls its sockets and timers between; and a callback scheduled in a context where
 :data:`URGENT` is true runs before every other waiting one. The worker marks its peeks
-(the claims of runs just enqueued) urgent, and a peeked run's start: they no longer queue
-behind the work in flight.
+(the claims of runs just enqueued) urgent, and the start of a tenant's only run: they no
+longer queue behind the work in flight. A burst (one tenant's, or cron runs due at one
+instant) is not urgent: it would be begun a turn's worth at a time with the loop's other
+work between, later than in its turn.
 
 ``run`` is what the CLI uses; a library user who embeds a ``Worker`` in their own process
 gets the same precision and priorities with
@@ -104,6 +106,15 @@ def urgent_context() -> contextvars.Context:
     context=...)``: the task's steps, and the callbacks of everything it awaits, go first."""
     context = contextvars.copy_context()
     context.run(URGENT.set, True)
+    return context
+
+
+def plain_context() -> contextvars.Context:
+    """A copy of the current context with :data:`URGENT` cleared: for work an urgent task
+    sets going that is not itself urgent (a task, a timer), which would otherwise inherit
+    the urgency with the rest of the context."""
+    context = contextvars.copy_context()
+    context.run(URGENT.set, False)
     return context
 
 

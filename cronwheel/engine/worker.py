@@ -52,7 +52,7 @@ from cronwheel.core.records import Completion, HeartbeatResult, Release, RunRepo
 from cronwheel.engine import eventloop
 from cronwheel.engine._aio import first_of, sleep_or_stop
 from cronwheel.engine._outage import Outage
-from cronwheel.engine.eventloop import URGENT, urgent_context
+from cronwheel.engine.eventloop import URGENT, plain_context, urgent_context
 from cronwheel.engine.fairslots import FairSlots, Lane, Lanes
 from cronwheel.observability import metrics as _metrics
 from cronwheel.observability import tracing
@@ -402,8 +402,9 @@ class Worker:
             asyncio.create_task(self._clock_loop(stop), name="clock"),
             asyncio.create_task(self._loop_watch(stop), name="loop-watch"),
         ]
-        # Urgent (eventloop.URGENT): a peek's notification, its claim's answer and the
-        # start of what it claims go before the work in flight on this module's loop.
+        # Urgent (eventloop.URGENT): a peek's notification and its claim's answer go
+        # before the work in flight on this module's loop (what it claims begins urgently
+        # only as _begin decides).
         peeks = asyncio.create_task(self._peek_loop(stop), name="peeks", context=urgent_context())
         try:
             await self._claim_loop(stop)
@@ -526,6 +527,9 @@ class Worker:
         # One reading of both clocks: every timer of the batch is set on the loop's
         # clock from it, so the time spent starting the batch does not delay them.
         origin = (self.clock.now(), asyncio.get_running_loop().time())
+        # Counted before any begins: a tenant's first run of a claim that brings several
+        # is not its only one (_begin).
+        self._held_by_tenant.update(c.run.tenant_id for c in claimed)
         for i, c in enumerate(claimed):
             if i and not i % eventloop.TURN_HANDLES:
                 # A claim of thousands begun in one step would be one callback of tens of
@@ -743,8 +747,7 @@ class Worker:
             ctx.inputs, ctx.pipeline_run_id, ctx.task = run.inputs, run.pipeline_run_id, run.task
         flight = _InFlight(claimed, ctx, ahead=ahead)
         self._inflight[run.id] = flight
-        self._held[run.pool] += 1
-        self._held_by_tenant[run.tenant_id] += 1
+        self._held[run.pool] += 1  # and the tenant's count, by _claim_pool
         loop = asyncio.get_running_loop()
         now, loop_now = origin
         if run.available_at <= now:  # due: no timer, and no arithmetic on datetimes
@@ -757,7 +760,9 @@ class Worker:
         waiting = self._instants.get(run.available_at)
         if waiting is None:
             waiting = self._instants[run.available_at] = []
-            loop.call_at(when, self._arrive, run.available_at)
+            # Not in the context of the claim that set it (a peek's is urgent): whether a
+            # run begins urgently is _begin's decision, made when the instant comes.
+            loop.call_at(when, self._arrive, run.available_at, context=plain_context())
         waiting.append(flight)
 
     def _arrive(self, instant: datetime) -> None:
@@ -773,11 +778,15 @@ class Worker:
         A tenant's only run in this worker begins urgently (eventloop.URGENT), ahead of
         the steps of the runs in flight: a tenant that enqueues now and then beside one
         that saturates the worker is not made to wait for the other's batch, whichever
-        claim (a peek or the claim loop's) brought its run."""
-        if self._held_by_tenant[flight.claimed.run.tenant_id] == 1 and not URGENT.get():
-            flight.task = loop.create_task(self._fire(flight), context=urgent_context())
+        claim (a peek or the claim loop's) brought its run. Any other run begins in its
+        turn, also when a peek claimed it: a tenant's burst (or 200 cron runs due at one
+        instant) taken urgently would be begun a turn's worth at a time with the rest of
+        the loop's work between (W4), and would jump the queue of every other tenant."""
+        if self._held_by_tenant[flight.claimed.run.tenant_id] == 1:
+            context = None if URGENT.get() else urgent_context()
         else:
-            flight.task = loop.create_task(self._fire(flight))
+            context = plain_context() if URGENT.get() else None
+        flight.task = loop.create_task(self._fire(flight), context=context)
         flight.due = True
         self._due[flight.claimed.run.pool] += 1
 
@@ -834,8 +843,8 @@ class Worker:
                     return
             flight.started = True
             if URGENT.get():
-                # A peeked run begins first (eventloop.URGENT); once begun, it takes its
-                # turns with the others.
+                # A tenant's only run begins first (eventloop.URGENT, see _begin); once
+                # begun, it takes its turns with the others.
                 URGENT.set(False)
             if self._tracer is None:
                 outcome = await self._execute(flight)

@@ -796,6 +796,58 @@ async def test_a_run_enqueued_while_the_loop_is_saturated_begins_before_the_work
         await store.close()
 
 
+@pytest.mark.parametrize("due_in", [0.0, 0.3], ids=["due-now", "at-an-instant"])
+async def test_a_peeks_runs_of_a_tenant_holding_several_take_their_turn(
+    store: Store, due_in: float
+) -> None:
+    """Issue 26, W4: a peek's claim is urgent (its answer is read first), but what it
+    claims begins urgently only as any claim's runs do: a tenant's only run. Taken
+    urgently, 200 cron runs of one tenant due at one instant began a turn's worth at a
+    time with the loop's other work between (W4's p99 26-31 ms against 16-20), and a
+    tenant's burst would jump every other tenant's queue. Both paths: runs due at once
+    (begun in the claim's step) and runs claimed ahead (begun by their instant's timer);
+    a's first run, begun while its other runs are still being started, counts them."""
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, eventloop.PriorityEventLoop)
+    worker = Worker(store, replace(FAST, pools={"default": 50}))
+    ran = 0  # queued callbacks that have run
+    began: dict[str, list[int]] = {}
+
+    @worker.handler("noop")
+    async def noop(ctx: RunContext) -> None:
+        began.setdefault(ctx.tenant_id, []).append(ran)
+
+    flooding = True
+
+    def filler() -> None:  # each puts its successor at the back: the queue never empties
+        nonlocal ran
+        ran += 1
+        if flooding:
+            loop.call_soon(filler)
+
+    now = datetime.now(UTC)
+    due = now + timedelta(seconds=due_in)
+    jobs, runs = [], []
+    for tenant, count in (("a", 20), ("b", 1)):
+        await store.ensure_tenant(tenant, tenant, now=now)
+        for _ in range(count):
+            job = replace(make_job(tenant_id=tenant), next_fire_at=None)
+            jobs.append(job)
+            runs.append(make_run(job, due))
+    await store.create_jobs(jobs, runs)
+    for _ in range(2000):
+        loop.call_soon(filler)
+    try:
+        peek = asyncio.create_task(worker.claim(peek=True), context=eventloop.urgent_context())
+        assert await peek == 21
+        await eventually(lambda: _true(len(began.get("a", [])) == 20 and "b" in began))
+    finally:
+        flooding = False
+    await worker._flush_all()
+    # b's run before any queued callback ran on; a's behind the 2,000 queued with them.
+    assert max(began["b"]) + 1000 < min(began["a"]), began
+
+
 async def test_a_tenants_only_run_begins_before_the_steps_of_the_runs_in_flight(
     store: Store,
 ) -> None:
