@@ -26,6 +26,16 @@ def _field(tab: Tab, label: str) -> Any:
 
 
 def _new_form(tab: Tab, dashboard: Dashboard, name: str, action_type: str) -> None:
+    # The API refuses a command or a broker only for a pool a live worker serves (a pool
+    # no worker serves is not refused: its runs wait); the dev process's worker announces
+    # itself after its API answers, later on a busy machine (a CI run saw a refusal the
+    # test expected accepted).
+    wait_until(
+        "the dev process's worker is live",
+        lambda: dashboard.api.get("/v1/workers").json()["items"],
+        60,
+        [dashboard.log],
+    )
     sign_in(tab, dashboard, dashboard.key("write"), "/ui/jobs/new")
     _field(tab, "Name").fill(name)
     _field(tab, "Kind").select_option("manual")
