@@ -413,6 +413,14 @@ class Queue(Protocol):
     async def wait(self, topics: Sequence[str], timeout: float) -> bool:
         """Wait until one of ``topics`` is notified or ``timeout`` passes; True if woken."""
 
+    def notified_tenants(self, topics: Sequence[str]) -> frozenset[str] | None:
+        """The tenants that the notifications of ``topics`` received since the last call
+        were about, and forget them; None when any did not say whose runs it announced
+        (or none came, or too many tenants did). A worker's peek then claims for these
+        tenants alone (decision 0037). A store whose notifications carry no tenant
+        answers None: the peek then claims for every tenant."""
+        return None
+
 
 class Leases(Protocol):
     """Shard leases (which scheduler owns which jobs) and pool rate limits (decision

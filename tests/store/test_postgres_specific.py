@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import asyncpg
@@ -32,6 +32,8 @@ from tests import pg
 pytestmark = pytest.mark.postgres
 
 T = TypeVar("T")
+
+MANUAL = {"kind": "manual"}
 
 ADMIN_DSN = os.environ.get("CRONWHEEL_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -168,6 +170,61 @@ async def test_a_lost_listen_connection_wakes_waiters_and_is_reopened(
     await asyncio.sleep(0.05)
     await store.notify("runs:default")
     assert await asyncio.wait_for(again, 10) is True
+
+
+async def test_an_enqueues_notification_names_its_tenant(
+    store: PostgresStore, other: PostgresStore
+) -> None:
+    # A worker's peek claims for the tenants its notifications named (decision 0037): an
+    # enqueue names its own; any other wake-up names nobody, and the take says so.
+    topic = "runs:default"
+    jobs = {}
+    for tenant in ("a", "b"):
+        await store.ensure_tenant(tenant, tenant, now=T0)
+        jobs[tenant] = make_job(tenant_id=tenant, schedule=MANUAL, next_fire_at=None)
+    await store.create_jobs(list(jobs.values()))
+    assert await other.wait([topic], timeout=0.01) is False  # listening
+    assert other.notified_tenants([topic]) is None  # nothing came
+
+    async def enqueue(tenant: str) -> None:
+        await store.enqueue_runs(make_run(jobs[tenant], at(0)), [None])
+
+    await enqueue("a")
+    assert await other.wait([topic], timeout=10) is True
+    assert other.notified_tenants([topic]) == {"a"}
+    assert other.notified_tenants([topic]) is None  # taken
+
+    await enqueue("b")
+    await enqueue("a")
+    await enqueue("b")
+    assert await other.wait([topic], timeout=10) is True
+    await _until(lambda: len(other._listener._told.get(topic) or ()) == 2)
+    assert other.notified_tenants(["runs:other", topic]) == {"a", "b"}
+
+    await enqueue("a")
+    await store.materialize_runs([make_run(jobs["b"], at(60))], [])  # anyone's runs
+    assert await other.wait([topic], timeout=10) is True
+    await _until(lambda: other._listener._told.get(topic, set()) is None)
+    assert other.notified_tenants([topic]) is None
+
+    # Tenants named past the bound: a stream of many tenants' enqueues cannot grow the
+    # set, and one fair claim then serves them all.
+    async with store._connection() as conn:
+        await conn.execute(
+            "SELECT pg_notify('runs:default', 't' || g) FROM generate_series(1, 9) AS g"
+        )
+    assert await other.wait([topic], timeout=10) is True
+    await _until(lambda: other._listener._told.get(topic, set()) is None)
+    assert other.notified_tenants([topic]) is None
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    """Notifications of one transaction each arrive in order, but not in one read."""
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not within 5 s")
 
 
 async def test_concurrent_claimers_on_many_connections_share_without_overlap(

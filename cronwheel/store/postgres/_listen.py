@@ -7,6 +7,12 @@ LISTENed once, at its first wait, and stays subscribed.
 A notification wakes every coroutine waiting on its topic. One that arrives while nobody
 waits sets a flag that the next wait on the topic consumes: a worker that is busy between
 two waits when work arrives must not sleep a whole timeout afterwards.
+
+A notification's payload may name the tenant whose runs it announces (an enqueue's does):
+the tenants named since the last :meth:`Listener.take_tenants` are kept, so that a
+worker's peek claims for them alone, a cheap one-tenant claim beside another tenant's
+backlog (decision 0037). One without a name, or more tenants than
+:data:`MAX_TOLD_TENANTS`, makes the answer "anyone's".
 """
 
 from __future__ import annotations
@@ -20,6 +26,11 @@ from typing import Any
 import asyncpg
 
 MAX_CHANNEL_BYTES = 63
+
+MAX_TOLD_TENANTS = 8
+"""The most tenants kept per channel between two takes: past it a peek claims for every
+tenant anyway (one fair claim is cheaper than many one-tenant ones), and a stream of
+enqueues by many tenants cannot grow the set."""
 
 
 def channel(topic: str) -> str:
@@ -43,6 +54,9 @@ class Listener:
         self._topics: set[str] = set()
         self._flags: set[str] = set()
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        # Per channel, the tenants its notifications named since the last take; None:
+        # one named nobody (anyone's runs).
+        self._told: dict[str, set[str] | None] = {}
         self._closed = False
 
     async def wait(self, topics: Sequence[str], timeout: float) -> bool:
@@ -61,6 +75,27 @@ class Listener:
                 self._waiters.get(topic, set()).discard(woken)
             woken.cancel()
         return bool(done)
+
+    def take_tenants(self, topics: Sequence[str]) -> frozenset[str] | None:
+        """The tenants the notifications of ``topics`` named since the last take, and
+        forget them; None when one named nobody, or none came (a wait woken by a lost
+        connection or a timeout), or more than :data:`MAX_TOLD_TENANTS` were named."""
+        named: set[str] = set()
+        anyone = False
+        came = False
+        for topic in topics:
+            key = channel(topic)
+            if key not in self._told:
+                continue
+            came = True
+            told = self._told.pop(key)
+            if told is None:
+                anyone = True
+            else:
+                named |= told
+        if anyone or not came or len(named) > MAX_TOLD_TENANTS:
+            return None
+        return frozenset(named)
 
     async def close(self) -> None:
         self._closed = True
@@ -95,7 +130,13 @@ class Listener:
         self._flags.difference_update(hit)
         return bool(hit)
 
-    def _on_notification(self, _conn: Any, _pid: int, channel: str, _payload: object) -> None:
+    def _on_notification(self, _conn: Any, _pid: int, channel: str, payload: object) -> None:
+        told = self._told.setdefault(channel, set())
+        if told is not None and not (isinstance(payload, str) and payload in told):
+            if isinstance(payload, str) and payload and len(told) < MAX_TOLD_TENANTS:
+                told.add(payload)
+            else:
+                self._told[channel] = None  # anyone's runs
         waiters = [w for w in self._waiters.get(channel, ()) if not w.done()]
         if not waiters:
             self._flags.add(channel)
@@ -110,6 +151,7 @@ class Listener:
         self._wake_all()
 
     def _wake_all(self) -> None:
+        self._told.clear()  # notifications may have been lost: the next take is anyone's
         for waiters in self._waiters.values():
             for waiter in waiters:
                 if not waiter.done():

@@ -248,9 +248,18 @@ _SKIPPED_OUTBOX = _outbox("inserted", _SKIPPED_EVENT, "s.reason", "s.created_at"
 
 _WAKE_POOLS = """
 woken AS (
-    SELECT pg_notify({channel}, '')
+    SELECT pg_notify({channel}, {{tenant}})
     FROM (SELECT DISTINCT pool FROM {{source}} WHERE state = 'pending') AS p
 )""".format(channel=_CHANNEL.format(t="'runs:' || pool"))
+
+
+def _wake_pools(source: str, tenant: str = "''") -> str:
+    """The CTE ``woken``: a notification per pool of ``source``'s pending runs. Its
+    payload names the runs' tenant (``tenant``, SQL) where a statement's runs are one
+    tenant's (an enqueue): a worker's peek then claims for that tenant alone
+    (``Listener.take_tenants``, decision 0037). Empty: the runs may be anyone's."""
+    return _WAKE_POOLS.format(source=source, tenant=tenant)
+
 
 # Params: $1-$12 the runs (see _rows.new_run_template_columns: $1-$10 one element per
 # template, $11-$12 one per run); the jobs (see _rows.job_columns): $13-$17 one element
@@ -326,7 +335,7 @@ inserted AS ({_INSERT_RUNS.format(now="coalesce($38::timestamptz, now())")}
           END
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING pool, state
-),{_WAKE_POOLS.format(source="inserted")}
+),{_wake_pools("inserted")}
 SELECT (SELECT count(*) FROM new_jobs) AS jobs, (SELECT count(*) FROM woken) AS woken"""
 
 # Whether the occurrence of the candidate run ``r`` was archived (decision 0032): the unique
@@ -346,7 +355,7 @@ inserted AS ({_INSERT_RUNS.format(now="$12::timestamptz")}
     WHERE NOT {_ARCHIVED}
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING id, tenant_id, job_id, scheduled_for, attempt, pool, state, reason, created_at
-),{_SKIPPED_OUTBOX}{_WAKE_POOLS.format(source="inserted")}
+),{_SKIPPED_OUTBOX}{_wake_pools("inserted")}
 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM woken) AS woken"""
 
 # Params: $1 tenant, $2 job id, $3 the earliest scheduled_for, $4 available_at and
@@ -370,7 +379,7 @@ inserted AS (
          unnest($11::text[], $12::text[]) WITH ORDINALITY AS p(payload, concurrency_key, n)
     ORDER BY p.n
     RETURNING id, scheduled_for, pool, state
-),{_WAKE_POOLS.format(source="inserted")}
+),{_wake_pools("inserted", tenant="$1::text")}
 SELECT array_agg(id ORDER BY scheduled_for) AS ids, (SELECT count(*) FROM woken) AS woken
 FROM inserted"""
 
@@ -517,7 +526,7 @@ inserted AS ({_INSERT_RUNS.format(now="now()")}
     ORDER BY r.job_id, r.scheduled_for
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING id, tenant_id, job_id, scheduled_for, attempt, pool, state, reason, created_at
-),{_SKIPPED_OUTBOX}{_WAKE_POOLS.format(source="inserted")}
+),{_SKIPPED_OUTBOX}{_wake_pools("inserted")}
 SELECT (SELECT count(*) FROM inserted) AS inserted,
        array(SELECT id FROM advanced) AS advanced,
        (SELECT count(*) FROM woken) AS woken"""
@@ -1003,7 +1012,7 @@ recorded AS (
     SELECT tenant_id, id, job_id, attempt, worker_id, fence, started_at, finished_at,
            lag_seconds, outcome, error_class, error_message, http_status, output
     FROM accepted
-),{_WAKE_POOLS.format(source="accepted")}
+),{_wake_pools("accepted")}
 SELECT array(SELECT id FROM accepted) AS accepted, (SELECT count(*) FROM woken) AS woken"""
 
 # -- maintenance ---------------------------------------------------------------------
@@ -1101,7 +1110,7 @@ RESCUE_EXPIRED = _RESCUE.format(
     error_class="LeaseExpired",
     unstarted_note=_UNSTARTED_NOTE,
     outbox=_outbox("rescued", _RESCUE_EVENT, "s.message", "$1::timestamptz"),
-    wake=_WAKE_POOLS.format(source="rescued"),
+    wake=_wake_pools("rescued"),
 )
 
 RESCUE_DEAD_OWNERS = _RESCUE.format(
@@ -1110,7 +1119,7 @@ RESCUE_DEAD_OWNERS = _RESCUE.format(
     error_class="WorkerGone",
     unstarted_note=_UNSTARTED_NOTE,
     outbox=_outbox("rescued", _RESCUE_EVENT, "s.message", "$1::timestamptz"),
-    wake=_WAKE_POOLS.format(source="rescued"),
+    wake=_wake_pools("rescued"),
 )
 
 # The verdict of lifecycle.release, for a batch, held to it as _RESCUE is.
@@ -1168,7 +1177,7 @@ recorded AS (
            'WorkerShutdown', why
     FROM released
     WHERE started
-),{_WAKE_POOLS.format(source="released")}
+),{_wake_pools("released")}
 SELECT array(SELECT id FROM released WHERE state = 'pending' ORDER BY id) AS retried,
        array(SELECT id FROM released WHERE state = 'dead' ORDER BY id) AS dead,
        array(SELECT id FROM released WHERE state = 'cancelled' ORDER BY id) AS cancelled,
@@ -1322,7 +1331,7 @@ WITH replayed AS (
 audited AS (
     INSERT INTO audit_log (tenant_id, entity, entity_id, action, actor, at)
     SELECT tenant_id, 'run', id::text, 'replayed', $5, $3 FROM replayed ORDER BY id
-),{_WAKE_POOLS.format(source="replayed")}
+),{_wake_pools("replayed")}
 SELECT array(SELECT id FROM replayed) AS replayed, (SELECT count(*) FROM woken) AS woken"""
 
 # -- reads ---------------------------------------------------------------------------

@@ -1091,7 +1091,7 @@ class PostgresStore(Store):
         unique_pools = list(dict.fromkeys(pools))  # one index scan per pool, not two
         aging = max(priority_aging_seconds, 1e-6)  # a period, never zero: it divides
         args = (worker_id, unique_pools, prefetch_until, limit, now, lease_seconds)
-        if urgent and tenant_id is None:
+        if urgent:  # planned at every claim, as a tenant's claim is on the pool's
             async with self._urgent_connection() as conn:
                 return await self._claim_on(conn, *args, tenant_id, aging, started)
         async with self._connection() as conn:
@@ -1607,6 +1607,10 @@ class PostgresStore(Store):
             await asyncio.sleep(max(timeout, 0.0))
             return False
         return await self._listener.wait(topics, timeout)
+
+    def notified_tenants(self, topics: Sequence[str]) -> frozenset[str] | None:
+        """The tenants an enqueue's notification names (see ``_listen``)."""
+        return self._listener.take_tenants(topics)
 
 
 async def _check_max_jobs(conn: Connection, jobs: Sequence[Job]) -> None:
