@@ -60,12 +60,18 @@ async def test_one_tenants_backlog_does_not_hold_back_anothers_runs(
             await eventually(lambda: a_started(200), timeout=120)  # the backlog drains
             sent: list[str] = []
             enqueued: dict[str, float] = {}
+            a_waiting: dict[str, int] = {}  # A's runs not started when B's was written
             # One B run a second while at least a fifth of the backlog is still waiting.
             while sum(t == "a" for t, _ in _starts(marks)) < BACKLOG * 4 // 5:
                 second = time.monotonic()
                 key = f"b{len(sent)}"
-                enqueued[key] = time.time()
                 await cw.enqueue(b.id, [key], tenant_id="b")
+                # From its commit: on SQLite this process's write waits for the worker
+                # process's (one writer per file; 1-3 s on a fast machine whose worker
+                # writes back to back), which is the store's limit between processes,
+                # not the worker's fairness (decision 0037).
+                enqueued[key] = time.time()
+                a_waiting[key] = BACKLOG - sum(t == "a" for t, _ in _starts(marks))
                 sent.append(key)
 
                 async def b_started(key: str = key) -> bool:
@@ -77,14 +83,16 @@ async def test_one_tenants_backlog_does_not_hold_back_anothers_runs(
             await eventually(lambda: a_started(BACKLOG), timeout=300)
     starts = _starts(marks)
     assert sorted(k for t, k in starts if t == "a") == sorted(f"a{n}" for n in range(BACKLOG))
-    assert len(sent) >= 1
-    # Each B run started while thousands of A's runs were still to start: it waited for a
-    # worker's round of claims, not for the backlog (FIFO: none left when it started).
-    for key in sent:
+    # Each B run written while thousands of A's runs waited started while thousands were
+    # still to start: it waited for a worker's round of claims, not for the backlog
+    # (FIFO: none left when it started).
+    beside = [k for k in sent if a_waiting[k] >= BACKLOG // 5]
+    assert beside, a_waiting
+    for key in beside:
         at = starts.index(("b", key))
         a_after = sum(t == "a" for t, _ in starts[at:])
-        assert a_after >= BACKLOG // 10, (key, a_after)
-    # And it started about as soon as a run of an idle worker would (the enqueue
-    # included): a claim and a free slot away, not seconds. Generous for a busy CI.
+        assert a_after >= BACKLOG // 10, (key, a_after, a_waiting[key])
+    # And it started about as soon as a run of an idle worker would: a claim and a free
+    # slot away from its enqueue's commit, not seconds. Generous for a busy CI.
     lags = sorted(at - enqueued[k] for t, k, at in _timed_starts(marks) if t == "b")
     assert lags[len(lags) // 2] < 1.0, lags
