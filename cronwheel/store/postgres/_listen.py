@@ -132,7 +132,7 @@ class Listener:
 
     def _on_notification(self, _conn: Any, _pid: int, channel: str, payload: object) -> None:
         told = self._told.setdefault(channel, set())
-        if told is not None and not (isinstance(payload, str) and payload in told):
+        if told is not None and payload not in told:
             if isinstance(payload, str) and payload and len(told) < MAX_TOLD_TENANTS:
                 told.add(payload)
             else:

@@ -246,19 +246,18 @@ def _outbox(source: str, event: str, error: str, at: str) -> str:
 # The outbox of the planning statements' inserted runs (CTE ``inserted``).
 _SKIPPED_OUTBOX = _outbox("inserted", _SKIPPED_EVENT, "s.reason", "s.created_at")
 
-_WAKE_POOLS = """
-woken AS (
-    SELECT pg_notify({channel}, {{tenant}})
-    FROM (SELECT DISTINCT pool FROM {{source}} WHERE state = 'pending') AS p
-)""".format(channel=_CHANNEL.format(t="'runs:' || pool"))
-
 
 def _wake_pools(source: str, tenant: str = "''") -> str:
     """The CTE ``woken``: a notification per pool of ``source``'s pending runs. Its
     payload names the runs' tenant (``tenant``, SQL) where a statement's runs are one
     tenant's (an enqueue): a worker's peek then claims for that tenant alone
     (``Listener.take_tenants``, decision 0037). Empty: the runs may be anyone's."""
-    return _WAKE_POOLS.format(source=source, tenant=tenant)
+    channel = _CHANNEL.format(t="'runs:' || pool")
+    return f"""
+woken AS (
+    SELECT pg_notify({channel}, {tenant})
+    FROM (SELECT DISTINCT pool FROM {source} WHERE state = 'pending') AS p
+)"""
 
 
 # Params: $1-$12 the runs (see _rows.new_run_template_columns: $1-$10 one element per
