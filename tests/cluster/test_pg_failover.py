@@ -122,8 +122,18 @@ async def test_a_promoted_synchronous_standby_takes_over_and_nothing_is_lost(
     print(f"\nfailover (synchronous replication): {report.summary()}")
     failures = report.findings.failures()
     failures.update({k: v[:10] for k, v in report.losses.items() if v})
+    if report.losses["API answers but 201 and 503"]:
+        # A 500's body says nothing internal: its traceback is in the API's log.
+        failures["the API's log of those answers"] = _crashes(ha_cluster.logs / "api.log")
     assert not failures, failures
     assert report.failover_seconds is not None, "no run started on the new primary"
+
+
+def _crashes(log: Path) -> list[str]:
+    """The tracebacks the API logged for the requests it answered with a 500."""
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    starts = [i for i, line in enumerate(lines) if "unhandled error on" in line]
+    return ["\n".join(lines[i : i + 60]) for i in starts[:3]]
 
 
 class Report:

@@ -603,6 +603,20 @@ async def test_a_connection_lost_mid_query_is_store_unavailable_and_replaced(
     assert await store.get_job("default", make_job().id) is None  # the pool reconnects
 
 
+async def test_a_connection_lost_mid_transaction_is_store_unavailable(
+    store: PostgresStore,
+) -> None:
+    # The transaction's exit then finds the connection closed, and asyncpg's error of
+    # that (an InterfaceError) replaces the loss's: a failover once answered a 500 so.
+    with pytest.raises(StoreUnavailable):
+        async with store._connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    with pytest.raises(StoreUnavailable):
+        async with store._urgent_connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    assert await store.get_job("default", make_job().id) is None  # the pool reconnects
+
+
 def _scans(plan: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
     """Every (node type, relation, index) of a plan."""
     own = [(plan["Node Type"], plan.get("Relation Name"), plan.get("Index Name"))]

@@ -10,6 +10,7 @@ import asyncpg
 
 from cronwheel.core.model import Job
 from cronwheel.errors import Conflict, NotFound
+from cronwheel.security.redact import redact
 
 # Errors that mean "the database cannot be reached right now", not "the request is wrong".
 UNAVAILABLE: Final = (
@@ -29,6 +30,18 @@ REFUSED: Final = (
     asyncpg.exceptions.InvalidCatalogNameError,
     asyncpg.exceptions.InvalidAuthorizationSpecificationError,
 )
+
+
+def lost_under(exc: BaseException) -> bool:
+    """Whether ``exc`` is asyncpg's complaint about a connection the server closed while
+    the loss was being handled (a transaction's exit after the server went mid-statement,
+    whose InterfaceError replaces the loss's error): an outage, like the loss itself."""
+    return isinstance(exc, asyncpg.InterfaceError) and isinstance(exc.__context__, UNAVAILABLE)
+
+
+def lost_message(exc: BaseException) -> str:
+    """What :func:`lost_under`'s outage says: the loss itself where asyncpg kept it."""
+    return f"PostgreSQL closed the connection: {redact(str(exc.__context__ or exc))}"
 
 
 def unique_conflict(exc: asyncpg.UniqueViolationError, jobs: Sequence[Job]) -> Conflict:

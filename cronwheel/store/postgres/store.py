@@ -107,6 +107,8 @@ from cronwheel.store.postgres._connect import (
 from cronwheel.store.postgres._errors import (
     REFUSED,
     UNAVAILABLE,
+    lost_message,
+    lost_under,
     missing_parent,
     unique_conflict,
 )
@@ -361,11 +363,13 @@ class PostgresStore(Store):
                     self._urgent = conn
                 try:
                     yield self._urgent
-                except BaseException:
+                except BaseException as exc:
                     # Cancelled mid-statement, or the server went: its state is unknown.
                     conn, self._urgent = self._urgent, None
                     if conn is not None:
                         conn.terminate()
+                    if lost_under(exc):
+                        raise StoreUnavailable(lost_message(exc)) from exc
                     raise
             except UNAVAILABLE as exc:
                 raise StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}") from exc
@@ -385,6 +389,10 @@ class PostgresStore(Store):
                     # to it again through this connection; the next one finds the primary.
                     await self._standbys.left(conn, exc)
                     raise StoreUnavailable(self._standbys.message(exc)) from None
+                except asyncpg.InterfaceError as exc:
+                    if not lost_under(exc):
+                        raise
+                    raise StoreUnavailable(lost_message(exc)) from exc
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}") from exc
         except REFUSED as exc:
