@@ -8,7 +8,10 @@ runs finished ``--settle-seconds`` ago into history partitioned every
 drops whole partitions, and maintenance vacuums runs and attempts once their dead tuples
 pass its threshold (``--no-vacuum`` leaves them to autovacuum). Every ``--every``
 seconds it prints the runs finished in that interval (per second), the start lag's p50
-and p99 (started_at behind available_at, from the attempts), and the size of the tables
+and p99 (started_at behind available_at, from the attempts), this process's resident
+memory and the time its garbage collector ran in the interval (the worker, the producer
+and maintenance share this process: a heap that grows makes each full collection, a
+pause of every run's start, longer), and the size of the tables
 that grow (PostgreSQL: the total relation size of runs, attempts, run_history and
 attempt_history, every partition summed, the dead tuples of runs and how many times it
 was vacuumed; SQLite: the database's pages in use and free). The goal: after the first
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import tempfile
@@ -45,6 +49,36 @@ from cronwheel.engine.worker import Worker, WorkerConfig
 from cronwheel.errors import StoreUnavailable
 
 PG = os.environ.get("CRONWHEEL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+class GcClock:
+    """Time spent in this process's garbage collections, by generation, since the last
+    ``take``; the longest single pause too."""
+
+    def __init__(self) -> None:
+        self.spent = [0.0, 0.0, 0.0]
+        self.longest = 0.0
+        self._began = 0.0
+        gc.callbacks.append(self._on)
+
+    def _on(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        took = time.perf_counter() - self._began
+        self.spent[info["generation"]] += took
+        self.longest = max(self.longest, took)
+
+    def take(self) -> tuple[float, float, float]:
+        """(ms in full collections, ms in all, the longest pause in ms) since the last."""
+        full, total, longest = self.spent[2], sum(self.spent), self.longest
+        self.spent, self.longest = [0.0, 0.0, 0.0], 0.0
+        return full * 1000, total * 1000, longest * 1000
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 @dataclass
@@ -179,6 +213,7 @@ async def _soak(
         + ("" if archive.vacuum else ", no vacuum by maintenance")
     )
     header = None
+    gc_clock = GcClock()
     since = datetime.now(UTC)
     try:
         while time.monotonic() - started < seconds:
@@ -189,7 +224,15 @@ async def _soak(
             p50 = statistics.median(lags) * 1000 if lags else float("nan")
             p99 = lags[int(len(lags) * 0.99) - 1] * 1000 if lags else float("nan")
             if header is None:
-                header = ["t s", "runs/s", "lag p50 ms", "lag p99 ms", *sizes]
+                header = [
+                    "t s",
+                    "runs/s",
+                    "lag p50 ms",
+                    "lag p99 ms",
+                    "RSS MB",
+                    "gc ms full/all/max",
+                    *sizes,
+                ]
                 print("  " + "  ".join(f"{h:>16}" for h in header))
             rate_done = len(lags) / (until - since).total_seconds()
             cells = [
@@ -197,6 +240,8 @@ async def _soak(
                 f"{rate_done:,.0f}",
                 f"{p50:.1f}",
                 f"{p99:.1f}",
+                f"{_rss_mb():.0f}",
+                "{:.0f}/{:.0f}/{:.1f}".format(*gc_clock.take()),
                 *sizes.values(),
             ]
             print("  " + "  ".join(f"{c:>16}" for c in cells), flush=True)
