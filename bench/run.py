@@ -160,8 +160,7 @@ def run_one(a: argparse.Namespace, system: str, workload: str, root: Path) -> di
     cmd += ["--params", json.dumps(_params(a, workload)), "--pg-dsn", dsn]
     cmd += ["--redis-url", a.redis]
     # bench/ first; a PYTHONPATH given (a worktree's cronwheel) is kept after it.
-    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    env = _env()
     started = time.monotonic()
     try:
         with (workdir / "adapter.log").open("wb") as log:
@@ -193,6 +192,26 @@ def run_one(a: argparse.Namespace, system: str, workload: str, root: Path) -> di
     return head | extra | result
 
 
+def _env() -> dict[str, str]:
+    """The adapters' environment: bench/ first on the path, then a PYTHONPATH given (a
+    worktree's cronwheel); bytecode written and read, as an installed package's is."""
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    # A shell with PYTHONDONTWRITEBYTECODE set (this machine's do) would have every
+    # cronwheel process compile the package from source at its start, 0.1-0.2 s of a
+    # worker's spawn, where the peers' packages, installed by pip, have their bytecode.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _compile_cronwheel() -> None:
+    """cronwheel's bytecode, written as pip writes an installed package's: an editable
+    install (a checkout, a worktree) has none until a process writes it."""
+    compile_ = "import compileall, cronwheel, pathlib;"
+    compile_ += " compileall.compile_dir(pathlib.Path(cronwheel.__file__).parent, quiet=1)"
+    subprocess.run([sys.executable, "-c", compile_], env=_env(), check=True)
+
+
 def main() -> int:
     a = _args()
     # Wide enough for every table even when stdout is a CI log, not a terminal.
@@ -204,6 +223,8 @@ def main() -> int:
         f"PostgreSQL {info['postgresql']}, Redis {info['redis']}"
     )
     root = Path(tempfile.mkdtemp(prefix="cwbench-"))
+    if any(system in CRONWHEEL for system in a.systems):
+        _compile_cronwheel()
     results: list[dict[str, Any]] = []
     for workload in a.workloads:
         for system in a.systems:
