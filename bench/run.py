@@ -27,6 +27,7 @@ from rich.console import Console
 import machine
 import report
 import venvs
+from lib.proc import compile_cronwheel
 from lib.spec import WORKLOADS, params
 
 HERE = Path(__file__).resolve().parent
@@ -204,14 +205,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _compile_cronwheel() -> None:
-    """cronwheel's bytecode, written as pip writes an installed package's: an editable
-    install (a checkout, a worktree) has none until a process writes it."""
-    compile_ = "import compileall, cronwheel, pathlib;"
-    compile_ += " compileall.compile_dir(pathlib.Path(cronwheel.__file__).parent, quiet=1)"
-    subprocess.run([sys.executable, "-c", compile_], env=_env(), check=True)
-
-
 def main() -> int:
     a = _args()
     # Wide enough for every table even when stdout is a CI log, not a terminal.
@@ -224,7 +217,7 @@ def main() -> int:
     )
     root = Path(tempfile.mkdtemp(prefix="cwbench-"))
     if any(system in CRONWHEEL for system in a.systems):
-        _compile_cronwheel()
+        compile_cronwheel(sys.executable, _env())
     results: list[dict[str, Any]] = []
     for workload in a.workloads:
         for system in a.systems:

@@ -32,6 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import startup
+from lib.proc import compile_cronwheel
 
 WRAPPER = """
 import os, sys, time
@@ -137,10 +138,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     builds = args.python or [sys.executable]
-    for python in builds:  # as pip does when it installs the package
-        compile_ = "import compileall, cronwheel, pathlib;"
-        compile_ += " compileall.compile_dir(pathlib.Path(cronwheel.__file__).parent, quiet=1)"
-        subprocess.run([python, "-c", compile_], check=True)
+    for python in builds:
+        compile_cronwheel(python)
     steps: dict[str, dict[str, list[float]]] = {b: defaultdict(list) for b in builds}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

@@ -31,6 +31,16 @@ def bench_env(record: Path, extra: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
+def compile_cronwheel(python: str, env: dict[str, str] | None = None) -> None:
+    """Write the bytecode of the cronwheel that ``python`` imports, as pip does when it
+    installs a package: an editable install (a checkout, a worktree) has none until a
+    process writes it, and a shell with PYTHONDONTWRITEBYTECODE set never does, so each
+    spawned process would time a compile, not a start."""
+    code = "import compileall, cronwheel, pathlib;"
+    code += " compileall.compile_dir(pathlib.Path(cronwheel.__file__).parent, quiet=1)"
+    subprocess.run([python, "-c", code], env=env, check=True)
+
+
 def spawn(cmd: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(

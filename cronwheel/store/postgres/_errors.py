@@ -9,7 +9,7 @@ from typing import Final
 import asyncpg
 
 from cronwheel.core.model import Job
-from cronwheel.errors import Conflict, NotFound
+from cronwheel.errors import Conflict, NotFound, StoreUnavailable
 from cronwheel.security.redact import redact
 
 # Errors that mean "the database cannot be reached right now", not "the request is wrong".
@@ -32,16 +32,19 @@ REFUSED: Final = (
 )
 
 
-def lost_under(exc: BaseException) -> bool:
-    """Whether ``exc`` is asyncpg's complaint about a connection the server closed while
-    the loss was being handled (a transaction's exit after the server went mid-statement,
-    whose InterfaceError replaces the loss's error): an outage, like the loss itself."""
-    return isinstance(exc, asyncpg.InterfaceError) and isinstance(exc.__context__, UNAVAILABLE)
+def outage(exc: BaseException) -> StoreUnavailable:
+    """The StoreUnavailable of a lost or unreachable server (``exc``: one of UNAVAILABLE)."""
+    return StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}")
 
 
-def lost_message(exc: BaseException) -> str:
-    """What :func:`lost_under`'s outage says: the loss itself where asyncpg kept it."""
-    return f"PostgreSQL closed the connection: {redact(str(exc.__context__ or exc))}"
+def lost_under(exc: BaseException) -> BaseException | None:
+    """The connection loss under ``exc`` when ``exc`` is asyncpg's complaint about the
+    closed connection while the loss was being handled (a transaction's exit after the
+    server went mid-statement: its InterfaceError replaces the loss's error), else None."""
+    cause = exc.__context__
+    if isinstance(exc, asyncpg.InterfaceError) and isinstance(cause, UNAVAILABLE):
+        return cause
+    return None
 
 
 def unique_conflict(exc: asyncpg.UniqueViolationError, jobs: Sequence[Job]) -> Conflict:

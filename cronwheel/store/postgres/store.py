@@ -59,7 +59,6 @@ from cronwheel.errors import (
     StaleVersion,
     StoreUnavailable,
 )
-from cronwheel.security.redact import redact
 from cronwheel.store import _auditing, pgurl
 from cronwheel.store import _decode as decode
 from cronwheel.store import _status as status
@@ -107,9 +106,9 @@ from cronwheel.store.postgres._connect import (
 from cronwheel.store.postgres._errors import (
     REFUSED,
     UNAVAILABLE,
-    lost_message,
     lost_under,
     missing_parent,
+    outage,
     unique_conflict,
 )
 from cronwheel.store.postgres._listen import Listener
@@ -368,11 +367,11 @@ class PostgresStore(Store):
                     conn, self._urgent = self._urgent, None
                     if conn is not None:
                         conn.terminate()
-                    if lost_under(exc):
-                        raise StoreUnavailable(lost_message(exc)) from exc
+                    if (lost := lost_under(exc)) is not None:
+                        raise outage(lost) from exc
                     raise
             except UNAVAILABLE as exc:
-                raise StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}") from exc
+                raise outage(exc) from exc
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Connection]:
@@ -390,11 +389,11 @@ class PostgresStore(Store):
                     await self._standbys.left(conn, exc)
                     raise StoreUnavailable(self._standbys.message(exc)) from None
                 except asyncpg.InterfaceError as exc:
-                    if not lost_under(exc):
+                    if (lost := lost_under(exc)) is None:
                         raise
-                    raise StoreUnavailable(lost_message(exc)) from exc
+                    raise outage(lost) from exc
         except UNAVAILABLE as exc:
-            raise StoreUnavailable(f"PostgreSQL is unavailable: {redact(str(exc))}") from exc
+            raise outage(exc) from exc
         except REFUSED as exc:
             # A pooled connection re-opened after the database was dropped or the
             # user's rights changed: an outage to ride out, like a server down.
